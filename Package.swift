@@ -1,0 +1,46 @@
+// swift-tools-version:6.0
+// GyroCompass: gyro-compass sensor fusion. Dependencies point one way:
+// CompassCore (pure math, no I/O) <- IMUSimulator <- ... <- fusion-node.
+import PackageDescription
+
+let package = Package(
+    name: "GyroCompass",
+    products: [
+        .library(name: "CompassCore", targets: ["CompassCore"]),
+        .library(name: "IMUSimulator", targets: ["IMUSimulator"]),
+        .executable(name: "fusion-node", targets: ["FusionNode"]),
+    ],
+    targets: [
+        // Core mathematics and algorithms: standard library only.
+        .target(
+            name: "CompassCore",
+            swiftSettings: [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))],
+            linkerSettings: [.linkedLibrary("m")]
+        ),
+        // Seeded, deterministic IMU + magnetometer simulator (product feature and test bed).
+        .target(name: "IMUSimulator", dependencies: ["CompassCore"]),
+
+        // Thin shims over Debian's C libraries. ZeroMQ omits pkgConfig on purpose: Debian's libzmq.pc
+        // carries -isystem flags SwiftPM warns about, and the header lives in /usr/include anyway.
+        .systemLibrary(name: "CZeroMQ", path: "Sources/CZeroMQ",
+                       providers: [.apt(["libzmq3-dev"])]),
+        .systemLibrary(name: "CYAML", path: "Sources/CYAML", pkgConfig: "yaml-0.1",
+                       providers: [.apt(["libyaml-dev"])]),
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
+                       providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CZstd", path: "Sources/CZstd", pkgConfig: "libzstd",
+                       providers: [.apt(["libzstd-dev"])]),
+        .systemLibrary(name: "CLZ4", path: "Sources/CLZ4", pkgConfig: "liblz4",
+                       providers: [.apt(["liblz4-dev"])]),
+
+        .executableTarget(
+            name: "FusionNode",
+            dependencies: ["CompassCore", "IMUSimulator", "CZeroMQ", "CYAML", "CSQLite", "CZstd", "CLZ4"],
+            swiftSettings: [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]
+        ),
+
+        .testTarget(name: "CompassCoreTests", dependencies: ["CompassCore", "IMUSimulator"]),
+        .testTarget(name: "IMUSimulatorTests", dependencies: ["IMUSimulator", "CompassCore"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,2 @@
+#include <lz4.h>
+#include <lz4frame.h>

@@ -1,0 +1,168 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CompassCore
+
+/// A simulated sample with the truth that produced it.
+public struct SimulatedSample: Sendable, Equatable {
+    public var imu: ImuSample
+    public var magnetometer: MagnetometerSample
+    /// True orientation of the sensor relative to ENU (y = magnetic north).
+    public var trueOrientation: Quaternion
+    /// True gyro bias at this sample, rad/s.
+    public var trueGyroBias: Vector3
+    /// The undisturbed earth field in the sensor frame, microtesla (what a perfect compass sees).
+    public var trueEarthFieldMicrotesla: Vector3
+    /// True linear (non-gravity) acceleration in ENU, m/s^2.
+    public var trueLinearAcceleration: Vector3
+    /// True when a scheduled disturbance is (partly) present.
+    public var isDisturbed: Bool
+
+    /// True compass heading of the sensor x axis, degrees clockwise from magnetic north.
+    public var trueHeadingDegrees: Double? { trueOrientation.headingDegrees }
+}
+
+/// The seeded IMU + magnetometer simulator. Iterate it for an endless (looping) stream, or call
+/// `samples()` for one pass.
+///
+/// The gyro reading at sample k is the constant rate that carries the true orientation from sample
+/// k-1 to sample k, so a noiseless integrator q_k = q_(k-1) * exp(omega_k dt) reproduces the truth.
+public struct IMUSimulator: Sequence, IteratorProtocol, Sendable {
+    public let scenario: SimulationScenario
+    private var rng: SeededGenerator
+    private var index = 0
+    private var bias: Vector3
+    private var previousOrientation: Quaternion
+    private var segmentIndex = 0
+    private var segmentStartTime = 0.0
+    private var segmentStartOrientation: Quaternion
+    private let earth: Vector3
+
+    public init(scenario: SimulationScenario) {
+        self.scenario = scenario
+        rng = SeededGenerator(seed: scenario.seed)
+        bias = scenario.sensors.gyroInitialBias
+        let q0 = Quaternion(headingDegrees: scenario.startHeadingDegrees, pitchDegrees: scenario.startPitchDegrees,
+                            rollDegrees: scenario.startRollDegrees)
+        previousOrientation = q0
+        segmentStartOrientation = q0
+        earth = scenario.earthFieldENU
+    }
+
+    /// Number of samples in one pass of the motion.
+    public var sampleCountPerPass: Int { Int((scenario.duration * scenario.sampleRateHz).rounded(.down)) }
+
+    /// One pass of the motion as an array.
+    public static func samples(_ scenario: SimulationScenario) -> [SimulatedSample] {
+        var sim = IMUSimulator(scenario: scenario)
+        var out = [SimulatedSample]()
+        out.reserveCapacity(sim.sampleCountPerPass)
+        for _ in 0..<sim.sampleCountPerPass { if let s = sim.next() { out.append(s) } }
+        return out
+    }
+
+    public mutating func next() -> SimulatedSample? {
+        let motion = scenario.motion
+        guard !motion.isEmpty, scenario.sampleRateHz > 0, scenario.duration > 0 else { return nil }
+        let dt = 1 / scenario.sampleRateHz
+        let runTime = Double(index) * dt   // seconds since the start of the run
+        if !scenario.loops && index >= sampleCountPerPass { return nil }
+        // Advance to the segment containing runTime (segment times accumulate over loops).
+        while runTime >= segmentStartTime + motion[segmentIndex].seconds {
+            let seg = motion[segmentIndex]
+            segmentStartOrientation = Self.pose(seg, tau: seg.seconds, start: segmentStartOrientation, seed: scenario.seed).orientation
+            segmentStartTime += seg.seconds
+            segmentIndex = (segmentIndex + 1) % motion.count
+        }
+        let pose = Self.pose(motion[segmentIndex], tau: runTime - segmentStartTime, start: segmentStartOrientation,
+                             seed: scenario.seed)
+        let q = pose.orientation
+        let sensors = scenario.sensors
+
+        // Gyro: the rate from the previous orientation to this one, plus bias and noise.
+        let delta = (previousOrientation.conjugate * q).rotationVector
+        let trueRate = index == 0 ? Vector3.zero : delta / dt
+        previousOrientation = q
+        bias += Vector3(rng.nextNormal(), rng.nextNormal(), rng.nextNormal()) * (sensors.gyroBiasRandomWalk * dt.squareRoot())
+        let gyro = trueRate + bias + noise(sensors.gyroNoiseRadiansPerSecond)
+
+        // Accelerometer: specific force = linear acceleration minus gravity (gravity points down).
+        let specificWorld = pose.linearAcceleration + Vector3(0, 0, standardGravity)
+        let accel = q.inverseRotate(specificWorld) + noise(sensors.accelerometerNoise)
+
+        // Magnetometer: earth + world disturbances rotated into the sensor, sensor disturbances,
+        // then soft iron, hard iron and noise.
+        var worldField = earth
+        var sensorDisturbance = Vector3.zero
+        var disturbed = false
+        for d in scenario.disturbances {
+            let w = d.weight(at: runTime)
+            guard w > 0 else { continue }
+            disturbed = true
+            switch d.frame {
+            case .world: worldField += d.fieldMicrotesla * w
+            case .sensor: sensorDisturbance += d.fieldMicrotesla * w
+            }
+        }
+        let sensed = q.inverseRotate(worldField) + sensorDisturbance
+        let mag = sensors.softIron * sensed + sensors.hardIronMicrotesla + noise(sensors.magnetometerNoiseMicrotesla)
+
+        let t = scenario.startTime + runTime
+        index += 1
+        return SimulatedSample(
+            imu: ImuSample(timestamp: t, angularVelocity: gyro, specificForce: accel),
+            magnetometer: MagnetometerSample(timestamp: t, fieldMicrotesla: mag),
+            trueOrientation: q, trueGyroBias: bias, trueEarthFieldMicrotesla: q.inverseRotate(earth),
+            trueLinearAcceleration: pose.linearAcceleration, isDisturbed: disturbed)
+    }
+
+    private mutating func noise(_ sigma: Double) -> Vector3 {
+        guard sigma > 0 else { return .zero }
+        return Vector3(rng.nextNormal(), rng.nextNormal(), rng.nextNormal()) * sigma
+    }
+
+    /// Orientation and ENU linear acceleration `tau` seconds into a segment that began at `start`.
+    static func pose(_ segment: MotionSegment, tau: Double, start: Quaternion, seed: UInt64)
+        -> (orientation: Quaternion, linearAcceleration: Vector3) {
+        switch segment {
+        case .rest:
+            return (start, .zero)
+        case .turn(let rate, _):
+            let yaw = Quaternion(axis: .unitZ, angleRadians: -rate * radiansPerDegree * tau)
+            return ((yaw * start).normalized, .zero)
+        case .rotate(let axis, let rate, _):
+            let r = Quaternion(axis: axis, angleRadians: rate * radiansPerDegree * tau)
+            return ((start * r).normalized, .zero)
+        case .moveTo(let h, let p, let r, let seconds):
+            let target = Quaternion(headingDegrees: h, pitchDegrees: p, rollDegrees: r)
+            let s = seconds > 0 ? 0.5 * (1 - cos(Double.pi * Swift.min(1, tau / seconds))) : 1
+            return (start.slerp(to: target, fraction: s), .zero)
+        case .figureEight(let seconds):
+            let phase = 2 * Double.pi * tau / seconds
+            let relative = Quaternion(rollRadians: 60 * radiansPerDegree * sin(3 * phase),
+                                      pitchRadians: 70 * radiansPerDegree * sin(2 * phase),
+                                      yawRadians: phase)
+            return ((start * relative).normalized, .zero)
+        case .walking(_, let stepRate):
+            let phase = 2 * Double.pi * stepRate * tau
+            let sway = Quaternion(rollRadians: 3 * radiansPerDegree * sin(0.5 * phase),
+                                  pitchRadians: 2 * radiansPerDegree * sin(phase), yawRadians: 0)
+            let forward = start.rotate(.unitX)
+            let horizontal = Vector3(forward.x, forward.y, 0).normalized ?? .unitY
+            let accel = Vector3(0, 0, 2.0 * sin(phase)) + horizontal * (0.8 * cos(phase))
+            return ((start * sway).normalized, accel)
+        case .impacts(_, let peakG, let interval):
+            guard interval > 0 else { return (start, .zero) }
+            let k = (tau / interval).rounded(.down)
+            let local = tau - k * interval - 0.5 * interval
+            let pulse = 0.03
+            guard local >= 0, local < pulse else { return (start, .zero) }
+            // A fresh direction per impact: golden-angle azimuth, a little upward, varied by seed.
+            let azimuth = (k * 137.508 + Double(seed % 360)) * radiansPerDegree
+            let dir = Vector3(cos(azimuth), sin(azimuth), 0.3).normalized!
+            return (start, dir * (peakG * standardGravity * sin(Double.pi * local / pulse)))
+        }
+    }
+}

@@ -1,0 +1,126 @@
+import CompassCore
+
+/// One piece of a simulated motion. Every segment starts from the attitude the previous one ended
+/// in; segments that end where they began (figure-eight, walking, impacts) say so.
+public enum MotionSegment: Sendable, Equatable {
+    /// Hold still.
+    case rest(seconds: Double)
+    /// Turn about the vertical; positive rates increase the compass heading (clockwise from above).
+    case turn(degreesPerSecond: Double, seconds: Double)
+    /// Rotate about an axis fixed in the sensor frame at a constant rate.
+    case rotate(sensorAxis: Vector3, degreesPerSecond: Double, seconds: Double)
+    /// Move smoothly (cosine profile) to an attitude: compass heading, ROS pitch and roll, degrees.
+    case moveTo(headingDegrees: Double, pitchDegrees: Double, rollDegrees: Double, seconds: Double)
+    /// The calibration motion: one full turn while pitching +-70 and rolling +-60 degrees, so the
+    /// field is seen from nearly every direction. Ends at the starting attitude.
+    case figureEight(seconds: Double)
+    /// Hand-held walking: 2-3 degree sway and about 2 m/s^2 of linear acceleration at the step rate.
+    case walking(seconds: Double, stepsPerSecond: Double)
+    /// Held still but struck: half-sine shocks of `peakG` (in units of g, 30 ms long) every
+    /// `intervalSeconds`, in changing directions.
+    case impacts(seconds: Double, peakG: Double, intervalSeconds: Double)
+
+    public var seconds: Double {
+        switch self {
+        case .rest(let s), .turn(_, let s), .rotate(_, _, let s), .moveTo(_, _, _, let s), .figureEight(let s),
+             .walking(let s, _), .impacts(let s, _, _): return s
+        }
+    }
+}
+
+/// A magnetic disturbance switched on for a while, e.g. a magnet brought near the sensor.
+public struct ScheduledDisturbance: Sendable, Equatable {
+    public enum Frame: String, Sendable { case world, sensor }
+    /// Start time, seconds from the start of the scenario.
+    public var startSeconds: Double
+    /// How long it is fully present, seconds (ramps come on top).
+    public var durationSeconds: Double
+    /// The added field, microtesla, in `frame` (world = ENU with y magnetic north: a magnet lying
+    /// nearby; sensor = moves with the sensor: a magnet attached to it).
+    public var fieldMicrotesla: Vector3
+    public var frame: Frame
+    /// Seconds to fade in and out (a magnet approaches over time); 0 switches abruptly.
+    public var rampSeconds: Double
+
+    public init(startSeconds: Double, durationSeconds: Double, fieldMicrotesla: Vector3, frame: Frame = .world,
+                rampSeconds: Double = 0.5) {
+        self.startSeconds = startSeconds; self.durationSeconds = durationSeconds
+        self.fieldMicrotesla = fieldMicrotesla; self.frame = frame; self.rampSeconds = max(0, rampSeconds)
+    }
+
+    /// 0...1: how much of the disturbance is present at time t (seconds).
+    func weight(at t: Double) -> Double {
+        let end = startSeconds + durationSeconds
+        if rampSeconds == 0 { return t >= startSeconds && t < end ? 1 : 0 }
+        if t <= startSeconds - rampSeconds || t >= end + rampSeconds { return 0 }
+        if t < startSeconds { return smoothstep((t - (startSeconds - rampSeconds)) / rampSeconds) }
+        if t > end { return smoothstep((end + rampSeconds - t) / rampSeconds) }
+        return 1
+    }
+}
+
+/// The sensor error models. Defaults resemble a consumer MEMS IMU with a calibrated magnetometer.
+public struct SensorErrorModel: Sendable, Equatable {
+    /// Gyro white noise, rad/s standard deviation per sample. Default 0.002 (0.11 deg/s).
+    public var gyroNoiseRadiansPerSecond = 0.002
+    /// Gyro bias at start, rad/s, sensor frame. Default zero.
+    public var gyroInitialBias = Vector3.zero
+    /// Gyro bias random walk, rad/s per sqrt(second). Default 1e-4.
+    public var gyroBiasRandomWalk = 1e-4
+    /// Accelerometer white noise, m/s^2 standard deviation per sample. Default 0.02.
+    public var accelerometerNoise = 0.02
+    /// Magnetometer white noise, microtesla standard deviation per sample and axis. Default 0.5.
+    public var magnetometerNoiseMicrotesla = 0.5
+    /// Hard-iron offset added to every reading, microtesla. Default zero.
+    public var hardIronMicrotesla = Vector3.zero
+    /// Soft-iron matrix applied to the field before the offset. Default identity.
+    public var softIron = Matrix3.identity
+
+    public init() {}
+
+    /// A noiseless, bias-free, undistorted sensor (for exact geometry tests).
+    public static var ideal: SensorErrorModel {
+        var m = SensorErrorModel()
+        m.gyroNoiseRadiansPerSecond = 0; m.gyroBiasRandomWalk = 0
+        m.accelerometerNoise = 0; m.magnetometerNoiseMicrotesla = 0
+        return m
+    }
+}
+
+/// Everything that defines a simulation run. Same scenario, same samples, on every machine.
+public struct SimulationScenario: Sendable, Equatable {
+    public var seed: UInt64 = 1
+    /// Samples per second. Default 100.
+    public var sampleRateHz = 100.0
+    /// Earth field strength, microtesla. Default 48.
+    public var earthFieldMicrotesla = 48.0
+    /// Earth field dip, degrees below the horizon. Default 66.
+    public var earthFieldDipDegrees = 66.0
+    /// Attitude at t = 0: compass heading, ROS pitch, roll, degrees.
+    public var startHeadingDegrees = 0.0
+    public var startPitchDegrees = 0.0
+    public var startRollDegrees = 0.0
+    /// Time of the first sample, seconds.
+    public var startTime = 0.0
+    public var motion: [MotionSegment] = [.rest(seconds: 10)]
+    public var disturbances: [ScheduledDisturbance] = []
+    public var sensors = SensorErrorModel()
+    /// Repeat the motion forever (disturbance times then refer to the whole run).
+    public var loops = false
+
+    public init() {}
+
+    /// Seconds of motion in one pass.
+    public var duration: Double { motion.reduce(0) { $0 + $1.seconds } }
+
+    /// The undisturbed earth field in ENU (y = magnetic north), microtesla.
+    public var earthFieldENU: Vector3 {
+        let dip = earthFieldDipDegrees * radiansPerDegree
+        return Vector3(0, earthFieldMicrotesla * _cos(dip), -earthFieldMicrotesla * _sin(dip))
+    }
+}
+
+@inlinable func smoothstep(_ x: Double) -> Double {
+    let c = min(1, max(0, x))
+    return c * c * (3 - 2 * c)
+}
