@@ -141,8 +141,8 @@ public struct IMUSimulator: Sequence, IteratorProtocol, Sendable {
             return (start.slerp(to: target, fraction: s), .zero)
         case .figureEight(let seconds):
             let phase = 2 * Double.pi * tau / seconds
-            let relative = Quaternion(rollRadians: 60 * radiansPerDegree * sin(3 * phase),
-                                      pitchRadians: 70 * radiansPerDegree * sin(2 * phase),
+            let relative = Quaternion(rollRadians: 120 * radiansPerDegree * sin(3 * phase),
+                                      pitchRadians: 80 * radiansPerDegree * sin(2 * phase),
                                       yawRadians: phase)
             return ((start * relative).normalized, .zero)
         case .walking(_, let stepRate):

@@ -11,8 +11,9 @@ public enum MotionSegment: Sendable, Equatable {
     case rotate(sensorAxis: Vector3, degreesPerSecond: Double, seconds: Double)
     /// Move smoothly (cosine profile) to an attitude: compass heading, ROS pitch and roll, degrees.
     case moveTo(headingDegrees: Double, pitchDegrees: Double, rollDegrees: Double, seconds: Double)
-    /// The calibration motion: one full turn while pitching +-70 and rolling +-60 degrees, so the
-    /// field is seen from nearly every direction. Ends at the starting attitude.
+    /// The calibration motion: one full turn while pitching +-80 and rolling +-120 degrees (the device
+    /// turns over, as in a hand-made figure-eight), so the field is seen from nearly every direction.
+    /// Ends at the starting attitude.
     case figureEight(seconds: Double)
     /// Hand-held walking: 2-3 degree sway and about 2 m/s^2 of linear acceleration at the step rate.
     case walking(seconds: Double, stepsPerSecond: Double)

@@ -29,3 +29,6 @@ func randomAttitudes(count: Int, maxTiltDegrees: Double, seed: UInt64) -> [Quate
         return Quaternion(headingDegrees: heading, pitchDegrees: tilt * cos(direction), rollDegrees: tilt * sin(direction))
     }
 }
+
+func _sinForTest(_ x: Double) -> Double { sin(x) }
+func _cosForTest(_ x: Double) -> Double { cos(x) }
