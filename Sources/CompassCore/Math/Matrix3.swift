@@ -118,3 +118,25 @@ public struct Matrix3: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { "[\(row0), \(row1), \(row2)]" }
 }
+
+extension Matrix3 {
+    /// The outer product u v^T.
+    @inlinable
+    public static func outer(_ u: Vector3, _ v: Vector3) -> Matrix3 {
+        Matrix3(u.x * v.x, u.x * v.y, u.x * v.z, u.y * v.x, u.y * v.y, u.y * v.z, u.z * v.x, u.z * v.y, u.z * v.z)
+    }
+
+    @inlinable
+    public static func - (a: Matrix3, b: Matrix3) -> Matrix3 {
+        Matrix3(a.m00 - b.m00, a.m01 - b.m01, a.m02 - b.m02, a.m10 - b.m10, a.m11 - b.m11, a.m12 - b.m12,
+                a.m20 - b.m20, a.m21 - b.m21, a.m22 - b.m22)
+    }
+
+    /// Adds `s` to the diagonal.
+    @inlinable
+    public func addingToDiagonal(_ s: Double) -> Matrix3 {
+        var m = self
+        m.m00 += s; m.m11 += s; m.m22 += s
+        return m
+    }
+}

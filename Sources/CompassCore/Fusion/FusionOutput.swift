@@ -1,0 +1,76 @@
+/// What a fusion filter is doing right now. Several flags can be set at once.
+public struct FusionFlags: OptionSet, Sendable, Hashable, CustomStringConvertible {
+    public let rawValue: UInt16
+    @inlinable public init(rawValue: UInt16) { self.rawValue = rawValue }
+
+    /// The filter has not converged yet (first second, or heading uncertainty still large).
+    public static let initialising = FusionFlags(rawValue: 1 << 0)
+    /// The sensor is at rest; the gyro bias is being learned directly.
+    public static let atRest = FusionFlags(rawValue: 1 << 1)
+    /// The accelerometer was not used: the specific force is not (only) gravity.
+    public static let accelerationRejected = FusionFlags(rawValue: 1 << 2)
+    /// The magnetometer was not used: it disagrees with the model (see the reasons below).
+    public static let magnetometerRejected = FusionFlags(rawValue: 1 << 3)
+    /// No magnetometer correction for a while: the heading is carried by the gyro alone.
+    public static let gyroOnly = FusionFlags(rawValue: 1 << 4)
+    /// Reason: field strength differs from the reference.
+    public static let magneticStrengthDisturbed = FusionFlags(rawValue: 1 << 5)
+    /// Reason: dip differs from the reference.
+    public static let magneticDipDisturbed = FusionFlags(rawValue: 1 << 6)
+    /// Reason: the compass heading moved while the gyro says the device did not turn (or vice versa).
+    public static let magneticGyroInconsistent = FusionFlags(rawValue: 1 << 7)
+    /// A new magnetic reference (strength and dip) was adopted at this update.
+    public static let magneticReferenceChanged = FusionFlags(rawValue: 1 << 8)
+
+    static let names: [(FusionFlags, String)] = [
+        (.initialising, "initialising"), (.atRest, "at_rest"), (.accelerationRejected, "acceleration_rejected"),
+        (.magnetometerRejected, "magnetometer_rejected"), (.gyroOnly, "gyro_only"),
+        (.magneticStrengthDisturbed, "magnetic_strength"), (.magneticDipDisturbed, "magnetic_dip"),
+        (.magneticGyroInconsistent, "magnetic_gyro_inconsistent"), (.magneticReferenceChanged, "magnetic_reference_changed"),
+    ]
+
+    /// Flag names, separated by "|" ("" when none).
+    public var description: String { Self.names.filter { contains($0.0) }.map(\.1).joined(separator: "|") }
+}
+
+/// One fused estimate.
+public struct FusionOutput: Sendable, Equatable {
+    /// Time of the IMU sample this estimate belongs to, seconds.
+    public var timestamp: Double
+    /// Orientation of the sensor relative to ENU with y = magnetic north.
+    public var orientation: Quaternion
+    /// Magnetic heading of the sensor x axis, degrees clockwise from magnetic north, [0, 360), after
+    /// the reference offset (if any); nil when the x axis is vertical.
+    public var headingDegrees: Double?
+    /// An estimate of the 95 % bound of the true heading error, degrees; nil while not yet valid.
+    public var headingAccuracyDegrees: Double?
+    /// Estimated gyro bias, rad/s, sensor frame.
+    public var gyroBias: Vector3
+    public var flags: FusionFlags
+
+    @inlinable
+    public init(timestamp: Double, orientation: Quaternion, headingDegrees: Double?, headingAccuracyDegrees: Double?,
+                gyroBias: Vector3, flags: FusionFlags) {
+        self.timestamp = timestamp; self.orientation = orientation; self.headingDegrees = headingDegrees
+        self.headingAccuracyDegrees = headingAccuracyDegrees; self.gyroBias = gyroBias; self.flags = flags
+    }
+}
+
+/// Why samples were skipped, counted (never silently dropped).
+public struct SkippedSampleCounts: Sendable, Equatable {
+    /// IMU samples with a NaN or infinite component.
+    public var nonFiniteImu = 0
+    /// Magnetometer samples with a NaN or infinite component (the IMU part was still used).
+    public var nonFiniteMagnetometer = 0
+    /// Accelerometer readings of (near) zero length.
+    public var zeroSpecificForce = 0
+    /// Magnetometer readings of (near) zero length.
+    public var zeroMagneticField = 0
+    /// Samples whose timestamp did not increase.
+    public var timestampNotIncreasing = 0
+    /// Gaps longer than the filter's maximum step; the step was clamped.
+    public var timeGaps = 0
+
+    public init() {}
+    public var total: Int { nonFiniteImu + nonFiniteMagnetometer + zeroSpecificForce + zeroMagneticField + timestampNotIncreasing }
+}

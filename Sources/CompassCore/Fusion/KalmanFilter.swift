@@ -1,0 +1,278 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Orientation and gyro bias by an error-state (multiplicative) Kalman filter.
+///
+/// State: orientation q (sensor to ENU, y = magnetic north) and gyro bias b. Error state: a small
+/// rotation in the EARTH frame (q_true = exp(dtheta) * q) and the bias error, with a 6x6 covariance
+/// kept as three 3x3 blocks. The gyro propagates q; measurements are applied as independent scalar
+/// updates, which is exact for independent noises and keeps every operation in plain `Double`s:
+///   - inclination: the specific force, low-passed in the earth frame (linear accelerations that come
+///     and go cancel out there), observes the horizontal error components dtheta_x, dtheta_y;
+///   - heading: the horizontal direction of the field in the earth frame observes dtheta_z only, so
+///     the magnetometer never tilts the estimate;
+///   - rest: the low-passed gyro reading observes the bias directly.
+/// The magnetometer is used only while its strength and dip match the reference and its heading
+/// agrees with the gyro-carried heading; a steady new field is adopted after it has proved itself.
+public struct KalmanFilter: Sendable {
+    public var settings: KalmanFilterSettings
+
+    public private(set) var orientation = Quaternion.identity
+    public private(set) var gyroBias = Vector3.zero
+    /// Covariance blocks: attitude (rad^2), attitude-bias (rad^2/s), bias (rad^2/s^2).
+    public private(set) var attitudeCovariance = Matrix3.identity
+    public private(set) var crossCovariance = Matrix3(0, 0, 0, 0, 0, 0, 0, 0, 0)
+    public private(set) var biasCovariance = Matrix3.identity
+
+    /// The magnetic reference the gating compares with (learned or from settings).
+    public private(set) var referenceFieldMicrotesla: Double?
+    public private(set) var referenceDipDegrees: Double?
+
+    var validator: SampleValidator
+    var rest: RestDetector
+    var started = false
+    var elapsed = 0.0
+    var lowPassedForceEarth = Vector3.zero
+    var innovationLowPass = 0.0
+    var strengthLowPass = 0.0, dipLowPass = 0.0
+    var magneticRejected = false
+    var magneticPassingSeconds = 0.0
+    var secondsSinceMagneticUpdate = 0.0
+    var radiansTurnedSinceMagneticUpdate = 0.0
+    var learnedStrengthSum = 0.0, learnedDipSum = 0.0, learnedCount = 0
+    var candidateStrength = 0.0, candidateDip = 0.0, candidateSeconds = 0.0
+
+    /// Samples skipped so far, by reason.
+    public var skipped: SkippedSampleCounts { validator.skipped }
+
+    public init(settings: KalmanFilterSettings = .init()) {
+        self.settings = settings
+        validator = SampleValidator(maximumStepSeconds: settings.maximumStepSeconds)
+        rest = settings.restDetector
+        referenceFieldMicrotesla = settings.referenceFieldMicrotesla
+        referenceDipDegrees = settings.referenceDipDegrees
+    }
+
+    /// Seconds of magnetometer learning at start when no reference is given.
+    static let referenceLearningSeconds = 1.0
+
+    /// Feeds one IMU sample and, if one arrived with it, a magnetometer sample (microtesla; calibrated
+    /// unless `settings.magnetometerCalibration` is set). Returns nil when the sample was skipped (the
+    /// reason is counted in `skipped`).
+    public mutating func update(imu: ImuSample, magnetometer: MagnetometerSample? = nil) -> FusionOutput? {
+        guard let dt = validator.step(for: imu) else { return nil }
+        var field = validator.field(of: magnetometer)
+        if let f = field, let cal = settings.magnetometerCalibration { field = cal.apply(f) }
+        if !started {
+            start(specificForce: imu.specificForce, field: field)
+            return output(imu.timestamp, flags: [.initialising])
+        }
+        elapsed += dt
+        var flags: FusionFlags = []
+        if rest.update(rate: imu.angularVelocity, specificForce: imu.specificForce, dt: dt) { flags.insert(.atRest) }
+
+        // Propagate with the bias-corrected gyro.
+        orientation = (orientation * Quaternion(rotationVector: (imu.angularVelocity - gyroBias) * dt)).normalized
+        let r = orientation.rotationMatrix
+        let rate = (imu.angularVelocity - gyroBias).norm
+        propagateCovariance(rotation: r, dt: dt, rate: rate)
+        radiansTurnedSinceMagneticUpdate += rate * dt
+
+        var dTheta = Vector3.zero, dBias = Vector3.zero
+
+        // Inclination from the earth-frame low-passed specific force.
+        let force = r * imu.specificForce
+        lowPassedForceEarth += (force - lowPassedForceEarth) * (dt / (settings.accelerometerLowPassSeconds + dt))
+        let forceNorm = lowPassedForceEarth.norm
+        if abs(forceNorm - standardGravity) > settings.accelerationRejectionTolerance * standardGravity {
+            flags.insert(.accelerationRejected)
+        } else {
+            let u = lowPassedForceEarth / forceNorm
+            let s = (u.x * u.x + u.y * u.y).squareRoot()
+            // The rotation vector taking u onto +z: axis (u_y, -u_x, 0)/s, angle atan2(s, u_z).
+            let k = s > 1e-12 ? atan2(s, u.z) / s : 1
+            let variance = settings.inclinationNoise * settings.inclinationNoise
+            scalarUpdate(0, residual: u.y * k - dTheta.x, variance: variance, &dTheta, &dBias)
+            scalarUpdate(1, residual: -u.x * k - dTheta.y, variance: variance, &dTheta, &dBias)
+        }
+
+        // Heading from the magnetometer, if it passes every check.
+        secondsSinceMagneticUpdate += dt
+        if let m = field {
+            flags.formUnion(magneticUpdate(field: m, rotation: r, dt: dt, &dTheta, &dBias))
+        }
+        if secondsSinceMagneticUpdate > settings.gyroOnlyAfterSeconds { flags.insert(.gyroOnly) }
+
+        // At rest the low-passed gyro reading is the bias.
+        if flags.contains(.atRest) {
+            let residual = rest.lowPassedRate - gyroBias
+            let variance = settings.restBiasNoise * settings.restBiasNoise
+            scalarUpdate(3, residual: residual.x - dBias.x, variance: variance, &dTheta, &dBias)
+            scalarUpdate(4, residual: residual.y - dBias.y, variance: variance, &dTheta, &dBias)
+            scalarUpdate(5, residual: residual.z - dBias.z, variance: variance, &dTheta, &dBias)
+        }
+
+        // Inject the error state; the earth-frame low-pass turns with the frame it lives in.
+        if dTheta.squaredNorm > 0 {
+            orientation = (Quaternion(rotationVector: dTheta) * orientation).normalized
+            lowPassedForceEarth += dTheta.cross(lowPassedForceEarth)
+        }
+        gyroBias += dBias
+        if elapsed < Self.referenceLearningSeconds || referenceFieldMicrotesla == nil { flags.insert(.initialising) }
+        return output(imu.timestamp, flags: flags)
+    }
+
+    /// The current heading, degrees clockwise from magnetic north after the reference offset.
+    public var headingDegrees: Double? {
+        orientation.headingDegrees.map { normalizedDegrees($0 - settings.referenceOffsetDegrees) }
+    }
+
+    /// 1-sigma heading uncertainty from the state alone, degrees.
+    public var headingSigmaDegrees: Double { attitudeCovariance.m22.squareRoot() * degreesPerRadian }
+
+    // MARK: - Steps
+
+    mutating func start(specificForce: Vector3, field: Vector3?) {
+        if let f = field, case .success(let reading) = TiltCompensatedCompass.reading(field: f, specificForce: specificForce) {
+            orientation = reading.orientation
+        } else if let up = specificForce.normalized {
+            // No usable field yet: level from gravity, heading unknown (large uncertainty below).
+            let axis = up.cross(.unitZ)
+            let angle = atan2(axis.norm, up.z)
+            orientation = Quaternion(axis: axis, angleRadians: angle)
+        }
+        let tilt = 5 * radiansPerDegree, heading = 30 * radiansPerDegree
+        attitudeCovariance = Matrix3.diagonal(Vector3(tilt * tilt, tilt * tilt, heading * heading))
+        crossCovariance = Matrix3(0, 0, 0, 0, 0, 0, 0, 0, 0)
+        let b = settings.initialGyroBiasSigma
+        biasCovariance = Matrix3.diagonal(Vector3(b * b, b * b, b * b))
+        lowPassedForceEarth = orientation.rotate(specificForce)
+        started = true
+    }
+
+    /// P <- F P F^T + Q with F = [[I, -R dt], [0, I]] (earth-frame attitude error, sensor-frame bias).
+    mutating func propagateCovariance(rotation r: Matrix3, dt: Double, rate: Double) {
+        let g = r * (-dt)
+        let gt = g.transposed
+        let gc = g * biasCovariance
+        let y = crossCovariance * gt
+        let a = attitudeCovariance + y + y.transposed + gc * gt
+        crossCovariance = crossCovariance + gc
+        let rateNoise = settings.gyroRateNoise * rate
+        let qa = (settings.gyroNoiseDensity * settings.gyroNoiseDensity + rateNoise * rateNoise) * dt
+        let qb = settings.gyroBiasRandomWalk * settings.gyroBiasRandomWalk * dt
+        attitudeCovariance = a.addingToDiagonal(qa)
+        biasCovariance = biasCovariance.addingToDiagonal(qb)
+    }
+
+    /// One scalar measurement of error-state component `index` (0-2 attitude, 3-5 bias).
+    mutating func scalarUpdate(_ index: Int, residual: Double, variance: Double, _ dTheta: inout Vector3, _ dBias: inout Vector3) {
+        let pa: Vector3, pb: Vector3, pii: Double
+        switch index {
+        case 0: pa = attitudeCovariance.column0; pb = crossCovariance.row0; pii = attitudeCovariance.m00
+        case 1: pa = attitudeCovariance.column1; pb = crossCovariance.row1; pii = attitudeCovariance.m11
+        case 2: pa = attitudeCovariance.column2; pb = crossCovariance.row2; pii = attitudeCovariance.m22
+        case 3: pa = crossCovariance.column0; pb = biasCovariance.column0; pii = biasCovariance.m00
+        case 4: pa = crossCovariance.column1; pb = biasCovariance.column1; pii = biasCovariance.m11
+        default: pa = crossCovariance.column2; pb = biasCovariance.column2; pii = biasCovariance.m22
+        }
+        let inv = 1 / (pii + variance)
+        let ka = pa * inv, kb = pb * inv
+        dTheta += ka * residual
+        dBias += kb * residual
+        attitudeCovariance = attitudeCovariance - Matrix3.outer(ka, pa)
+        crossCovariance = crossCovariance - Matrix3.outer(ka, pb)
+        biasCovariance = biasCovariance - Matrix3.outer(kb, pb)
+    }
+
+    /// Gates and applies one magnetometer reading; returns the flags it raised.
+    mutating func magneticUpdate(field m: Vector3, rotation r: Matrix3, dt: Double,
+                                 _ dTheta: inout Vector3, _ dBias: inout Vector3) -> FusionFlags {
+        let earth = r * m
+        let strength = m.norm
+        let horizontal = (earth.x * earth.x + earth.y * earth.y).squareRoot()
+        let dip = atan2(-earth.z, horizontal) * degreesPerRadian
+        guard horizontal > 1e-3 * strength else { return [.magnetometerRejected] }
+        // Clockwise angle of the horizontal field from +y: the earth-frame heading error about z.
+        let alpha = atan2(earth.x, earth.y)
+
+        guard let refStrength = referenceFieldMicrotesla, let refDip = referenceDipDegrees else {
+            // Learning the reference: use every reading, no gating.
+            learnedStrengthSum += strength; learnedDipSum += dip; learnedCount += 1
+            if elapsed >= Self.referenceLearningSeconds {
+                referenceFieldMicrotesla = learnedStrengthSum / Double(learnedCount)
+                referenceDipDegrees = learnedDipSum / Double(learnedCount)
+                strengthLowPass = referenceFieldMicrotesla!; dipLowPass = referenceDipDegrees!
+            }
+            applyHeading(alpha, &dTheta, &dBias)
+            return []
+        }
+        if elapsed < Self.referenceLearningSeconds {
+            strengthLowPass = strength; dipLowPass = dip
+            applyHeading(alpha, &dTheta, &dBias)
+            return []
+        }
+
+        var reasons: FusionFlags = []
+        let w = dt / (settings.magneticCheckLowPassSeconds + dt)
+        strengthLowPass += (strength - strengthLowPass) * w
+        dipLowPass += (dip - dipLowPass) * w
+        if abs(strengthLowPass / refStrength - 1) > settings.magneticStrengthTolerance { reasons.insert(.magneticStrengthDisturbed) }
+        if abs(dipLowPass - refDip) > settings.magneticDipToleranceDegrees { reasons.insert(.magneticDipDisturbed) }
+        innovationLowPass += (alpha - innovationLowPass) * (dt / (settings.consistencyLowPassSeconds + dt))
+        let gate = max(settings.consistencyGateDegrees * radiansPerDegree, 3 * attitudeCovariance.m22.squareRoot())
+            + settings.gyroScaleErrorBound * radiansTurnedSinceMagneticUpdate
+        if abs(innovationLowPass) > gate { reasons.insert(.magneticGyroInconsistent) }
+
+        var flags: FusionFlags = []
+        // A steady field with another strength or dip becomes the new reference once it has proved itself.
+        if reasons.contains(.magneticStrengthDisturbed) || reasons.contains(.magneticDipDisturbed) {
+            let steady = candidateSeconds > 0
+                && abs(strengthLowPass / candidateStrength - 1) <= settings.magneticStrengthTolerance
+                && abs(dipLowPass - candidateDip) <= settings.magneticDipToleranceDegrees
+            if steady {
+                let c = dt / (2 + dt)
+                candidateStrength += (strengthLowPass - candidateStrength) * c
+                candidateDip += (dipLowPass - candidateDip) * c
+                candidateSeconds += dt
+            } else {
+                candidateStrength = strengthLowPass; candidateDip = dipLowPass; candidateSeconds = dt
+            }
+            if candidateSeconds >= settings.newFieldSeconds {
+                referenceFieldMicrotesla = candidateStrength
+                referenceDipDegrees = candidateDip
+                candidateSeconds = 0
+                flags.insert(.magneticReferenceChanged)
+            }
+        } else {
+            candidateSeconds = 0
+        }
+
+        magneticPassingSeconds = reasons.isEmpty ? magneticPassingSeconds + dt : 0
+        if !reasons.isEmpty { magneticRejected = true }
+        if magneticRejected && magneticPassingSeconds >= settings.magneticRecoverySeconds { magneticRejected = false }
+        if magneticRejected {
+            flags.formUnion(reasons.union(.magnetometerRejected))
+            return flags
+        }
+        applyHeading(alpha, &dTheta, &dBias)
+        return flags
+    }
+
+    mutating func applyHeading(_ alpha: Double, _ dTheta: inout Vector3, _ dBias: inout Vector3) {
+        scalarUpdate(2, residual: alpha - dTheta.z, variance: settings.headingNoise * settings.headingNoise, &dTheta, &dBias)
+        secondsSinceMagneticUpdate = 0
+        radiansTurnedSinceMagneticUpdate = 0
+    }
+
+    func output(_ timestamp: Double, flags: FusionFlags) -> FusionOutput {
+        let sigma = headingSigmaDegrees
+        let floor = settings.headingAccuracyFloorDegrees
+        let accuracy = flags.contains(.initialising) || !sigma.isFinite ? nil : 1.96 * (sigma * sigma + floor * floor).squareRoot()
+        return FusionOutput(timestamp: timestamp, orientation: orientation, headingDegrees: headingDegrees,
+                            headingAccuracyDegrees: accuracy, gyroBias: gyroBias, flags: flags)
+    }
+}

@@ -1,0 +1,78 @@
+/// Parameters of `KalmanFilter`. Every value has its unit and default; defaults suit a consumer or
+/// industrial MEMS IMU at 50-1000 Hz and are not tuned to any one recording.
+public struct KalmanFilterSettings: Sendable, Equatable {
+    // MARK: Process model
+    /// Gyro angle random walk, rad/s/sqrt(Hz): how fast attitude uncertainty grows between
+    /// corrections. Default 0.003.
+    public var gyroNoiseDensity = 0.003
+    /// Attitude noise density per unit of angular rate, sqrt(s): scale-factor and misalignment
+    /// errors make the gyro-carried attitude drift faster the faster the sensor turns. Default 0.0015.
+    public var gyroRateNoise = 0.0015
+    /// Gyro bias instability as a random walk, rad/s/sqrt(s). Default 5e-5.
+    public var gyroBiasRandomWalk = 5e-5
+    /// Gyro bias uncertainty at start, rad/s (1 sigma). Default 0.01 (0.57 deg/s).
+    public var initialGyroBiasSigma = 0.01
+
+    // MARK: Accelerometer (inclination)
+    /// Time constant of the low-pass applied to the specific force in the earth frame, seconds: linear
+    /// accelerations that come and go average out before they reach the estimate. Default 3.
+    public var accelerometerLowPassSeconds = 3.0
+    /// Noise of the low-passed gravity direction per update, rad. Default 0.1.
+    public var inclinationNoise = 0.1
+    /// The accelerometer is rejected while the low-passed specific force differs from g by more than
+    /// this fraction (sustained linear acceleration). Default 0.1.
+    public var accelerationRejectionTolerance = 0.1
+
+    // MARK: Magnetometer (heading)
+    /// Noise of the horizontal field direction per update, rad: white noise plus the slowly varying
+    /// inhomogeneity of indoor fields, which is why it is far above the sensor's own noise. Default 1.6.
+    public var headingNoise = 1.6
+    /// Reference field strength, microtesla; nil learns it from the first magnetometer samples
+    /// (give the World Magnetic Model's value when the position is known).
+    public var referenceFieldMicrotesla: Double? = nil
+    /// Reference dip, degrees below the horizon; nil learns it like the strength.
+    public var referenceDipDegrees: Double? = nil
+    /// Allowed relative strength deviation from the reference. Default 0.1.
+    public var magneticStrengthTolerance = 0.1
+    /// Allowed dip deviation from the reference, degrees. Default 5.
+    public var magneticDipToleranceDegrees = 5.0
+    /// Time constant of the low-pass applied to strength and dip before they are compared with the
+    /// reference, seconds: per-sample magnetometer noise must not look like interference. Default 0.25.
+    public var magneticCheckLowPassSeconds = 0.25
+    /// Time constant of the heading-innovation average used for the gyro-consistency check, s. Default 2.
+    public var consistencyLowPassSeconds = 2.0
+    /// The averaged compass-minus-gyro heading may differ by at most max(this, 3 sigma) degrees.
+    /// Default 4.
+    public var consistencyGateDegrees = 4.0
+    /// Bound on the gyro's relative rate error (scale factor and misalignment), used to widen the
+    /// consistency gate by this fraction of the angle turned since the last magnetometer correction:
+    /// after a long, fast motion the gyro-carried heading may have drifted that far. Default 0.005.
+    public var gyroScaleErrorBound = 0.005
+    /// How long every magnetic check must pass before a rejected magnetometer is used again, s. Default 0.5.
+    public var magneticRecoverySeconds = 0.5
+    /// A new field (strength and dip different from the reference but steady) is adopted as the
+    /// reference after this many seconds. Default 20.
+    public var newFieldSeconds = 20.0
+    /// The heading is flagged gyro-only after this long without a magnetometer correction, s. Default 2.
+    public var gyroOnlyAfterSeconds = 2.0
+
+    // MARK: Rest
+    /// Rest detection (see `RestDetector`). At rest the low-passed gyro reading observes the bias.
+    public var restDetector = RestDetector()
+    /// Noise of the at-rest bias observation, rad/s. Default 0.002.
+    public var restBiasNoise = 0.002
+
+    // MARK: Output
+    /// Heading uncertainty the state cannot see (field inhomogeneity, residual calibration), degrees
+    /// (1 sigma), added to the filter's own in the reported accuracy. Default 1.
+    public var headingAccuracyFloorDegrees = 1.0
+    /// Subtracted from the output heading ("this direction is zero"), degrees. Default 0.
+    public var referenceOffsetDegrees = 0.0
+    /// Applied to every magnetometer reading before use. Default: none (the calibration stage
+    /// usually does this upstream).
+    public var magnetometerCalibration: MagnetometerCalibration? = nil
+    /// Longest time step integrated as is, seconds; longer gaps are clamped and counted. Default 0.1.
+    public var maximumStepSeconds = 0.1
+
+    public init() {}
+}
