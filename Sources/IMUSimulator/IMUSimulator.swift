@@ -158,8 +158,10 @@ public struct IMUSimulator: Sequence, IteratorProtocol, Sendable {
             let k = (tau / interval).rounded(.down)
             let local = tau - k * interval - 0.5 * interval
             let pulse = 0.03
-            guard local >= 0, local < pulse else { return (start, .zero) }
-            // A fresh direction per impact: golden-angle azimuth, a little upward, varied by seed.
+            guard local >= 0, local < 2 * pulse else { return (start, .zero) }
+            // A fresh direction per impact: golden-angle azimuth, a little upward, varied by seed. The
+            // blow is one full sine period: the held sensor is pushed and stopped again, so its velocity
+            // change is zero and its displacement a few millimetres.
             let azimuth = (k * 137.508 + Double(seed % 360)) * radiansPerDegree
             let dir = Vector3(cos(azimuth), sin(azimuth), 0.3).normalized!
             return (start, dir * (peakG * standardGravity * sin(Double.pi * local / pulse)))

@@ -17,7 +17,7 @@ public enum MotionSegment: Sendable, Equatable {
     case figureEight(seconds: Double)
     /// Hand-held walking: 2-3 degree sway and about 2 m/s^2 of linear acceleration at the step rate.
     case walking(seconds: Double, stepsPerSecond: Double)
-    /// Held still but struck: half-sine shocks of `peakG` (in units of g, 30 ms long) every
+    /// Held still but struck: shocks of `peakG` (in units of g; a push and a stop, 30 ms each) every
     /// `intervalSeconds`, in changing directions.
     case impacts(seconds: Double, peakG: Double, intervalSeconds: Double)
 

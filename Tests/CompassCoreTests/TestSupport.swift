@@ -32,3 +32,4 @@ func randomAttitudes(count: Int, maxTiltDegrees: Double, seed: UInt64) -> [Quate
 
 func _sinForTest(_ x: Double) -> Double { sin(x) }
 func _cosForTest(_ x: Double) -> Double { cos(x) }
+func _acosForTest(_ x: Double) -> Double { acos(x) }

@@ -15,8 +15,8 @@ import Darwin
 ///   - heading: the horizontal direction of the field in the earth frame observes dtheta_z only, so
 ///     the magnetometer never tilts the estimate;
 ///   - rest: the low-passed gyro reading observes the bias directly.
-/// The magnetometer is used only while its strength and dip match the reference and its heading
-/// agrees with the gyro-carried heading; a steady new field is adopted after it has proved itself.
+/// The magnetometer is used only while `MagneticDisturbanceGate` trusts it: strength and dip match the
+/// reference and its heading agrees with the gyro-carried heading.
 public struct KalmanFilter: Sendable {
     public var settings: KalmanFilterSettings
 
@@ -27,23 +27,16 @@ public struct KalmanFilter: Sendable {
     public private(set) var crossCovariance = Matrix3(0, 0, 0, 0, 0, 0, 0, 0, 0)
     public private(set) var biasCovariance = Matrix3.identity
 
-    /// The magnetic reference the gating compares with (learned or from settings).
-    public private(set) var referenceFieldMicrotesla: Double?
-    public private(set) var referenceDipDegrees: Double?
+    /// The magnetometer gate (its reference strength and dip are public there).
+    public private(set) var magneticGate: MagneticDisturbanceGate
 
     var validator: SampleValidator
     var rest: RestDetector
     var started = false
     var elapsed = 0.0
     var lowPassedForceEarth = Vector3.zero
-    var innovationLowPass = 0.0
-    var strengthLowPass = 0.0, dipLowPass = 0.0
-    var magneticRejected = false
-    var magneticPassingSeconds = 0.0
     var secondsSinceMagneticUpdate = 0.0
-    var radiansTurnedSinceMagneticUpdate = 0.0
-    var learnedStrengthSum = 0.0, learnedDipSum = 0.0, learnedCount = 0
-    var candidateStrength = 0.0, candidateDip = 0.0, candidateSeconds = 0.0
+    var lastMagneticTimestamp: Double?
 
     /// Samples skipped so far, by reason.
     public var skipped: SkippedSampleCounts { validator.skipped }
@@ -52,12 +45,11 @@ public struct KalmanFilter: Sendable {
         self.settings = settings
         validator = SampleValidator(maximumStepSeconds: settings.maximumStepSeconds)
         rest = settings.restDetector
-        referenceFieldMicrotesla = settings.referenceFieldMicrotesla
-        referenceDipDegrees = settings.referenceDipDegrees
+        magneticGate = MagneticDisturbanceGate(settings: settings.magneticGate)
     }
 
-    /// Seconds of magnetometer learning at start when no reference is given.
-    static let referenceLearningSeconds = 1.0
+    /// The filter reports `initialising` for at least this long after its first sample, seconds.
+    static let minimumInitialisingSeconds = 1.0
 
     /// Feeds one IMU sample and, if one arrived with it, a magnetometer sample (microtesla; calibrated
     /// unless `settings.magnetometerCalibration` is set). Returns nil when the sample was skipped (the
@@ -79,7 +71,7 @@ public struct KalmanFilter: Sendable {
         let r = orientation.rotationMatrix
         let rate = (imu.angularVelocity - gyroBias).norm
         propagateCovariance(rotation: r, dt: dt, rate: rate)
-        radiansTurnedSinceMagneticUpdate += rate * dt
+        magneticGate.noteRotation(radians: rate * dt)
 
         var dTheta = Vector3.zero, dBias = Vector3.zero
 
@@ -102,7 +94,9 @@ public struct KalmanFilter: Sendable {
         // Heading from the magnetometer, if it passes every check.
         secondsSinceMagneticUpdate += dt
         if let m = field {
-            flags.formUnion(magneticUpdate(field: m, rotation: r, dt: dt, &dTheta, &dBias))
+            let magneticDt = lastMagneticTimestamp.map { min(settings.maximumStepSeconds, max(0, imu.timestamp - $0)) } ?? dt
+            lastMagneticTimestamp = imu.timestamp
+            flags.formUnion(magneticUpdate(field: m, rotation: r, dt: magneticDt, &dTheta, &dBias))
         }
         if secondsSinceMagneticUpdate > settings.gyroOnlyAfterSeconds { flags.insert(.gyroOnly) }
 
@@ -117,11 +111,12 @@ public struct KalmanFilter: Sendable {
 
         // Inject the error state; the earth-frame low-pass turns with the frame it lives in.
         if dTheta.squaredNorm > 0 {
+            magneticGate.noteHeadingCorrection(radians: dTheta.z)
             orientation = (Quaternion(rotationVector: dTheta) * orientation).normalized
             lowPassedForceEarth += dTheta.cross(lowPassedForceEarth)
         }
         gyroBias += dBias
-        if elapsed < Self.referenceLearningSeconds || referenceFieldMicrotesla == nil { flags.insert(.initialising) }
+        if elapsed < Self.minimumInitialisingSeconds || magneticGate.isLearning { flags.insert(.initialising) }
         return output(imu.timestamp, flags: flags)
     }
 
@@ -194,78 +189,20 @@ public struct KalmanFilter: Sendable {
         let earth = r * m
         let strength = m.norm
         let horizontal = (earth.x * earth.x + earth.y * earth.y).squareRoot()
-        let dip = atan2(-earth.z, horizontal) * degreesPerRadian
         guard horizontal > 1e-3 * strength else { return [.magnetometerRejected] }
+        let dip = atan2(-earth.z, horizontal) * degreesPerRadian
         // Clockwise angle of the horizontal field from +y: the earth-frame heading error about z.
         let alpha = atan2(earth.x, earth.y)
-
-        guard let refStrength = referenceFieldMicrotesla, let refDip = referenceDipDegrees else {
-            // Learning the reference: use every reading, no gating.
-            learnedStrengthSum += strength; learnedDipSum += dip; learnedCount += 1
-            if elapsed >= Self.referenceLearningSeconds {
-                referenceFieldMicrotesla = learnedStrengthSum / Double(learnedCount)
-                referenceDipDegrees = learnedDipSum / Double(learnedCount)
-                strengthLowPass = referenceFieldMicrotesla!; dipLowPass = referenceDipDegrees!
-            }
-            applyHeading(alpha, &dTheta, &dBias)
-            return []
-        }
-        if elapsed < Self.referenceLearningSeconds {
-            strengthLowPass = strength; dipLowPass = dip
-            applyHeading(alpha, &dTheta, &dBias)
-            return []
-        }
-
-        var reasons: FusionFlags = []
-        let w = dt / (settings.magneticCheckLowPassSeconds + dt)
-        strengthLowPass += (strength - strengthLowPass) * w
-        dipLowPass += (dip - dipLowPass) * w
-        if abs(strengthLowPass / refStrength - 1) > settings.magneticStrengthTolerance { reasons.insert(.magneticStrengthDisturbed) }
-        if abs(dipLowPass - refDip) > settings.magneticDipToleranceDegrees { reasons.insert(.magneticDipDisturbed) }
-        innovationLowPass += (alpha - innovationLowPass) * (dt / (settings.consistencyLowPassSeconds + dt))
-        let gate = max(settings.consistencyGateDegrees * radiansPerDegree, 3 * attitudeCovariance.m22.squareRoot())
-            + settings.gyroScaleErrorBound * radiansTurnedSinceMagneticUpdate
-        if abs(innovationLowPass) > gate { reasons.insert(.magneticGyroInconsistent) }
-
-        var flags: FusionFlags = []
-        // A steady field with another strength or dip becomes the new reference once it has proved itself.
-        if reasons.contains(.magneticStrengthDisturbed) || reasons.contains(.magneticDipDisturbed) {
-            let steady = candidateSeconds > 0
-                && abs(strengthLowPass / candidateStrength - 1) <= settings.magneticStrengthTolerance
-                && abs(dipLowPass - candidateDip) <= settings.magneticDipToleranceDegrees
-            if steady {
-                let c = dt / (2 + dt)
-                candidateStrength += (strengthLowPass - candidateStrength) * c
-                candidateDip += (dipLowPass - candidateDip) * c
-                candidateSeconds += dt
-            } else {
-                candidateStrength = strengthLowPass; candidateDip = dipLowPass; candidateSeconds = dt
-            }
-            if candidateSeconds >= settings.newFieldSeconds {
-                referenceFieldMicrotesla = candidateStrength
-                referenceDipDegrees = candidateDip
-                candidateSeconds = 0
-                flags.insert(.magneticReferenceChanged)
-            }
-        } else {
-            candidateSeconds = 0
-        }
-
-        magneticPassingSeconds = reasons.isEmpty ? magneticPassingSeconds + dt : 0
-        if !reasons.isEmpty { magneticRejected = true }
-        if magneticRejected && magneticPassingSeconds >= settings.magneticRecoverySeconds { magneticRejected = false }
-        if magneticRejected {
-            flags.formUnion(reasons.union(.magnetometerRejected))
-            return flags
-        }
-        applyHeading(alpha, &dTheta, &dBias)
-        return flags
+        let verdict = magneticGate.assess(strengthMicrotesla: strength, dipDegrees: dip, headingInnovation: alpha,
+                                          headingSigma: attitudeCovariance.m22.squareRoot(), dt: dt)
+        if verdict.use { applyHeading(alpha, &dTheta, &dBias) }
+        return verdict.flags
     }
 
     mutating func applyHeading(_ alpha: Double, _ dTheta: inout Vector3, _ dBias: inout Vector3) {
         scalarUpdate(2, residual: alpha - dTheta.z, variance: settings.headingNoise * settings.headingNoise, &dTheta, &dBias)
         secondsSinceMagneticUpdate = 0
-        radiansTurnedSinceMagneticUpdate = 0
+        magneticGate.noteApplied()
     }
 
     func output(_ timestamp: Double, flags: FusionFlags) -> FusionOutput {

@@ -8,8 +8,8 @@ public struct KalmanFilterSettings: Sendable, Equatable {
     /// Attitude noise density per unit of angular rate, sqrt(s): scale-factor and misalignment
     /// errors make the gyro-carried attitude drift faster the faster the sensor turns. Default 0.0015.
     public var gyroRateNoise = 0.0015
-    /// Gyro bias instability as a random walk, rad/s/sqrt(s). Default 5e-5.
-    public var gyroBiasRandomWalk = 5e-5
+    /// Gyro bias instability as a random walk, rad/s/sqrt(s). Default 1e-4.
+    public var gyroBiasRandomWalk = 1e-4
     /// Gyro bias uncertainty at start, rad/s (1 sigma). Default 0.01 (0.57 deg/s).
     public var initialGyroBiasSigma = 0.01
 
@@ -27,32 +27,8 @@ public struct KalmanFilterSettings: Sendable, Equatable {
     /// Noise of the horizontal field direction per update, rad: white noise plus the slowly varying
     /// inhomogeneity of indoor fields, which is why it is far above the sensor's own noise. Default 1.6.
     public var headingNoise = 1.6
-    /// Reference field strength, microtesla; nil learns it from the first magnetometer samples
-    /// (give the World Magnetic Model's value when the position is known).
-    public var referenceFieldMicrotesla: Double? = nil
-    /// Reference dip, degrees below the horizon; nil learns it like the strength.
-    public var referenceDipDegrees: Double? = nil
-    /// Allowed relative strength deviation from the reference. Default 0.1.
-    public var magneticStrengthTolerance = 0.1
-    /// Allowed dip deviation from the reference, degrees. Default 5.
-    public var magneticDipToleranceDegrees = 5.0
-    /// Time constant of the low-pass applied to strength and dip before they are compared with the
-    /// reference, seconds: per-sample magnetometer noise must not look like interference. Default 0.25.
-    public var magneticCheckLowPassSeconds = 0.25
-    /// Time constant of the heading-innovation average used for the gyro-consistency check, s. Default 2.
-    public var consistencyLowPassSeconds = 2.0
-    /// The averaged compass-minus-gyro heading may differ by at most max(this, 3 sigma) degrees.
-    /// Default 4.
-    public var consistencyGateDegrees = 4.0
-    /// Bound on the gyro's relative rate error (scale factor and misalignment), used to widen the
-    /// consistency gate by this fraction of the angle turned since the last magnetometer correction:
-    /// after a long, fast motion the gyro-carried heading may have drifted that far. Default 0.005.
-    public var gyroScaleErrorBound = 0.005
-    /// How long every magnetic check must pass before a rejected magnetometer is used again, s. Default 0.5.
-    public var magneticRecoverySeconds = 0.5
-    /// A new field (strength and dip different from the reference but steady) is adopted as the
-    /// reference after this many seconds. Default 20.
-    public var newFieldSeconds = 20.0
+    /// Strength, dip and gyro-consistency checks that decide when the magnetometer is used.
+    public var magneticGate = MagneticGateSettings()
     /// The heading is flagged gyro-only after this long without a magnetometer correction, s. Default 2.
     public var gyroOnlyAfterSeconds = 2.0
 

@@ -1,0 +1,146 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The classic gyro-compass: the gyro carries the orientation; the accelerometer (low-passed in the
+/// earth frame) pulls the inclination back, and the tilt-compensated compass pulls the heading back
+/// gently, at a bounded rate, whenever `MagneticDisturbanceGate` trusts it. At rest the gyro bias is
+/// learned. Cheaper and simpler to reason about than `KalmanFilter`; its accuracy figure is a model
+/// (compass sigma plus drift since the last trusted compass reading), not a covariance.
+public struct ComplementaryFilter: Sendable {
+    public var settings: ComplementaryFilterSettings
+    public private(set) var orientation = Quaternion.identity
+    public private(set) var gyroBias = Vector3.zero
+    public private(set) var magneticGate: MagneticDisturbanceGate
+
+    var validator: SampleValidator
+    var rest: RestDetector
+    var started = false
+    var headingFixed = false
+    var elapsed = 0.0
+    var lowPassedForceEarth = Vector3.zero
+    var secondsSinceCompass = 0.0
+    var radiansTurnedSinceCompass = 0.0
+    var lastMagneticTimestamp: Double?
+
+    /// Samples skipped so far, by reason.
+    public var skipped: SkippedSampleCounts { validator.skipped }
+
+    public init(settings: ComplementaryFilterSettings = .init()) {
+        self.settings = settings
+        validator = SampleValidator(maximumStepSeconds: settings.maximumStepSeconds)
+        rest = settings.restDetector
+        magneticGate = MagneticDisturbanceGate(settings: settings.magneticGate)
+    }
+
+    /// The current heading, degrees clockwise from magnetic north after the reference offset.
+    public var headingDegrees: Double? {
+        orientation.headingDegrees.map { normalizedDegrees($0 - settings.referenceOffsetDegrees) }
+    }
+
+    /// 1-sigma heading uncertainty of the model, degrees.
+    public var headingSigmaDegrees: Double {
+        let drift = settings.residualBiasDegreesPerSecond * secondsSinceCompass
+        let scale = settings.magneticGate.gyroScaleErrorBound * radiansTurnedSinceCompass * degreesPerRadian
+        return (settings.compassSigmaDegrees * settings.compassSigmaDegrees + drift * drift + scale * scale).squareRoot()
+    }
+
+    /// Feeds one IMU sample and optionally a magnetometer sample (microtesla). Returns nil when the
+    /// sample was skipped (the reason is counted in `skipped`).
+    public mutating func update(imu: ImuSample, magnetometer: MagnetometerSample? = nil) -> FusionOutput? {
+        guard let dt = validator.step(for: imu) else { return nil }
+        var field = validator.field(of: magnetometer)
+        if let f = field, let cal = settings.magnetometerCalibration { field = cal.apply(f) }
+        if !started {
+            start(specificForce: imu.specificForce, field: field)
+            return output(imu.timestamp, flags: [.initialising])
+        }
+        elapsed += dt
+        var flags: FusionFlags = []
+        if rest.update(rate: imu.angularVelocity, specificForce: imu.specificForce, dt: dt) {
+            flags.insert(.atRest)
+            gyroBias += (rest.lowPassedRate - gyroBias) * (dt / (settings.biasLearningSeconds + dt))
+        }
+
+        let rate = imu.angularVelocity - gyroBias
+        orientation = (orientation * Quaternion(rotationVector: rate * dt)).normalized
+        magneticGate.noteRotation(radians: rate.norm * dt)
+        radiansTurnedSinceCompass += rate.norm * dt
+        secondsSinceCompass += dt
+
+        // Inclination: rotate part of the way toward the low-passed gravity direction.
+        let force = orientation.rotate(imu.specificForce)
+        lowPassedForceEarth += (force - lowPassedForceEarth) * (dt / (settings.accelerometerLowPassSeconds + dt))
+        let forceNorm = lowPassedForceEarth.norm
+        var correction = Vector3.zero
+        if abs(forceNorm - standardGravity) > settings.accelerationRejectionTolerance * standardGravity {
+            flags.insert(.accelerationRejected)
+        } else {
+            let u = lowPassedForceEarth / forceNorm
+            let s = (u.x * u.x + u.y * u.y).squareRoot()
+            let k = (s > 1e-12 ? atan2(s, u.z) / s : 1) * min(1, dt / settings.inclinationTimeConstantSeconds)
+            correction = Vector3(u.y * k, -u.x * k, 0)
+        }
+
+        // Heading: a bounded pull toward the compass while the gate trusts it.
+        if let m = field {
+            let magneticDt = lastMagneticTimestamp.map { min(settings.maximumStepSeconds, max(0, imu.timestamp - $0)) } ?? dt
+            lastMagneticTimestamp = imu.timestamp
+            let earth = orientation.rotate(m)
+            let horizontal = (earth.x * earth.x + earth.y * earth.y).squareRoot()
+            if horizontal > 1e-3 * m.norm {
+                let alpha = atan2(earth.x, earth.y)
+                if !headingFixed {
+                    correction.z = alpha   // first usable compass reading: take it whole
+                    headingFixed = true
+                } else {
+                    let verdict = magneticGate.assess(strengthMicrotesla: m.norm, dipDegrees: atan2(-earth.z, horizontal) * degreesPerRadian,
+                                                      headingInnovation: alpha, headingSigma: headingSigmaDegrees * radiansPerDegree,
+                                                      dt: magneticDt)
+                    flags.formUnion(verdict.flags)
+                    if verdict.use {
+                        let learning = magneticGate.isLearning || elapsed < 1
+                        let tau = learning ? 0.5 : settings.headingTimeConstantSeconds
+                        var step = alpha * min(1, magneticDt / tau)
+                        if !learning {
+                            let limit = settings.maximumHeadingCorrectionDegreesPerSecond * radiansPerDegree * magneticDt
+                            step = max(-limit, min(limit, step))
+                        }
+                        correction.z = step
+                        magneticGate.noteApplied()
+                        secondsSinceCompass = 0
+                        radiansTurnedSinceCompass = 0
+                    }
+                }
+            }
+        }
+        if secondsSinceCompass > 2 { flags.insert(.gyroOnly) }
+        if correction.squaredNorm > 0 {
+            magneticGate.noteHeadingCorrection(radians: correction.z)
+            orientation = (Quaternion(rotationVector: correction) * orientation).normalized
+            lowPassedForceEarth += correction.cross(lowPassedForceEarth)
+        }
+        if elapsed < 1 || magneticGate.isLearning || !headingFixed { flags.insert(.initialising) }
+        return output(imu.timestamp, flags: flags)
+    }
+
+    mutating func start(specificForce: Vector3, field: Vector3?) {
+        if let f = field, case .success(let reading) = TiltCompensatedCompass.reading(field: f, specificForce: specificForce) {
+            orientation = reading.orientation
+            headingFixed = true
+        } else if let up = specificForce.normalized {
+            let axis = up.cross(.unitZ)
+            orientation = Quaternion(axis: axis, angleRadians: atan2(axis.norm, up.z))
+        }
+        lowPassedForceEarth = orientation.rotate(specificForce)
+        started = true
+    }
+
+    func output(_ timestamp: Double, flags: FusionFlags) -> FusionOutput {
+        FusionOutput(timestamp: timestamp, orientation: orientation, headingDegrees: headingDegrees,
+                     headingAccuracyDegrees: flags.contains(.initialising) ? nil : 1.96 * headingSigmaDegrees,
+                     gyroBias: gyroBias, flags: flags)
+    }
+}

@@ -1,0 +1,169 @@
+/// Parameters of `MagneticDisturbanceGate`.
+public struct MagneticGateSettings: Sendable, Equatable {
+    /// Reference field strength, microtesla; nil learns it from the first second of readings (give the
+    /// World Magnetic Model's value when the position is known).
+    public var referenceFieldMicrotesla: Double? = nil
+    /// Reference dip, degrees below the horizon; nil learns it like the strength.
+    public var referenceDipDegrees: Double? = nil
+    /// Seconds of readings averaged to learn a missing reference. Default 1.
+    public var learningSeconds = 1.0
+    /// Allowed relative strength deviation from the reference. Default 0.1.
+    public var strengthTolerance = 0.1
+    /// Allowed dip deviation from the reference, degrees. Default 5.
+    public var dipToleranceDegrees = 5.0
+    /// Time constant of the low-pass applied to strength and dip before they are compared with the
+    /// reference, seconds: per-sample magnetometer noise must not look like interference. Default 0.25.
+    public var checkLowPassSeconds = 0.25
+    /// Time constant of the short average of compass-minus-gyro heading, seconds. Default 2.
+    public var consistencyLowPassSeconds = 2.0
+    /// Time constant of the baseline that short average is compared with, seconds: slow gyro drift
+    /// moves the baseline along, a disturbance moves the short average away from it. Frozen while
+    /// the magnetometer is rejected. Default 10.
+    public var consistencyBaselineSeconds = 10.0
+    /// The short average may leave the baseline by at most max(this, 3 sigma) degrees, plus the
+    /// scale-error allowance below. Default 4.
+    public var consistencyGateDegrees = 4.0
+    /// Bound on the gyro's relative rate error (scale factor and misalignment): the consistency gate
+    /// widens by this fraction of the angle turned since the last accepted reading, since after a
+    /// long fast motion the gyro-carried heading may have drifted that far. Default 0.005.
+    public var gyroScaleErrorBound = 0.005
+    /// How long every check must pass before a rejected magnetometer is used again, s. Default 0.5.
+    public var recoverySeconds = 0.5
+    /// A steady field whose strength or dip differs from the reference becomes the new reference after
+    /// this many seconds. Default 20.
+    public var newFieldSeconds = 20.0
+
+    public init() {}
+}
+
+/// Decides, reading by reading, whether the magnetometer may correct the heading.
+///
+/// Three checks, each a physical argument: the field strength and the dip must match the reference
+/// (a magnet or steel adds a field that changes them), and the compass heading must agree with the
+/// heading the gyro has carried (a disturbance that keeps strength and dip still turns the compass
+/// while the gyro says the device did not turn). For the last check the gate follows "compass minus
+/// gyro-only heading" (the filter's innovation plus every correction the filter applied, so the
+/// filter's own convergence is invisible to it): slow gyro drift moves it slowly, a disturbance
+/// quickly. A rejected magnetometer is used again once every check has passed for
+/// `recoverySeconds`; a steady new field is adopted after `newFieldSeconds`.
+public struct MagneticDisturbanceGate: Sendable {
+    public var settings: MagneticGateSettings
+    public private(set) var referenceFieldMicrotesla: Double?
+    public private(set) var referenceDipDegrees: Double?
+    /// True while the magnetometer is being rejected.
+    public private(set) var isRejecting = false
+
+    var learningSeconds = 0.0
+    var learnedStrengthSum = 0.0, learnedDipSum = 0.0, learnedCount = 0
+    var strengthLowPass = 0.0, dipLowPass = 0.0
+    /// Sum of the heading corrections the filter applied, rad: innovation + this = compass minus
+    /// gyro-only heading.
+    var appliedCorrection = 0.0
+    var compassMinusGyroShort = 0.0, compassMinusGyroBaseline = 0.0
+    var compassMinusGyroPrimed = false
+    var passingSeconds = 0.0
+    var radiansTurnedSinceAccepted = 0.0
+    var candidateStrength = 0.0, candidateDip = 0.0, candidateSeconds = 0.0
+
+    public init(settings: MagneticGateSettings = .init()) {
+        self.settings = settings
+        referenceFieldMicrotesla = settings.referenceFieldMicrotesla
+        referenceDipDegrees = settings.referenceDipDegrees
+        if let s = referenceFieldMicrotesla { strengthLowPass = s }
+        if let d = referenceDipDegrees { dipLowPass = d }
+    }
+
+    /// True until both reference values are known.
+    public var isLearning: Bool { referenceFieldMicrotesla == nil || referenceDipDegrees == nil }
+
+    /// Accounts for rotation (rad) measured by the gyro since the previous call.
+    public mutating func noteRotation(radians: Double) { radiansTurnedSinceAccepted += radians }
+
+    /// Assesses one reading.
+    /// - Parameters:
+    ///   - strengthMicrotesla: field strength.
+    ///   - dipDegrees: dip in the filter's earth frame (positive below the horizon).
+    ///   - headingInnovation: compass heading minus the filter's heading, rad, wrapped to (-pi, pi].
+    ///   - headingSigma: the filter's own 1-sigma heading uncertainty, rad.
+    ///   - dt: seconds since the previous reading.
+    /// - Returns: whether to use the reading, and the flags explaining a rejection or a new reference.
+    public mutating func assess(strengthMicrotesla strength: Double, dipDegrees dip: Double, headingInnovation: Double,
+                                headingSigma: Double, dt: Double) -> (use: Bool, flags: FusionFlags) {
+        guard let refStrength = referenceFieldMicrotesla, let refDip = referenceDipDegrees else {
+            learnedStrengthSum += strength; learnedDipSum += dip; learnedCount += 1
+            learningSeconds += dt
+            strengthLowPass = strength; dipLowPass = dip
+            if learningSeconds >= settings.learningSeconds {
+                referenceFieldMicrotesla = learnedStrengthSum / Double(learnedCount)
+                referenceDipDegrees = learnedDipSum / Double(learnedCount)
+                strengthLowPass = referenceFieldMicrotesla!; dipLowPass = referenceDipDegrees!
+            }
+            return (true, [])
+        }
+        let w = dt / (settings.checkLowPassSeconds + dt)
+        strengthLowPass += (strength - strengthLowPass) * w
+        dipLowPass += (dip - dipLowPass) * w
+        // Compass minus gyro-only heading, unwrapped against the baseline.
+        let raw = headingInnovation + appliedCorrection
+        if !compassMinusGyroPrimed {
+            compassMinusGyroShort = raw; compassMinusGyroBaseline = raw; compassMinusGyroPrimed = true
+        }
+        let value = compassMinusGyroBaseline + signedRadians(raw - compassMinusGyroBaseline)
+        compassMinusGyroShort += (value - compassMinusGyroShort) * (dt / (settings.consistencyLowPassSeconds + dt))
+        if !isRejecting {
+            compassMinusGyroBaseline += (compassMinusGyroShort - compassMinusGyroBaseline) * (dt / (settings.consistencyBaselineSeconds + dt))
+        }
+
+        var reasons: FusionFlags = []
+        if abs(strengthLowPass / refStrength - 1) > settings.strengthTolerance { reasons.insert(.magneticStrengthDisturbed) }
+        if abs(dipLowPass - refDip) > settings.dipToleranceDegrees { reasons.insert(.magneticDipDisturbed) }
+        let gate = max(settings.consistencyGateDegrees * radiansPerDegree, 3 * headingSigma)
+            + settings.gyroScaleErrorBound * radiansTurnedSinceAccepted
+        if abs(compassMinusGyroShort - compassMinusGyroBaseline) > gate { reasons.insert(.magneticGyroInconsistent) }
+
+        var flags: FusionFlags = []
+        if reasons.contains(.magneticStrengthDisturbed) || reasons.contains(.magneticDipDisturbed) {
+            if trackCandidate(dt: dt) {
+                referenceFieldMicrotesla = candidateStrength
+                referenceDipDegrees = candidateDip
+                candidateSeconds = 0
+                flags.insert(.magneticReferenceChanged)
+            }
+        } else {
+            candidateSeconds = 0
+        }
+
+        passingSeconds = reasons.isEmpty ? passingSeconds + dt : 0
+        if !reasons.isEmpty { isRejecting = true }
+        if isRejecting && passingSeconds >= settings.recoverySeconds {
+            // Accepted again: what the compass says now is the new baseline.
+            isRejecting = false
+            compassMinusGyroBaseline = compassMinusGyroShort
+        }
+        if isRejecting { return (false, flags.union(reasons).union(.magnetometerRejected)) }
+        return (true, flags)
+    }
+
+    /// Tells the gate a reading was used (resets the scale-error allowance).
+    public mutating func noteApplied() { radiansTurnedSinceAccepted = 0 }
+
+    /// Tells the gate how far the filter turned its heading this step, for whatever reason: the
+    /// earth-frame rotation about the vertical, rad (the sense that reduces a positive innovation).
+    public mutating func noteHeadingCorrection(radians: Double) { appliedCorrection += radians }
+
+    /// Follows a field that differs from the reference; true once it has been steady long enough.
+    mutating func trackCandidate(dt: Double) -> Bool {
+        let steady = candidateSeconds > 0
+            && abs(strengthLowPass / candidateStrength - 1) <= settings.strengthTolerance
+            && abs(dipLowPass - candidateDip) <= settings.dipToleranceDegrees
+        if steady {
+            let c = dt / (2 + dt)
+            candidateStrength += (strengthLowPass - candidateStrength) * c
+            candidateDip += (dipLowPass - candidateDip) * c
+            candidateSeconds += dt
+        } else {
+            candidateStrength = strengthLowPass; candidateDip = dipLowPass; candidateSeconds = dt
+        }
+        return candidateSeconds >= settings.newFieldSeconds
+    }
+}

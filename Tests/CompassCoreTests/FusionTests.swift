@@ -1,0 +1,252 @@
+import Testing
+import CompassCore
+import IMUSimulator
+
+/// A filter under test, so one scenario runs through both.
+protocol FusionFilter {
+    mutating func update(imu: ImuSample, magnetometer: MagnetometerSample?) -> FusionOutput?
+    var skipped: SkippedSampleCounts { get }
+    var gyroBias: Vector3 { get }
+}
+extension KalmanFilter: FusionFilter {}
+extension ComplementaryFilter: FusionFilter {}
+
+struct Step { let sample: SimulatedSample; let output: FusionOutput }
+
+func run<F: FusionFilter>(_ filter: inout F, _ scenario: SimulationScenario) -> [Step] {
+    IMUSimulator.samples(scenario).compactMap { s in
+        filter.update(imu: s.imu, magnetometer: s.magnetometer).map { Step(sample: s, output: $0) }
+    }
+}
+
+/// Signed heading error in degrees (estimate minus truth), nil when undefined.
+func headingError(_ step: Step) -> Double? {
+    guard let h = step.output.orientation.headingDegrees, let t = step.sample.trueHeadingDegrees else { return nil }
+    return signedDegrees(h - t)
+}
+
+/// Inclination error in degrees: the angle between the estimated and true up directions.
+func inclinationError(_ step: Step) -> Double {
+    let estUp = step.output.orientation.inverseRotate(.unitZ)
+    let trueUp = step.sample.trueOrientation.inverseRotate(.unitZ)
+    return acosClamped(estUp.dot(trueUp)) * degreesPerRadian
+}
+
+func acosClamped(_ x: Double) -> Double { _acosForTest(max(-1, min(1, x))) }
+
+func makeScenario(_ motion: [MotionSegment], seed: UInt64 = 3, heading: Double = 30, pitch: Double = 0,
+                  bias: Vector3 = .zero, disturbances: [ScheduledDisturbance] = []) -> SimulationScenario {
+    var s = SimulationScenario()
+    s.seed = seed
+    s.sampleRateHz = 100
+    s.startHeadingDegrees = heading
+    s.startPitchDegrees = pitch
+    s.motion = motion
+    s.disturbances = disturbances
+    s.sensors.gyroInitialBias = bias
+    return s
+}
+
+@Suite("Fusion filters on the simulator")
+struct FusionTests {
+    @Test("gyro bias converges at rest (both filters)")
+    func biasAtRest() {
+        let bias = Vector3(0.01, -0.02, 0.005)
+        let scenario = makeScenario([.rest(seconds: 60)], bias: bias)
+        var kf = KalmanFilter()
+        var cf = ComplementaryFilter()
+        let k = run(&kf, scenario), c = run(&cf, scenario)
+        let kError = (kf.gyroBias - IMUSimulator.samples(scenario).last!.trueGyroBias).norm
+        let cError = (cf.gyroBias - IMUSimulator.samples(scenario).last!.trueGyroBias).norm
+        #expect(kError < 0.001, "Kalman bias error \(kError) rad/s")
+        #expect(cError < 0.001, "complementary bias error \(cError) rad/s")
+        #expect(k.last!.output.flags.contains(.atRest) && c.last!.output.flags.contains(.atRest))
+    }
+
+    @Test("gyro bias converges in motion, with no rest at all (Kalman)")
+    func biasInMotion() {
+        let bias = Vector3(0.015, -0.01, 0.02)
+        var motion: [MotionSegment] = []
+        for _ in 0..<6 {
+            motion += [.turn(degreesPerSecond: 40, seconds: 5), .walking(seconds: 10, stepsPerSecond: 1.8),
+                       .rotate(sensorAxis: Vector3(1, 0.3, 0), degreesPerSecond: 30, seconds: 4),
+                       .turn(degreesPerSecond: -25, seconds: 6), .figureEight(seconds: 8)]
+        }
+        let scenario = makeScenario(motion, bias: bias)
+        var kf = KalmanFilter()
+        let steps = run(&kf, scenario)
+        #expect(!steps.contains { $0.output.flags.contains(.atRest) }, "the scenario must contain no rest")
+        let error = (kf.gyroBias - steps.last!.sample.trueGyroBias).norm
+        #expect(error < 0.002, "bias error after \(scenario.duration) s of motion: \(error) rad/s (initial 0.027)")
+        let late = steps.suffix(3000).compactMap(headingError).map { abs($0) }
+        #expect(late.max()! < 3, "heading error late in the run: \(late.max()!) deg")
+    }
+
+    @Test("a magnet held near for 10 s moves the heading by less than 2 degrees (both filters)")
+    func magnetNearby() {
+        // 25 uT pointing east in the world: the raw compass swings by tens of degrees.
+        let magnet = ScheduledDisturbance(startSeconds: 30, durationSeconds: 10, fieldMicrotesla: Vector3(25, 0, 0), frame: .world, rampSeconds: 1)
+        let scenario = makeScenario([.rest(seconds: 25), .turn(degreesPerSecond: 6, seconds: 20), .rest(seconds: 15)], disturbances: [magnet])
+        let raw = IMUSimulator.samples(scenario).filter { $0.isDisturbed }.map { s in
+            abs(signedDegrees(TiltCompensatedCompass.headingDegrees(field: s.magnetometer.fieldMicrotesla, specificForce: s.imu.specificForce)! - s.trueHeadingDegrees!))
+        }
+        #expect(raw.max()! > 20)
+        var kf = KalmanFilter()
+        var cf = ComplementaryFilter()
+        for (name, steps) in [("Kalman", run(&kf, scenario)), ("complementary", run(&cf, scenario))] {
+            let errors = steps.filter { $0.sample.imu.timestamp > 20 }.compactMap(headingError).map(abs)
+            #expect(errors.max()! < 2, "\(name): worst heading error \(errors.max()!) deg")
+            #expect(steps.contains { $0.output.flags.contains(.magnetometerRejected) }, "\(name) never rejected the magnet")
+        }
+    }
+
+    @Test("a plausible disturbance that keeps strength and dip is caught by gyro consistency (both filters)")
+    func plausibleDisturbance() {
+        // (-1.5 north, 8 east) uT: turns the compass by 24 degrees at heading 30, pitch 10.
+        let plausible = ScheduledDisturbance(startSeconds: 30, durationSeconds: 30, fieldMicrotesla: Vector3(8, -1.5, 0), frame: .world, rampSeconds: 0.5)
+        let scenario = makeScenario([.rest(seconds: 80)], pitch: 10, disturbances: [plausible])
+        let check = InterferenceCheck(expectedStrengthMicrotesla: 48, expectedDipDegrees: 66)
+        let disturbed = IMUSimulator.samples(makeScenario([.rest(seconds: 40)], pitch: 10, disturbances: [plausible])).last!
+        #expect(check.assess(fieldMicrotesla: disturbed.trueEarthFieldMicrotesla + disturbed.trueOrientation.inverseRotate(Vector3(8, -1.5, 0)),
+                             specificForce: disturbed.imu.specificForce).isClean, "strength/dip alone let it through")
+        var kf = KalmanFilter()
+        var cf = ComplementaryFilter()
+        for (name, steps) in [("Kalman", run(&kf, scenario)), ("complementary", run(&cf, scenario))] {
+            let errors = steps.filter { $0.sample.imu.timestamp > 20 }.compactMap(headingError).map(abs)
+            #expect(errors.max()! < 2, "\(name): worst heading error \(errors.max()!) deg")
+            let flagged = steps.filter { $0.output.flags.contains(.magneticGyroInconsistent) }
+            #expect(!flagged.isEmpty, "\(name): no gyro-inconsistency flag")
+            if let first = flagged.first { #expect(first.sample.imu.timestamp < 31.5, "\(name): flagged at \(first.sample.imu.timestamp) s") }
+            #expect(!steps.filter { $0.sample.imu.timestamp > 45 && $0.sample.imu.timestamp < 60 }.contains { $0.output.flags.contains(.magneticStrengthDisturbed) || $0.output.flags.contains(.magneticDipDisturbed) })
+        }
+    }
+
+    @Test("impacts of 5 g do not tilt the estimate by more than 1 degree (both filters)")
+    func impacts() {
+        let scenario = makeScenario([.rest(seconds: 20), .impacts(seconds: 30, peakG: 5, intervalSeconds: 0.5), .rest(seconds: 5)], pitch: 15)
+        var kf = KalmanFilter()
+        var cf = ComplementaryFilter()
+        for (name, steps) in [("Kalman", run(&kf, scenario)), ("complementary", run(&cf, scenario))] {
+            let worst = steps.filter { $0.sample.imu.timestamp > 15 }.map(inclinationError).max()!
+            #expect(worst < 1, "\(name): worst inclination error \(worst) deg")
+        }
+    }
+
+    @Test("NaN, infinite, zero and backwards samples are skipped and counted, never poisoning the state")
+    func badSamples() {
+        let good = IMUSimulator.samples(makeScenario([.rest(seconds: 5), .turn(degreesPerSecond: 20, seconds: 5)]))
+        func check<F: FusionFilter>(_ filter: inout F, _ name: String) {
+            var outputs: [FusionOutput] = []
+            for (i, s) in good.enumerated() {
+                if let o = filter.update(imu: s.imu, magnetometer: s.magnetometer) { outputs.append(o) }
+                guard i % 50 == 25 else { continue }
+                let t = s.imu.timestamp
+                let bad: [(ImuSample, MagnetometerSample?)] = [
+                    (ImuSample(timestamp: t + 0.001, angularVelocity: Vector3(.nan, 0, 0), specificForce: s.imu.specificForce), nil),
+                    (ImuSample(timestamp: t + 0.001, angularVelocity: .zero, specificForce: Vector3(0, .infinity, 0)), nil),
+                    (ImuSample(timestamp: t + 0.001, angularVelocity: .zero, specificForce: .zero), nil),
+                    (ImuSample(timestamp: t - 1, angularVelocity: .zero, specificForce: s.imu.specificForce), nil),
+                    (ImuSample(timestamp: t, angularVelocity: .zero, specificForce: s.imu.specificForce), nil),
+                    (ImuSample(timestamp: .nan, angularVelocity: .zero, specificForce: s.imu.specificForce), nil),
+                ]
+                for (imu, mag) in bad { #expect(filter.update(imu: imu, magnetometer: mag) == nil, "\(name) accepted \(imu)") }
+            }
+            let rounds = good.indices.filter { $0 % 50 == 25 }.count
+            let k = filter.skipped
+            #expect(k.nonFiniteImu == 3 * rounds && k.zeroSpecificForce == rounds && k.timestampNotIncreasing == 2 * rounds, "\(name): \(k)")
+            #expect(outputs.count == good.count)
+            #expect(outputs.allSatisfy { $0.orientation.isFinite && $0.gyroBias.isFinite && ($0.headingDegrees?.isFinite ?? true) })
+            #expect(abs(headingError(Step(sample: good.last!, output: outputs.last!))!) < 2)
+        }
+        var kf = KalmanFilter()
+        var cf = ComplementaryFilter()
+        check(&kf, "Kalman")
+        check(&cf, "complementary")
+        // A bad magnetometer alone is counted and the IMU part still used.
+        var k2 = KalmanFilter()
+        _ = k2.update(imu: good[0].imu, magnetometer: good[0].magnetometer)
+        let o = k2.update(imu: good[1].imu, magnetometer: MagnetometerSample(timestamp: good[1].imu.timestamp, fieldMicrotesla: Vector3(0, .nan, 1)))
+        #expect(o != nil && k2.skipped.nonFiniteMagnetometer == 1)
+        _ = k2.update(imu: good[2].imu, magnetometer: MagnetometerSample(timestamp: good[2].imu.timestamp, fieldMicrotesla: .zero))
+        #expect(k2.skipped.zeroMagneticField == 1)
+    }
+
+    @Test("flags explain the state: initialising, at rest, gyro only")
+    func flags() {
+        // 30 s at rest with the magnetometer, then 120 s of turning without it.
+        let scenario = makeScenario([.rest(seconds: 30), .turn(degreesPerSecond: 20, seconds: 120)], bias: Vector3(0, 0, 0.004))
+        var kf = KalmanFilter()
+        var outputs: [FusionOutput] = []
+        for (i, s) in IMUSimulator.samples(scenario).enumerated() {
+            if let o = kf.update(imu: s.imu, magnetometer: i < 3000 ? s.magnetometer : nil) { outputs.append(o) }
+        }
+        #expect(outputs.first!.flags.contains(.initialising))
+        #expect(outputs.first!.headingAccuracyDegrees == nil)
+        #expect(!outputs[2900].flags.contains(.initialising) && outputs[2900].flags.contains(.atRest))
+        #expect(outputs[2900].headingAccuracyDegrees != nil)
+        #expect(outputs.last!.flags.contains(.gyroOnly) && !outputs.last!.flags.contains(.atRest))
+        // Without the compass the uncertainty grows.
+        #expect(outputs.last!.headingAccuracyDegrees! > outputs[2900].headingAccuracyDegrees! + 0.5,
+                "accuracy \(outputs[2900].headingAccuracyDegrees!) -> \(outputs.last!.headingAccuracyDegrees!)")
+        #expect(FusionFlags([.atRest, .gyroOnly]).description == "at_rest|gyro_only")
+    }
+
+    @Test("the complementary filter never snaps: heading corrections are rate bounded")
+    func boundedCorrection() {
+        // Level and still with a perfect gyro; after 20 s the field turns by 40 degrees for good (a
+        // new homogeneous field). Any heading change is the filter's correction.
+        var settings = ComplementaryFilterSettings()
+        settings.maximumHeadingCorrectionDegreesPerSecond = 2
+        var cf = ComplementaryFilter(settings: settings)
+        var s = makeScenario([.rest(seconds: 400)])
+        s.sensors = .ideal
+        let turned = Quaternion(axis: .unitZ, angleRadians: 40 * radiansPerDegree)
+        var previous: Double?
+        var worstStep = 0.0
+        var last: FusionOutput?
+        for x in IMUSimulator.samples(s) {
+            var mag = x.magnetometer
+            if x.imu.timestamp >= 20 { mag.fieldMicrotesla = x.trueOrientation.inverseRotate(turned.rotate(s.earthFieldENU)) }
+            guard let o = cf.update(imu: x.imu, magnetometer: mag), let h = o.headingDegrees else { continue }
+            if let p = previous, x.imu.timestamp > 2 { worstStep = max(worstStep, abs(signedDegrees(h - p))) }
+            previous = h
+            last = o
+        }
+        #expect(worstStep <= 2 * 0.01 + 1e-9, "largest heading step \(worstStep) deg in 10 ms")
+        // It did eventually accept the new field.
+        // The field turned 40 degrees counter-clockwise, so the device now reads 30 + 40.
+        #expect(abs(signedDegrees(last!.headingDegrees! - 70)) < 1, "final heading \(last!.headingDegrees!)")
+    }
+
+    @Test("the reference offset makes a chosen direction zero (both filters)")
+    func referenceOffset() {
+        let scenario = makeScenario([.rest(seconds: 5)], heading: 75)
+        var ks = KalmanFilterSettings(); ks.referenceOffsetDegrees = 75
+        var cs = ComplementaryFilterSettings(); cs.referenceOffsetDegrees = 75
+        var kf = KalmanFilter(settings: ks)
+        var cf = ComplementaryFilter(settings: cs)
+        for steps in [run(&kf, scenario), run(&cf, scenario)] {
+            let h = steps.last!.output.headingDegrees!
+            #expect(abs(signedDegrees(h)) < 1.5, "heading \(h)")
+        }
+    }
+
+    @Test("the Kalman filter's heading accuracy covers the true error honestly in simulation")
+    func honestAccuracy() {
+        var motion: [MotionSegment] = [.rest(seconds: 20)]
+        for _ in 0..<4 {
+            motion += [.turn(degreesPerSecond: 30, seconds: 6), .walking(seconds: 15, stepsPerSecond: 1.8), .rest(seconds: 5),
+                       .moveTo(headingDegrees: 200, pitchDegrees: 20, rollDegrees: -10, seconds: 3), .figureEight(seconds: 6)]
+        }
+        let magnet = ScheduledDisturbance(startSeconds: 60, durationSeconds: 15, fieldMicrotesla: Vector3(0, 15, 10), frame: .world)
+        let scenario = makeScenario(motion, bias: Vector3(0.005, 0.003, -0.004), disturbances: [magnet])
+        var kf = KalmanFilter()
+        let steps = run(&kf, scenario).filter { $0.output.headingAccuracyDegrees != nil }
+        let covered = steps.filter { abs(headingError($0) ?? 0) <= $0.output.headingAccuracyDegrees! }.count
+        let coverage = Double(covered) / Double(steps.count)
+        let median = percentile(steps.map { $0.output.headingAccuracyDegrees! }, 50)
+        print("simulated coverage \(coverage), median accuracy \(median) deg")
+        #expect(coverage >= 0.9 && coverage <= 1)
+        #expect(median < 5, "accuracy so loose it says nothing: median \(median) deg")
+    }
+}
