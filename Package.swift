@@ -33,14 +33,23 @@ let package = Package(
         .systemLibrary(name: "CLZ4", path: "Sources/CLZ4", pkgConfig: "liblz4",
                        providers: [.apt(["liblz4-dev"])]),
 
+        // Wire messages and their codecs (ROS 2 CDR, JSON).
+        .target(name: "WireFormat", dependencies: ["CompassCore"]),
+        // YAML documents (libyaml) as node trees with line and column marks.
+        .target(name: "YAML", dependencies: ["CYAML"]),
+        // ROS 2 bags: MCAP (zstd, lz4) and sqlite3 storage.
+        .target(name: "Bags", dependencies: ["WireFormat", "YAML", "CZstd", "CLZ4", "CSQLite"]),
+
         .executableTarget(
             name: "FusionNode",
-            dependencies: ["CompassCore", "IMUSimulator", "CZeroMQ", "CYAML", "CSQLite", "CZstd", "CLZ4"],
+            dependencies: ["CompassCore", "IMUSimulator", "WireFormat", "YAML", "Bags", "CZeroMQ", "CYAML", "CSQLite", "CZstd", "CLZ4"],
             swiftSettings: [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]
         ),
 
         .testTarget(name: "CompassCoreTests", dependencies: ["CompassCore", "IMUSimulator"]),
         .testTarget(name: "IMUSimulatorTests", dependencies: ["IMUSimulator", "CompassCore"]),
+        .testTarget(name: "WireFormatTests", dependencies: ["WireFormat", "YAML", "CompassCore"]),
+        .testTarget(name: "BagsTests", dependencies: ["Bags", "WireFormat", "CompassCore", "IMUSimulator"]),
     ],
     swiftLanguageModes: [.v6]
 )

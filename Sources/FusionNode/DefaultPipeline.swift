@@ -24,31 +24,18 @@ enum DefaultScenario {
     }
 }
 
-/// The first, simplest honest stage chain: raw samples -> tilt-compensated compass -> text line.
-/// (The fusion filters and the ZeroMQ pipeline replace this chain as they land.)
-struct SimulatorCompassStage {
+/// The built-in chain: simulated samples -> fusion filter -> one text line per update.
+/// (The ZeroMQ pipeline replaces this chain as it lands.)
+struct SimulatorFusionStage {
+    var filter: any OrientationFilter
+
     mutating func update(_ sample: SimulatedSample) -> String? {
         let truth = sample.trueHeadingDegrees.map { fmt($0, 1) } ?? "nan"
-        switch TiltCompensatedCompass.reading(field: sample.magnetometer.fieldMicrotesla,
-                                              specificForce: sample.imu.specificForce) {
-        case .success(let r):
-            let name = CardinalDirection.name(forHeadingDegrees: r.headingDegrees) ?? "?"
-            return "t=\(fmt(sample.imu.timestamp, 2)) heading=\(fmt(r.headingDegrees, 1)) (\(name)) truth=\(truth)"
-                + " dip=\(fmt(r.dipDegrees, 1)) field=\(fmt(r.fieldStrength, 1))uT"
-        case .failure(let e):
-            return "t=\(fmt(sample.imu.timestamp, 2)) heading=none (\(e)) truth=\(truth)"
-        }
+        guard let o = filter.update(imu: sample.imu, magnetometer: sample.magnetometer) else { return nil }
+        let heading = o.headingDegrees.map { fmt($0, 1) } ?? "none"
+        let name = o.headingDegrees.flatMap { CardinalDirection.name(forHeadingDegrees: $0) } ?? "-"
+        let accuracy = o.headingAccuracyDegrees.map { "+-" + fmt($0, 1) } ?? "+-?"
+        let flags = o.flags.description
+        return "t=\(fmt(o.timestamp, 2)) heading=\(heading) (\(name)) \(accuracy) truth=\(truth)" + (flags.isEmpty ? "" : " [\(flags)]")
     }
-}
-
-/// Fixed-point formatting without Foundation.
-func fmt(_ x: Double, _ decimals: Int) -> String {
-    guard x.isFinite else { return "nan" }
-    var p = 1.0
-    for _ in 0..<decimals { p *= 10 }
-    let r = (abs(x) * p).rounded()
-    let whole = Int(r / p)
-    var frac = String(Int(r.truncatingRemainder(dividingBy: p)))
-    while frac.count < decimals { frac = "0" + frac }
-    return (x < 0 && r != 0 ? "-" : "") + String(whole) + (decimals > 0 ? "." + frac : "")
 }

@@ -2,14 +2,7 @@ import Testing
 import CompassCore
 import IMUSimulator
 
-/// A filter under test, so one scenario runs through both.
-protocol FusionFilter {
-    mutating func update(imu: ImuSample, magnetometer: MagnetometerSample?) -> FusionOutput?
-    var skipped: SkippedSampleCounts { get }
-    var gyroBias: Vector3 { get }
-}
-extension KalmanFilter: FusionFilter {}
-extension ComplementaryFilter: FusionFilter {}
+typealias FusionFilter = OrientationFilter
 
 struct Step { let sample: SimulatedSample; let output: FusionOutput }
 

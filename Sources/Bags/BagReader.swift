@@ -1,0 +1,121 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import YAML
+
+/// Any bag GyroCompass reads: a rosbag2 directory (metadata.yaml with `.mcap` or `.db3` files) or a
+/// bare `.mcap` / `.db3` file.
+public final class BagReader: @unchecked Sendable {
+    public enum Storage: String, Sendable { case mcap, sqlite3 }
+    public let path: String
+    public let storage: Storage
+    /// The storage files, in playback order.
+    public let files: [String]
+    var mcapReaders: [MCAPReader] = []
+    var sqliteReaders: [SQLiteBagReader] = []
+
+    public init(path: String) throws(BagError) {
+        self.path = path
+        var st = stat()
+        guard stat(path, &st) == 0 else { throw .cannotOpen(path: path, reason: String(cString: strerror(errno))) }
+        if (st.st_mode & S_IFMT) == S_IFDIR {
+            let (storage, files) = try Self.readMetadata(directory: path)
+            self.storage = storage
+            self.files = files
+        } else if path.hasSuffix(".db3") {
+            storage = .sqlite3; files = [path]
+        } else {
+            storage = .mcap; files = [path]
+        }
+        for f in files {
+            switch storage {
+            case .mcap: mcapReaders.append(try MCAPReader(path: f))
+            case .sqlite3: sqliteReaders.append(try SQLiteBagReader(path: f))
+            }
+        }
+    }
+
+    /// rosbag2's metadata.yaml: storage identifier and relative file paths. Without one, the
+    /// directory's .mcap or .db3 files.
+    static func readMetadata(directory: String) throws(BagError) -> (Storage, [String]) {
+        let metaPath = directory + "/metadata.yaml"
+        guard let text = readText(metaPath) else {
+            let entries = listDirectory(directory).sorted()
+            if let mcaps = Optional(entries.filter { $0.hasSuffix(".mcap") }), !mcaps.isEmpty { return (.mcap, mcaps.map { directory + "/" + $0 }) }
+            if let dbs = Optional(entries.filter { $0.hasSuffix(".db3") }), !dbs.isEmpty { return (.sqlite3, dbs.map { directory + "/" + $0 }) }
+            throw .notABag(path: directory, reason: "no metadata.yaml and no .mcap or .db3 file")
+        }
+        let root: YAMLNode?
+        do { root = try YAMLParser.parse(text, file: metaPath) } catch { throw .metadata(path: metaPath, reason: error.description) }
+        guard let info = root?["rosbag2_bagfile_information"] else {
+            throw .metadata(path: metaPath, reason: "no rosbag2_bagfile_information mapping")
+        }
+        let id = info["storage_identifier"]?.scalar ?? ""
+        let storage: Storage
+        switch id {
+        case "mcap": storage = .mcap
+        case "sqlite3": storage = .sqlite3
+        default: throw .metadata(path: metaPath, reason: "unsupported storage_identifier '\(id)' at \(info["storage_identifier"]?.mark.description ?? "?")")
+        }
+        guard let rel = info["relative_file_paths"]?.sequence?.compactMap(\.scalar), !rel.isEmpty else {
+            throw .metadata(path: metaPath, reason: "relative_file_paths is missing or empty")
+        }
+        return (storage, rel.map { directory + "/" + $0 })
+    }
+
+    /// Calls `body` for every message, file after file.
+    public func forEachMessage(_ options: BagReadOptions = .init(), _ body: (BagMessage) throws -> Void) throws {
+        for r in mcapReaders { try r.forEachMessage(options, body) }
+        for r in sqliteReaders { try r.forEachMessage(options, body) }
+    }
+
+    /// Chunk compressions used by the MCAP files (from their chunk indexes; "" = none).
+    public var chunkCompressions: Set<String>? {
+        let indexes = mcapReaders.flatMap(\.chunkIndexes)
+        return indexes.isEmpty ? nil : Set(indexes.map(\.compression))
+    }
+
+    /// Damage met in salvage mode.
+    public var damage: [BagError] { mcapReaders.flatMap(\.damage) }
+
+    /// Topics over all files.
+    public func topics() throws -> [BagTopic] {
+        var merged: [String: BagTopic] = [:]
+        let all = try mcapReaders.flatMap { try $0.topics() } + sqliteReaders.flatMap { try $0.topics() }
+        for t in all {
+            if var m = merged[t.name] { m.messageCount += t.messageCount; merged[t.name] = m } else { merged[t.name] = t }
+        }
+        return merged.values.sorted { $0.name < $1.name }
+    }
+
+    /// Total size of the storage files, bytes.
+    public var sizeBytes: Int {
+        mcapReaders.reduce(0) { $0 + $1.size } + sqliteReaders.reduce(0) { total, r in
+            var st = stat(); return total + (stat(r.path, &st) == 0 ? Int(st.st_size) : 0)
+        }
+    }
+}
+
+func readText(_ path: String) -> String? {
+    guard let f = fopen(path, "rb") else { return nil }
+    defer { fclose(f) }
+    var out = [UInt8]()
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = fread(&buffer, 1, buffer.count, f)
+        if n <= 0 { break }
+        out.append(contentsOf: buffer[0..<n])
+    }
+    return String(decoding: out, as: UTF8.self)
+}
+
+func listDirectory(_ path: String) -> [String] {
+    guard let d = opendir(path) else { return [] }
+    defer { closedir(d) }
+    var names: [String] = []
+    while let e = readdir(d) {
+        let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        if name != "." && name != ".." { names.append(name) }
+    }
+    return names
+}

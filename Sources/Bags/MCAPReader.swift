@@ -1,0 +1,349 @@
+/// Reads MCAP files (https://mcap.dev/spec) written by rosbag2, the `mcap` and `rosbags` libraries or
+/// GyroCompass: every record type is recognised; chunks may be uncompressed, zstd or lz4; CRCs are
+/// checked where the writer stored them. With a summary section, chunk indexes select the chunks to
+/// decompress (topic and time filtering without touching the rest); without one, a forward scan.
+/// Damage is reported with the byte offset and record; with `salvage`, reading resumes at the next
+/// intact record and the damage is listed in `damage`.
+public final class MCAPReader: @unchecked Sendable {
+    public struct Schema: Sendable, Equatable { public var id: UInt16, name: String, encoding: String, data: [UInt8] }
+    public struct Channel: Sendable, Equatable { public var id: UInt16, schemaId: UInt16, topic: String, messageEncoding: String, metadata: [String: String] }
+    public struct ChunkIndex: Sendable, Equatable {
+        public var messageStartTime: UInt64, messageEndTime: UInt64, chunkStartOffset: UInt64, chunkLength: UInt64
+        public var channels: Set<UInt16>, compression: String, compressedSize: UInt64, uncompressedSize: UInt64
+    }
+    public struct Statistics: Sendable, Equatable {
+        public var messageCount: UInt64, schemaCount: UInt16, channelCount: UInt32, attachmentCount: UInt32
+        public var metadataCount: UInt32, chunkCount: UInt32, messageStartTime: UInt64, messageEndTime: UInt64
+        public var channelMessageCounts: [UInt16: UInt64]
+    }
+
+    static let magic: [UInt8] = [0x89, 0x4D, 0x43, 0x41, 0x50, 0x30, 0x0D, 0x0A]
+
+    public let path: String
+    let file: MappedFile
+    public private(set) var profile = ""
+    public private(set) var library = ""
+    public private(set) var schemas: [UInt16: Schema] = [:]
+    public private(set) var channels: [UInt16: Channel] = [:]
+    public private(set) var chunkIndexes: [ChunkIndex] = []
+    public private(set) var statistics: Statistics?
+    /// Damage met while reading in salvage mode.
+    public private(set) var damage: [BagError] = []
+    /// True when the file ends with a valid footer and magic.
+    public private(set) var hasFooter = false
+
+    /// Opens and checks the file, and reads its summary section if it has one.
+    public init(path: String) throws(BagError) {
+        self.path = path
+        file = try MappedFile(path: path)
+        let b = file.bytes
+        guard b.count >= 8, (0..<8).allSatisfy({ b[$0] == Self.magic[$0] }) else {
+            throw .notABag(path: path, reason: "no MCAP magic at the start")
+        }
+        var c = ByteCursor(b, from: 8)
+        guard let op = c.u8(), op == 0x01, let len = c.u64(), len <= UInt64(c.remaining) else {
+            throw .truncated(path: path, offset: 8, record: "Header")
+        }
+        var h = ByteCursor(b, from: c.offset, to: c.offset + Int(len))
+        profile = h.string() ?? ""
+        library = h.string() ?? ""
+        readSummary()
+    }
+
+    /// File size in bytes.
+    public var size: Int { file.bytes.count }
+
+    /// Reads the footer and, if present and intact, the summary section. A damaged summary is not
+    /// fatal: reading falls back to a forward scan.
+    func readSummary() {
+        let b = file.bytes
+        guard b.count >= 8 + 9 + 20 + 8 else { return }
+        let tail = b.count - 8
+        guard (0..<8).allSatisfy({ b[tail + $0] == Self.magic[$0] }) else { return }
+        let footerStart = tail - (1 + 8 + 20)
+        var c = ByteCursor(b, from: footerStart, to: tail)
+        guard c.u8() == 0x02, c.u64() == 20, let summaryStart = c.u64(), let _ = c.u64(), let summaryCRC = c.u32() else { return }
+        hasFooter = true
+        guard summaryStart > 0, summaryStart < UInt64(footerStart) else { return }
+        if summaryCRC != 0 {
+            // The summary CRC covers the summary section through the footer's summary_offset_start.
+            let covered = UnsafeRawBufferPointer(rebasing: b[Int(summaryStart)..<(footerStart + 1 + 8 + 8 + 8)])
+            guard CRC32.checksum(covered) == summaryCRC else {
+                damage.append(.crcMismatch(path: path, offset: Int(summaryStart), record: "summary section", expected: summaryCRC, actual: CRC32.checksum(covered)))
+                return
+            }
+        }
+        var pos = Int(summaryStart)
+        var summarySchemas: [UInt16: Schema] = [:], summaryChannels: [UInt16: Channel] = [:], indexes: [ChunkIndex] = []
+        while pos + 9 <= footerStart {
+            var r = ByteCursor(b, from: pos, to: footerStart)
+            guard let op = r.u8(), let len = r.u64(), len <= UInt64(r.remaining) else { return }
+            let body = ByteCursor(b, from: r.offset, to: r.offset + Int(len))
+            switch op {
+            case 0x03: if let s = Self.parseSchema(body) { summarySchemas[s.id] = s }
+            case 0x04: if let ch = Self.parseChannel(body) { summaryChannels[ch.id] = ch }
+            case 0x08: if let i = Self.parseChunkIndex(body) { indexes.append(i) }
+            case 0x0B: statistics = Self.parseStatistics(body)
+            default: break
+            }
+            pos = r.offset + Int(len)
+        }
+        schemas.merge(summarySchemas) { a, _ in a }
+        channels.merge(summaryChannels) { a, _ in a }
+        chunkIndexes = indexes.sorted { $0.chunkStartOffset < $1.chunkStartOffset }
+    }
+
+    /// Calls `body` for every message that passes `options`, in file order.
+    public func forEachMessage(_ options: BagReadOptions = .init(), _ body: (BagMessage) throws -> Void) throws {
+        damage.removeAll()
+        if !chunkIndexes.isEmpty && schemasAndChannelsKnown {
+            try readIndexed(options, body)
+        } else {
+            try scan(from: 8, to: file.bytes.count, options, body, topLevel: true)
+        }
+    }
+
+    var schemasAndChannelsKnown: Bool { !channels.isEmpty }
+
+    /// Topics with their types and message counts (from statistics when present, else by counting).
+    public func topics() throws -> [BagTopic] {
+        var counts: [UInt16: Int] = [:]
+        if let stats = statistics, !stats.channelMessageCounts.isEmpty {
+            for (k, v) in stats.channelMessageCounts { counts[k] = Int(v) }
+        } else {
+            var byTopic: [String: Int] = [:]
+            try forEachMessage { byTopic[$0.topic, default: 0] += 1 }
+            for (id, ch) in channels { counts[id] = byTopic[ch.topic] ?? 0 }
+        }
+        return channels.values.sorted { $0.topic < $1.topic }.map { ch in
+            BagTopic(name: ch.topic, type: schemas[ch.schemaId]?.name ?? "", encoding: ch.messageEncoding, messageCount: counts[ch.id] ?? 0)
+        }
+    }
+
+    // MARK: - Reading
+
+    func readIndexed(_ options: BagReadOptions, _ body: (BagMessage) throws -> Void) throws {
+        let wanted: Set<UInt16>? = options.topics.map { topics in Set(channels.values.filter { topics.contains($0.topic) }.map(\.id)) }
+        for index in chunkIndexes {
+            if let wanted, index.channels.isDisjoint(with: wanted), !index.channels.isEmpty { continue }
+            if let start = options.startTime, index.messageEndTime < start { continue }
+            if let end = options.endTime, index.messageStartTime >= end { continue }
+            let offset = Int(index.chunkStartOffset)
+            guard index.chunkStartOffset < UInt64(file.bytes.count) else {
+                try report(.truncated(path: path, offset: offset, record: "Chunk (from the chunk index)"), options)
+                continue
+            }
+            // chunk_length counts the whole record, opcode and length prefix included.
+            let end = index.chunkLength > UInt64(file.bytes.count - offset) ? file.bytes.count : offset + Int(index.chunkLength)
+            try scan(from: offset, to: end, options, body, topLevel: false)
+        }
+    }
+
+    func report(_ error: BagError, _ options: BagReadOptions) throws {
+        guard options.salvage else { throw error }
+        damage.append(error)
+    }
+
+    /// Reads records in [start, end). At top level it stops at DataEnd or Footer.
+    func scan(from start: Int, to end: Int, _ options: BagReadOptions, _ body: (BagMessage) throws -> Void, topLevel: Bool) throws {
+        let b = file.bytes
+        var pos = start
+        while pos < end {
+            var c = ByteCursor(b, from: pos, to: end)
+            guard let op = c.u8(), let len = c.u64() else {
+                if topLevel && pos + 8 == b.count { return }   // only the closing magic is left
+                try report(.truncated(path: path, offset: pos, record: "record header"), options)
+                return
+            }
+            guard len <= UInt64(c.remaining) else {
+                try report(.truncated(path: path, offset: pos, record: Self.recordName(op)), options)
+                guard let next = resync(after: pos, end: end) else { return }
+                pos = next
+                continue
+            }
+            let bodyStart = c.offset
+            let recordEnd = bodyStart + Int(len)
+            switch op {
+            case 0x01: break
+            case 0x02, 0x0F:
+                if topLevel { return }
+            case 0x03:
+                guard let s = Self.parseSchema(ByteCursor(b, from: bodyStart, to: recordEnd)) else {
+                    try report(.corruptRecord(path: path, offset: pos, record: "Schema", reason: "fields do not fit the record"), options)
+                    break
+                }
+                if s.id != 0 { schemas[s.id] = s }
+            case 0x04:
+                guard let ch = Self.parseChannel(ByteCursor(b, from: bodyStart, to: recordEnd)) else {
+                    try report(.corruptRecord(path: path, offset: pos, record: "Channel", reason: "fields do not fit the record"), options)
+                    break
+                }
+                channels[ch.id] = ch
+            case 0x05:
+                try message(at: pos, body: ByteCursor(b, from: bodyStart, to: recordEnd), options, body)
+            case 0x06:
+                try chunk(at: pos, body: ByteCursor(b, from: bodyStart, to: recordEnd), options, body)
+            default:
+                if op == 0 || op > 0x0F {
+                    try report(.corruptRecord(path: path, offset: pos, record: "record", reason: "unknown opcode 0x\(String(op, radix: 16))"), options)
+                    guard let next = resync(after: pos, end: end) else { return }
+                    pos = next
+                    continue
+                }
+            }
+            pos = recordEnd
+        }
+    }
+
+    func message(at pos: Int, body c: ByteCursor, _ options: BagReadOptions, _ deliver: (BagMessage) throws -> Void) throws {
+        var c = c
+        guard let channelId = c.u16(), let _ = c.u32(), let logTime = c.u64(), let publishTime = c.u64() else {
+            try report(.corruptRecord(path: path, offset: pos, record: "Message", reason: "shorter than its fixed fields"), options)
+            return
+        }
+        guard let ch = channels[channelId] else {
+            try report(.unknownChannel(path: path, offset: pos, channel: channelId), options)
+            return
+        }
+        if let topics = options.topics, !topics.contains(ch.topic) { return }
+        if let s = options.startTime, logTime < s { return }
+        if let e = options.endTime, logTime >= e { return }
+        let data = c.slice(c.remaining)!
+        try deliver(BagMessage(topic: ch.topic, type: schemas[ch.schemaId]?.name ?? "", encoding: ch.messageEncoding,
+                               logTime: logTime, publishTime: publishTime, data: Array(data)))
+    }
+
+    func chunk(at pos: Int, body c: ByteCursor, _ options: BagReadOptions, _ deliver: (BagMessage) throws -> Void) throws {
+        var c = c
+        guard let startTime = c.u64(), let endTime = c.u64(), let uncompressedSize = c.u64(), let crc = c.u32(),
+              let compression = c.string(), let recordsLength = c.u64(), recordsLength <= UInt64(c.remaining),
+              let records = c.slice(Int(recordsLength)) else {
+            try report(.corruptRecord(path: path, offset: pos, record: "Chunk", reason: "header fields do not fit the record"), options)
+            return
+        }
+        if let s = options.startTime, endTime < s { return }
+        if let e = options.endTime, startTime >= e { return }
+        guard ["", "zstd", "lz4"].contains(compression) else {
+            try report(.unsupportedCompression(path: path, offset: pos, compression: compression), options)
+            return
+        }
+        guard uncompressedSize <= options.maximumChunkBytes else {
+            try report(.tooLarge(path: path, offset: pos, record: "Chunk", claimed: uncompressedSize, limit: options.maximumChunkBytes), options)
+            return
+        }
+        let plain: [UInt8]
+        switch ChunkCompression.decompress(records, compression: compression, size: Int(uncompressedSize)) {
+        case .success(let p): plain = p
+        case .failure(let why):
+            try report(.decompressionFailed(path: path, offset: pos, reason: why.reason), options)
+            return
+        }
+        if crc != 0 {
+            let actual = CRC32.checksum(plain)
+            guard actual == crc else {
+                try report(.crcMismatch(path: path, offset: pos, record: "Chunk", expected: crc, actual: actual), options)
+                return
+            }
+        }
+        try plain.withUnsafeBytes { inner in
+            var p = 0
+            while p < inner.count {
+                var r = ByteCursor(inner, from: p)
+                guard let op = r.u8(), let len = r.u64(), len <= UInt64(r.remaining) else {
+                    try report(.corruptRecord(path: path, offset: pos, record: "Chunk", reason: "inner record at \(p) overruns the chunk"), options)
+                    return
+                }
+                let body = ByteCursor(inner, from: r.offset, to: r.offset + Int(len))
+                switch op {
+                case 0x03: if let s = Self.parseSchema(body), s.id != 0 { schemas[s.id] = s }
+                case 0x04: if let ch = Self.parseChannel(body) { channels[ch.id] = ch }
+                case 0x05: try message(at: pos, body: body, options, deliver)
+                default: break
+                }
+                p = r.offset + Int(len)
+            }
+        }
+    }
+
+    /// After damage: the offset of the next plausible record (a chunk whose header parses with a known
+    /// compression, or a message on a known channel), or nil.
+    func resync(after pos: Int, end: Int) -> Int? {
+        let b = file.bytes
+        var p = pos + 1
+        while p + 9 < end {
+            let op = b[p]
+            if op == 0x06 || op == 0x05 {
+                var c = ByteCursor(b, from: p + 1, to: end)
+                if let len = c.u64(), len <= UInt64(c.remaining), len >= 22 {
+                    var body = ByteCursor(b, from: c.offset, to: c.offset + Int(len))
+                    if op == 0x06 {
+                        if let _ = body.u64(), let _ = body.u64(), let _ = body.u64(), let _ = body.u32(),
+                           let comp = body.string(), ["", "zstd", "lz4"].contains(comp), let rl = body.u64(), rl == UInt64(body.remaining) {
+                            return p
+                        }
+                    } else if let ch = body.u16(), channels[ch] != nil, len < 1 << 26 {
+                        return p
+                    }
+                }
+            }
+            p += 1
+        }
+        return nil
+    }
+
+    // MARK: - Record parsers (nil when the fields do not fit)
+
+    static func parseSchema(_ c: ByteCursor) -> Schema? {
+        var c = c
+        guard let id = c.u16(), let name = c.string(), let enc = c.string(), let n = c.u32(), let data = c.slice(Int(n)) else { return nil }
+        return Schema(id: id, name: name, encoding: enc, data: Array(data))
+    }
+
+    static func parseChannel(_ c: ByteCursor) -> Channel? {
+        var c = c
+        guard let id = c.u16(), let schema = c.u16(), let topic = c.string(), let enc = c.string(), let meta = c.stringMap() else { return nil }
+        return Channel(id: id, schemaId: schema, topic: topic, messageEncoding: enc, metadata: meta)
+    }
+
+    static func parseChunkIndex(_ c: ByteCursor) -> ChunkIndex? {
+        var c = c
+        guard let st = c.u64(), let et = c.u64(), let off = c.u64(), let len = c.u64(), let mapLength = c.u32(),
+              Int(mapLength) <= c.remaining, Int(mapLength) % 10 == 0 else { return nil }
+        var ids = Set<UInt16>()
+        for _ in 0..<(Int(mapLength) / 10) { guard let id = c.u16(), let _ = c.u64() else { return nil }; ids.insert(id) }
+        guard let _ = c.u64(), let comp = c.string(), let cs = c.u64(), let us = c.u64() else { return nil }
+        return ChunkIndex(messageStartTime: st, messageEndTime: et, chunkStartOffset: off, chunkLength: len, channels: ids,
+                          compression: comp, compressedSize: cs, uncompressedSize: us)
+    }
+
+    static func parseStatistics(_ c: ByteCursor) -> Statistics? {
+        var c = c
+        guard let mc = c.u64(), let sc = c.u16(), let cc = c.u32(), let ac = c.u32(), let mdc = c.u32(), let chc = c.u32(),
+              let st = c.u64(), let et = c.u64(), let mapLength = c.u32(), Int(mapLength) <= c.remaining, Int(mapLength) % 10 == 0 else { return nil }
+        var counts: [UInt16: UInt64] = [:]
+        for _ in 0..<(Int(mapLength) / 10) { guard let id = c.u16(), let n = c.u64() else { return nil }; counts[id] = n }
+        return Statistics(messageCount: mc, schemaCount: sc, channelCount: cc, attachmentCount: ac, metadataCount: mdc,
+                          chunkCount: chc, messageStartTime: st, messageEndTime: et, channelMessageCounts: counts)
+    }
+
+    static func recordName(_ op: UInt8) -> String {
+        switch op {
+        case 0x01: return "Header"
+        case 0x02: return "Footer"
+        case 0x03: return "Schema"
+        case 0x04: return "Channel"
+        case 0x05: return "Message"
+        case 0x06: return "Chunk"
+        case 0x07: return "MessageIndex"
+        case 0x08: return "ChunkIndex"
+        case 0x09: return "Attachment"
+        case 0x0A: return "AttachmentIndex"
+        case 0x0B: return "Statistics"
+        case 0x0C: return "Metadata"
+        case 0x0D: return "MetadataIndex"
+        case 0x0E: return "SummaryOffset"
+        case 0x0F: return "DataEnd"
+        default: return "record 0x\(String(op, radix: 16))"
+        }
+    }
+}

@@ -1,0 +1,68 @@
+/// What every fusion filter offers, so pipelines and tools can hold either.
+public protocol OrientationFilter: Sendable {
+    /// Feeds one IMU sample and optionally a magnetometer sample (microtesla). Returns nil when the
+    /// sample was skipped (the reason is counted in `skipped`).
+    mutating func update(imu: ImuSample, magnetometer: MagnetometerSample?) -> FusionOutput?
+    var skipped: SkippedSampleCounts { get }
+    var gyroBias: Vector3 { get }
+    var orientation: Quaternion { get }
+}
+
+extension KalmanFilter: OrientationFilter {}
+extension ComplementaryFilter: OrientationFilter {}
+
+/// The filters by name, as configuration files and the command line spell them.
+public enum FilterKind: String, Sendable, CaseIterable {
+    case kalman, complementary
+
+    /// A filter of this kind with default settings.
+    public func make() -> any OrientationFilter {
+        switch self {
+        case .kalman: return KalmanFilter()
+        case .complementary: return ComplementaryFilter()
+        }
+    }
+}
+
+/// Pairs magnetometer samples with IMU samples, whatever order they arrive in. It holds back one IMU
+/// sample until its magnetometer partner (same stamp, or the newest one not used yet, no older than
+/// `maximumAgeSeconds`) or a later IMU sample arrives: sensors that sample both together pair one to
+/// one even when the magnetometer message comes second; slower magnetometers pair with the first
+/// IMU sample at or after their stamp. Costs one IMU period of latency.
+public struct SampleAligner: Sendable {
+    /// Oldest magnetometer sample still paired, seconds. Default 0.1.
+    public var maximumAgeSeconds: Double
+    var held: ImuSample?
+    var pending: MagnetometerSample?
+    /// Tolerance for "same stamp", seconds.
+    static let sameStamp = 1e-6
+
+    public init(maximumAgeSeconds: Double = 0.1) { self.maximumAgeSeconds = maximumAgeSeconds }
+
+    /// Takes an IMU sample; returns the previously held one, ready for the filter, if any.
+    public mutating func imu(_ sample: ImuSample) -> (imu: ImuSample, magnetometer: MagnetometerSample?)? {
+        let out = held.map { ($0, takePending(for: $0)) }
+        held = sample
+        return out
+    }
+
+    /// Takes a magnetometer sample; returns the held IMU sample if this is its partner.
+    public mutating func magnetometer(_ sample: MagnetometerSample) -> (imu: ImuSample, magnetometer: MagnetometerSample?)? {
+        pending = sample
+        guard let h = held, sample.timestamp <= h.timestamp + Self.sameStamp else { return nil }
+        held = nil
+        return (h, takePending(for: h))
+    }
+
+    /// The held IMU sample at the end of the stream.
+    public mutating func finish() -> (imu: ImuSample, magnetometer: MagnetometerSample?)? {
+        defer { held = nil }
+        return held.map { ($0, takePending(for: $0)) }
+    }
+
+    mutating func takePending(for imu: ImuSample) -> MagnetometerSample? {
+        guard let m = pending, m.timestamp <= imu.timestamp + Self.sameStamp else { return nil }
+        pending = nil
+        return imu.timestamp - m.timestamp <= maximumAgeSeconds ? m : nil
+    }
+}

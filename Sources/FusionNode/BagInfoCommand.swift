@@ -1,0 +1,48 @@
+import Bags
+
+/// `fusion-node bag info BAG`: what `ros2 bag info` users expect.
+enum BagInfoCommand {
+    static func run(_ args: [String]) throws -> Int32 {
+        let a = try Arguments(args, valued: [], flags: [])
+        guard a.positionals.count == 1 else { throw UsageError(message: "usage: fusion-node bag info BAG") }
+        let bag = try BagReader(path: a.positionals[0])
+        var first = UInt64.max, last = UInt64.min, count = 0
+        var perTopic: [String: (count: Int, first: UInt64, last: UInt64)] = [:]
+        try bag.forEachMessage { m in
+            first = min(first, m.logTime); last = max(last, m.logTime); count += 1
+            var t = perTopic[m.topic] ?? (0, .max, .min)
+            t.count += 1; t.first = min(t.first, m.logTime); t.last = max(t.last, m.logTime)
+            perTopic[m.topic] = t
+        }
+        let duration = count > 0 ? Double(last - first) * 1e-9 : 0
+        print("Files:             \(bag.files.joined(separator: ", "))")
+        print("Bag size:          \(humanBytes(bag.sizeBytes))")
+        print("Storage id:        \(bag.storage.rawValue)")
+        if bag.storage == .mcap {
+            let compressions = bag.chunkCompressions.map { $0.map { $0.isEmpty ? "none" : $0 }.sorted().joined(separator: ", ") }
+            print("Chunk compression: \(compressions ?? "unknown (no chunk index)")")
+        }
+        print("Duration:          \(fmt(duration, 3)) s")
+        if count > 0 {
+            print("Start:             \(fmt(Double(first) * 1e-9, 9)) s (log time)")
+            print("End:               \(fmt(Double(last) * 1e-9, 9)) s (log time)")
+        }
+        print("Messages:          \(count)")
+        print("Topic information:")
+        for t in try bag.topics() {
+            let p = perTopic[t.name]
+            let span = p.map { Double($0.last - $0.first) * 1e-9 } ?? 0
+            let rate = (p?.count ?? 0) > 1 && span > 0 ? Double(p!.count - 1) / span : 0
+            print("  Topic: \(t.name) | Type: \(t.type) | Count: \(p?.count ?? 0) | Rate: \(fmt(rate, 3)) Hz | Serialization: \(t.encoding)")
+        }
+        for d in bag.damage { writeStandardError("damage: \(d)\n") }
+        return 0
+    }
+
+    static func humanBytes(_ n: Int) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var v = Double(n), u = 0
+        while v >= 1024 && u < units.count - 1 { v /= 1024; u += 1 }
+        return "\(fmt(v, u == 0 ? 0 : 1)) \(units[u])"
+    }
+}

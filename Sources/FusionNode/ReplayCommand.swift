@@ -1,0 +1,127 @@
+import CompassCore
+import WireFormat
+import Bags
+
+/// `fusion-node replay BAG [--csv OUT.csv] [--filter kalman|complementary] ...`: decodes IMU and
+/// magnetometer messages from a bag, runs a fusion filter over them and writes the estimate.
+struct ReplayCommand {
+    static let valued: Set<String> = ["--csv", "--filter", "--imu-topic", "--mag-topic", "--start", "--duration", "--time"]
+    static let flags: Set<String> = ["--salvage", "--quiet"]
+    static let usage = """
+    fusion-node replay BAG [options]
+      --csv OUT.csv          write t,qw,qx,qy,qz for every IMU sample (orientation of the sensor frame
+                             relative to ENU, y = magnetic north; t = header stamp in seconds)
+      --filter NAME          kalman (default) or complementary
+      --imu-topic TOPIC      default /imu/data_raw (sensor_msgs/msg/Imu)
+      --mag-topic TOPIC      default /imu/mag (sensor_msgs/msg/MagneticField)
+      --start SECONDS        skip this long from the start of the bag
+      --duration SECONDS     replay only this long
+      --time header|log      timestamps from the header stamp (default) or the bag's log time
+      --salvage              keep reading past damage and report it
+      --quiet                no summary on stderr
+    """
+
+    struct Summary {
+        var imuMessages = 0, magMessages = 0, outputs = 0, decodeErrors = 0, otherTopics = 0
+        var skipped = SkippedSampleCounts()
+        var seconds = 0.0
+    }
+
+    static func run(_ args: [String]) throws -> Int32 {
+        let a = try Arguments(args, valued: valued, flags: flags)
+        guard a.positionals.count == 1 else { throw UsageError(message: "replay needs exactly one BAG\n" + usage) }
+        let bagPath = a.positionals[0]
+        let kindName = a.string("--filter") ?? "kalman"
+        guard let kind = FilterKind(rawValue: kindName) else {
+            throw UsageError(message: "--filter expects one of \(FilterKind.allCases.map(\.rawValue).joined(separator: ", ")), got '\(kindName)'")
+        }
+        let useLogTime: Bool
+        switch a.string("--time") ?? "header" {
+        case "header": useLogTime = false
+        case "log": useLogTime = true
+        case let other: throw UsageError(message: "--time expects header or log, got '\(other)'")
+        }
+        let imuTopic = a.string("--imu-topic") ?? "/imu/data_raw"
+        let magTopic = a.string("--mag-topic") ?? "/imu/mag"
+        let bag = try BagReader(path: bagPath)
+        var options = BagReadOptions()
+        options.topics = [imuTopic, magTopic]
+        options.salvage = a.has("--salvage")
+        if let start = try a.double("--start", minimum: 0) ?? nil, let first = try firstLogTime(bag) {
+            options.startTime = first + UInt64(start * 1e9)
+        }
+        if let d = try a.double("--duration", minimum: 0) {
+            let base = try options.startTime ?? firstLogTime(bag) ?? 0
+            options.endTime = base + UInt64(d * 1e9)
+        }
+        let csv = try a.string("--csv").map { try TextFileWriter(path: $0) }
+        try csv?.write("t,qw,qx,qy,qz\n")
+
+        var filter = kind.make()
+        var aligner = SampleAligner()
+        var summary = Summary()
+        let started = monotonicSeconds()
+        func fuse(_ pair: (imu: ImuSample, magnetometer: MagnetometerSample?)) throws {
+            guard let o = filter.update(imu: pair.imu, magnetometer: pair.magnetometer) else { return }
+            summary.outputs += 1
+            let q = o.orientation
+            try csv?.write("\(o.timestamp),\(q.w),\(q.x),\(q.y),\(q.z)\n")
+        }
+        var progress = ProgressBar(total: Double(try bag.topics().filter { $0.name == imuTopic }.first?.messageCount ?? 0))
+        try bag.forEachMessage(options) { message in
+            if message.topic == magTopic {
+                do {
+                    let m = try MagneticFieldMessage(cdrBytes: message.data)
+                    var sample = m.sample
+                    if useLogTime { sample.timestamp = Double(message.logTime) * 1e-9 }
+                    summary.magMessages += 1
+                    if let pair = aligner.magnetometer(sample) { try fuse(pair) }
+                } catch {
+                    summary.decodeErrors += 1
+                    writeStandardError("fusion-node: \(bagPath): \(message.topic) at log time \(message.logTime): \(error)\n")
+                }
+            } else if message.topic == imuTopic {
+                let imu: ImuSample
+                do {
+                    var sample = try ImuMessage(cdrBytes: message.data).sample
+                    if useLogTime { sample.timestamp = Double(message.logTime) * 1e-9 }
+                    imu = sample
+                } catch {
+                    summary.decodeErrors += 1
+                    writeStandardError("fusion-node: \(bagPath): \(message.topic) at log time \(message.logTime): \(error)\n")
+                    return
+                }
+                summary.imuMessages += 1
+                if let pair = aligner.imu(imu) { try fuse(pair) }
+                progress.update(Double(summary.imuMessages), unit: "samples")
+            } else {
+                summary.otherTopics += 1
+            }
+        }
+        if let pair = aligner.finish() { try fuse(pair) }
+        progress.finish()
+        try csv?.close()
+        summary.skipped = filter.skipped
+        summary.seconds = monotonicSeconds() - started
+        for d in bag.damage { writeStandardError("fusion-node: damage: \(d)\n") }
+        if !a.has("--quiet") {
+            let k = summary.skipped
+            writeStandardError("replay \(bagPath): \(summary.imuMessages) IMU + \(summary.magMessages) magnetometer messages, "
+                + "\(summary.outputs) estimates (\(kind.rawValue)) in \(fmt(summary.seconds, 3)) s; "
+                + "skipped: \(k.nonFiniteImu) non-finite IMU, \(k.zeroSpecificForce) zero accel, \(k.timestampNotIncreasing) non-increasing time, "
+                + "\(k.nonFiniteMagnetometer + k.zeroMagneticField) bad magnetometer, \(summary.decodeErrors) undecodable\n")
+        }
+        if summary.imuMessages == 0 {
+            writeStandardError("fusion-node: \(bagPath) has no messages on \(imuTopic)\n")
+            return 1
+        }
+        return 0
+    }
+
+    static func firstLogTime(_ bag: BagReader) throws -> UInt64? {
+        var first: UInt64?
+        struct Stop: Error {}
+        do { try bag.forEachMessage { first = $0.logTime; throw Stop() } } catch is Stop {}
+        return first
+    }
+}

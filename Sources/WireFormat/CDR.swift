@@ -1,0 +1,121 @@
+/// Why a CDR payload could not be decoded. Every case names where.
+public enum CDRError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The payload ended before the field at `offset` (payload byte offset, header included).
+    case truncated(field: String, offset: Int)
+    /// The 4-byte encapsulation header names a representation we do not read.
+    case unsupportedEncapsulation(UInt16)
+    /// A string is not valid UTF-8 or lacks its terminating NUL.
+    case invalidString(field: String, offset: Int)
+    /// A length field claims more than the payload holds.
+    case lengthTooLarge(field: String, length: Int, offset: Int)
+
+    public var description: String {
+        switch self {
+        case .truncated(let f, let o): return "CDR payload truncated in \(f) at byte \(o)"
+        case .unsupportedEncapsulation(let e): return "unsupported CDR encapsulation 0x\(String(e, radix: 16))"
+        case .invalidString(let f, let o): return "invalid string in \(f) at byte \(o)"
+        case .lengthTooLarge(let f, let l, let o): return "\(f) claims \(l) bytes at byte \(o), more than the payload holds"
+        }
+    }
+}
+
+/// Reads ROS 2 CDR (XCDR1 plain CDR, as rosbag2 and MCAP store it): a 4-byte encapsulation header
+/// (0x00 0x01 little endian, 0x00 0x00 big endian, then two option bytes), then the body, with each
+/// primitive aligned to its size relative to the start of the body.
+public struct CDRReader {
+    @usableFromInline let bytes: UnsafeRawBufferPointer
+    @usableFromInline var offset: Int
+    @usableFromInline let littleEndian: Bool
+    static let bodyStart = 4
+
+    /// Wraps a payload; throws for an unknown encapsulation or a payload shorter than its header.
+    public init(_ bytes: UnsafeRawBufferPointer) throws(CDRError) {
+        guard bytes.count >= 4 else { throw .truncated(field: "encapsulation header", offset: 0) }
+        let kind = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
+        switch kind {
+        case 0x0001, 0x0003: littleEndian = true    // CDR_LE, PL_CDR_LE
+        case 0x0000, 0x0002: littleEndian = false   // CDR_BE, PL_CDR_BE
+        default: throw .unsupportedEncapsulation(kind)
+        }
+        self.bytes = bytes
+        offset = Self.bodyStart
+    }
+
+    /// Bytes not read yet.
+    public var remaining: Int { bytes.count - offset }
+
+    @inlinable
+    mutating func align(_ n: Int) {
+        let rel = offset - 4
+        let pad = (n - rel % n) % n
+        offset += pad
+    }
+
+    @inlinable
+    mutating func raw<T: FixedWidthInteger>(_ type: T.Type, _ field: String) throws(CDRError) -> T {
+        align(MemoryLayout<T>.size)
+        guard offset + MemoryLayout<T>.size <= bytes.count else { throw .truncated(field: field, offset: offset) }
+        let v = bytes.loadUnaligned(fromByteOffset: offset, as: T.self)
+        offset += MemoryLayout<T>.size
+        return littleEndian ? T(littleEndian: v) : T(bigEndian: v)
+    }
+
+    public mutating func uint8(_ field: String) throws(CDRError) -> UInt8 { try raw(UInt8.self, field) }
+    public mutating func int8(_ field: String) throws(CDRError) -> Int8 { Int8(bitPattern: try raw(UInt8.self, field)) }
+    public mutating func uint16(_ field: String) throws(CDRError) -> UInt16 { try raw(UInt16.self, field) }
+    public mutating func int32(_ field: String) throws(CDRError) -> Int32 { Int32(bitPattern: try raw(UInt32.self, field)) }
+    public mutating func uint32(_ field: String) throws(CDRError) -> UInt32 { try raw(UInt32.self, field) }
+    @inlinable
+    public mutating func float64(_ field: String) throws(CDRError) -> Double { Double(bitPattern: try raw(UInt64.self, field)) }
+
+    /// A CDR string: uint32 length including the terminating NUL, the bytes, the NUL.
+    public mutating func string(_ field: String) throws(CDRError) -> String {
+        let length = Int(try uint32(field))
+        guard length <= remaining else { throw .lengthTooLarge(field: field, length: length, offset: offset - 4) }
+        guard length > 0 else { return "" }   // some writers encode "" as length 0
+        guard bytes[offset + length - 1] == 0 else { throw .invalidString(field: field, offset: offset) }
+        let slice = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length - 1)])
+        guard let s = String(validating: slice, as: UTF8.self) else { throw .invalidString(field: field, offset: offset) }
+        offset += length
+        return s
+    }
+
+    /// A fixed-size array of float64.
+    public mutating func float64Array(_ count: Int, _ field: String) throws(CDRError) -> [Double] {
+        var out = [Double](); out.reserveCapacity(count)
+        for _ in 0..<count { out.append(try float64(field)) }
+        return out
+    }
+}
+
+/// Writes little-endian ROS 2 CDR with the 4-byte encapsulation header (0x00 0x01 0x00 0x00).
+public struct CDRWriter {
+    public private(set) var bytes: [UInt8] = [0x00, 0x01, 0x00, 0x00]
+
+    public init(capacity: Int = 256) { bytes.reserveCapacity(capacity) }
+
+    mutating func align(_ n: Int) {
+        let rel = bytes.count - 4
+        let pad = (n - rel % n) % n
+        if pad > 0 { bytes.append(contentsOf: repeatElement(0, count: pad)) }
+    }
+
+    mutating func raw<T: FixedWidthInteger>(_ v: T) {
+        align(MemoryLayout<T>.size)
+        withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    public mutating func uint8(_ v: UInt8) { bytes.append(v) }
+    public mutating func int8(_ v: Int8) { bytes.append(UInt8(bitPattern: v)) }
+    public mutating func uint16(_ v: UInt16) { raw(v) }
+    public mutating func int32(_ v: Int32) { raw(UInt32(bitPattern: v)) }
+    public mutating func uint32(_ v: UInt32) { raw(v) }
+    public mutating func float64(_ v: Double) { raw(v.bitPattern) }
+    public mutating func string(_ s: String) {
+        let utf8 = Array(s.utf8)
+        uint32(UInt32(utf8.count + 1))
+        bytes.append(contentsOf: utf8)
+        bytes.append(0)
+    }
+    public mutating func float64Array(_ values: [Double]) { for v in values { float64(v) } }
+}

@@ -1,0 +1,186 @@
+import CompassCore
+
+/// builtin_interfaces/msg/Time.
+public struct RosTime: Sendable, Equatable, Hashable {
+    public var sec: Int32
+    public var nanosec: UInt32
+    public init(sec: Int32, nanosec: UInt32) { self.sec = sec; self.nanosec = nanosec }
+    /// From seconds (rounded to the nanosecond).
+    public init(seconds: Double) {
+        let whole = (seconds).rounded(.down)
+        var ns = ((seconds - whole) * 1e9).rounded()
+        var s = whole
+        if ns >= 1e9 { ns -= 1e9; s += 1 }
+        self.init(sec: Int32(clamping: Int64(s)), nanosec: UInt32(ns))
+    }
+    /// Seconds as a Double (ns resolution is kept to about 0.2 us for present-day epochs).
+    public var seconds: Double { Double(sec) + Double(nanosec) * 1e-9 }
+    /// Nanoseconds since the epoch.
+    public var nanoseconds: Int64 { Int64(sec) * 1_000_000_000 + Int64(nanosec) }
+}
+
+/// std_msgs/msg/Header.
+public struct RosHeader: Sendable, Equatable {
+    public var stamp: RosTime
+    public var frameId: String
+    public init(stamp: RosTime, frameId: String) { self.stamp = stamp; self.frameId = frameId }
+
+    init(_ r: inout CDRReader) throws(CDRError) {
+        stamp = RosTime(sec: try r.int32("header.stamp.sec"), nanosec: try r.uint32("header.stamp.nanosec"))
+        frameId = try r.string("header.frame_id")
+    }
+    func encode(_ w: inout CDRWriter) {
+        w.int32(stamp.sec); w.uint32(stamp.nanosec); w.string(frameId)
+    }
+}
+
+/// A message type the wire knows, by its ROS name.
+public protocol RosMessage: Sendable {
+    /// e.g. "sensor_msgs/msg/Imu".
+    static var typeName: String { get }
+    init(cdr: UnsafeRawBufferPointer) throws(CDRError)
+    func cdr() -> [UInt8]
+}
+
+extension RosMessage {
+    /// Decodes from a byte array.
+    public init(cdrBytes: [UInt8]) throws(CDRError) {
+        var result: Result<Self, CDRError>!
+        cdrBytes.withUnsafeBytes { buffer in
+            do throws(CDRError) { result = .success(try Self(cdr: buffer)) } catch { result = .failure(error) }
+        }
+        self = try result.get()
+    }
+}
+
+/// sensor_msgs/msg/Imu (REP-145: rad/s, m/s^2; covariance[0] = -1 marks an absent field).
+public struct ImuMessage: RosMessage, Equatable {
+    public static let typeName = "sensor_msgs/msg/Imu"
+    public var header: RosHeader
+    /// x, y, z, w (ROS order).
+    public var orientation: Quaternion
+    public var orientationCovariance: [Double]
+    public var angularVelocity: Vector3
+    public var angularVelocityCovariance: [Double]
+    public var linearAcceleration: Vector3
+    public var linearAccelerationCovariance: [Double]
+
+    public init(header: RosHeader, orientation: Quaternion, orientationCovariance: [Double], angularVelocity: Vector3,
+                angularVelocityCovariance: [Double], linearAcceleration: Vector3, linearAccelerationCovariance: [Double]) {
+        self.header = header; self.orientation = orientation; self.orientationCovariance = orientationCovariance
+        self.angularVelocity = angularVelocity; self.angularVelocityCovariance = angularVelocityCovariance
+        self.linearAcceleration = linearAcceleration; self.linearAccelerationCovariance = linearAccelerationCovariance
+    }
+
+    public init(cdr: UnsafeRawBufferPointer) throws(CDRError) {
+        var r = try CDRReader(cdr)
+        header = try RosHeader(&r)
+        let qx = try r.float64("orientation.x"), qy = try r.float64("orientation.y")
+        let qz = try r.float64("orientation.z"), qw = try r.float64("orientation.w")
+        orientation = Quaternion(w: qw, x: qx, y: qy, z: qz)
+        orientationCovariance = try r.float64Array(9, "orientation_covariance")
+        angularVelocity = Vector3(try r.float64("angular_velocity.x"), try r.float64("angular_velocity.y"), try r.float64("angular_velocity.z"))
+        angularVelocityCovariance = try r.float64Array(9, "angular_velocity_covariance")
+        linearAcceleration = Vector3(try r.float64("linear_acceleration.x"), try r.float64("linear_acceleration.y"), try r.float64("linear_acceleration.z"))
+        linearAccelerationCovariance = try r.float64Array(9, "linear_acceleration_covariance")
+    }
+
+    public func cdr() -> [UInt8] {
+        var w = CDRWriter(capacity: 360)
+        header.encode(&w)
+        w.float64(orientation.x); w.float64(orientation.y); w.float64(orientation.z); w.float64(orientation.w)
+        w.float64Array(orientationCovariance.padded(9))
+        w.float64(angularVelocity.x); w.float64(angularVelocity.y); w.float64(angularVelocity.z)
+        w.float64Array(angularVelocityCovariance.padded(9))
+        w.float64(linearAcceleration.x); w.float64(linearAcceleration.y); w.float64(linearAcceleration.z)
+        w.float64Array(linearAccelerationCovariance.padded(9))
+        return w.bytes
+    }
+
+    /// The core sample (timestamp from the header stamp).
+    public var sample: ImuSample {
+        ImuSample(timestamp: header.stamp.seconds, angularVelocity: angularVelocity, specificForce: linearAcceleration)
+    }
+}
+
+/// sensor_msgs/msg/MagneticField (tesla).
+public struct MagneticFieldMessage: RosMessage, Equatable {
+    public static let typeName = "sensor_msgs/msg/MagneticField"
+    public var header: RosHeader
+    /// Tesla, sensor frame.
+    public var magneticField: Vector3
+    public var magneticFieldCovariance: [Double]
+
+    public init(header: RosHeader, magneticField: Vector3, magneticFieldCovariance: [Double]) {
+        self.header = header; self.magneticField = magneticField; self.magneticFieldCovariance = magneticFieldCovariance
+    }
+
+    public init(cdr: UnsafeRawBufferPointer) throws(CDRError) {
+        var r = try CDRReader(cdr)
+        header = try RosHeader(&r)
+        magneticField = Vector3(try r.float64("magnetic_field.x"), try r.float64("magnetic_field.y"), try r.float64("magnetic_field.z"))
+        magneticFieldCovariance = try r.float64Array(9, "magnetic_field_covariance")
+    }
+
+    public func cdr() -> [UInt8] {
+        var w = CDRWriter(capacity: 128)
+        header.encode(&w)
+        w.float64(magneticField.x); w.float64(magneticField.y); w.float64(magneticField.z)
+        w.float64Array(magneticFieldCovariance.padded(9))
+        return w.bytes
+    }
+
+    /// The core sample in microtesla.
+    public var sample: MagnetometerSample {
+        MagnetometerSample(timestamp: header.stamp.seconds, fieldMicrotesla: magneticField * 1e6)
+    }
+}
+
+/// sensor_msgs/msg/NavSatFix.
+public struct NavSatFixMessage: RosMessage, Equatable {
+    public static let typeName = "sensor_msgs/msg/NavSatFix"
+    public var header: RosHeader
+    /// NavSatStatus.status: -1 no fix, 0 fix, 1 SBAS, 2 GBAS.
+    public var status: Int8
+    public var service: UInt16
+    public var latitude: Double
+    public var longitude: Double
+    /// Metres above the WGS-84 ellipsoid.
+    public var altitude: Double
+    public var positionCovariance: [Double]
+    public var positionCovarianceType: UInt8
+
+    public init(header: RosHeader, status: Int8, service: UInt16, latitude: Double, longitude: Double, altitude: Double,
+                positionCovariance: [Double], positionCovarianceType: UInt8) {
+        self.header = header; self.status = status; self.service = service; self.latitude = latitude
+        self.longitude = longitude; self.altitude = altitude; self.positionCovariance = positionCovariance
+        self.positionCovarianceType = positionCovarianceType
+    }
+
+    public init(cdr: UnsafeRawBufferPointer) throws(CDRError) {
+        var r = try CDRReader(cdr)
+        header = try RosHeader(&r)
+        status = try r.int8("status.status")
+        service = try r.uint16("status.service")
+        latitude = try r.float64("latitude"); longitude = try r.float64("longitude"); altitude = try r.float64("altitude")
+        positionCovariance = try r.float64Array(9, "position_covariance")
+        positionCovarianceType = try r.uint8("position_covariance_type")
+    }
+
+    public func cdr() -> [UInt8] {
+        var w = CDRWriter(capacity: 160)
+        header.encode(&w)
+        w.int8(status); w.uint16(service)
+        w.float64(latitude); w.float64(longitude); w.float64(altitude)
+        w.float64Array(positionCovariance.padded(9))
+        w.uint8(positionCovarianceType)
+        return w.bytes
+    }
+}
+
+extension Array where Element == Double {
+    /// Exactly `n` elements: truncated, or padded with zeros.
+    func padded(_ n: Int) -> [Double] {
+        count == n ? self : Array(prefix(n)) + [Double](repeating: 0, count: Swift.max(0, n - count))
+    }
+}
