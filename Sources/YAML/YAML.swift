@@ -4,6 +4,7 @@ import CYAML
 public struct YAMLMark: Sendable, Equatable, CustomStringConvertible {
     public var line: Int
     public var column: Int
+    public init(line: Int, column: Int) { self.line = line; self.column = column }
     public var description: String { "line \(line), column \(column)" }
 }
 

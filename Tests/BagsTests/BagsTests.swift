@@ -1,0 +1,219 @@
+import Testing
+import Foundation
+import CompassCore
+import IMUSimulator
+import WireFormat
+@testable import Bags
+
+/// A scratch directory removed when the test ends.
+final class ScratchDirectory {
+    let path: String
+    init() {
+        path = FileManager.default.temporaryDirectory.appendingPathComponent("gyrocompass-\(UUID().uuidString)").path
+        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// Simulated IMU and magnetometer messages, as a ROS driver would publish them.
+func simulatedMessages(seconds: Double = 6, seed: UInt64 = 4) -> [BagMessage] {
+    var s = SimulationScenario()
+    s.seed = seed
+    s.motion = [.rest(seconds: 1), .turn(degreesPerSecond: 30, seconds: seconds - 1)]
+    s.startTime = 1_700_000_000
+    var out: [BagMessage] = []
+    for x in IMUSimulator.samples(s) {
+        let header = RosHeader(stamp: RosTime(seconds: x.imu.timestamp), frameId: "imu_link")
+        let t = UInt64(header.stamp.nanoseconds)
+        let imu = ImuMessage(header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0), orientationCovariance: [-1, 0, 0, 0, 0, 0, 0, 0, 0],
+                             angularVelocity: x.imu.angularVelocity, angularVelocityCovariance: [], linearAcceleration: x.imu.specificForce,
+                             linearAccelerationCovariance: [])
+        let mag = MagneticFieldMessage(header: header, magneticField: x.magnetometer.fieldMicrotesla * 1e-6, magneticFieldCovariance: [])
+        out.append(BagMessage(topic: "/imu/data_raw", type: ImuMessage.typeName, encoding: "cdr", logTime: t, publishTime: t, data: imu.cdr()))
+        out.append(BagMessage(topic: "/imu/mag", type: MagneticFieldMessage.typeName, encoding: "cdr", logTime: t, publishTime: t, data: mag.cdr()))
+    }
+    return out
+}
+
+func writeMCAP(_ messages: [BagMessage], to path: String, compression: String, chunkBytes: Int = 16 << 10, finish: Bool = true) throws -> MCAPWriter {
+    let w = try MCAPWriter(path: path, compression: compression)
+    w.chunkTargetBytes = chunkBytes
+    for m in messages {
+        try w.addTopic(m.topic, type: m.type, definition: MessageDefinitions.definition(for: m.type)!)
+        try w.write(topic: m.topic, logTime: m.logTime, publishTime: m.publishTime, data: m.data)
+    }
+    if finish { try w.finish() } else { try w.flush() }
+    return w
+}
+
+func readAll(_ path: String, _ options: BagReadOptions = .init()) throws -> [BagMessage] {
+    var out: [BagMessage] = []
+    try BagReader(path: path).forEachMessage(options) { out.append($0) }
+    return out
+}
+
+@Suite("ROS 2 bags: MCAP and sqlite3")
+struct BagsTests {
+    let messages = simulatedMessages()
+
+    @Test("MCAP written with each compression reads back identical", arguments: ["", "zstd", "lz4"])
+    func mcapRoundTrip(compression: String) throws {
+        let dir = ScratchDirectory()
+        let path = dir.path + "/t.mcap"
+        _ = try writeMCAP(messages, to: path, compression: compression)
+        let reader = try MCAPReader(path: path)
+        #expect(reader.hasFooter && !reader.chunkIndexes.isEmpty && reader.statistics?.messageCount == UInt64(messages.count))
+        #expect(Set(reader.chunkIndexes.map(\.compression)) == [compression])
+        #expect(try readAll(path) == messages)
+        // The same file read without its summary (forward scan) gives the same messages.
+        var scanned: [BagMessage] = []
+        try reader.scan(from: 8, to: reader.size, .init(), { scanned.append($0) }, topLevel: true)
+        #expect(scanned == messages)
+        let topics = try BagReader(path: path).topics()
+        #expect(topics.map(\.name) == ["/imu/data_raw", "/imu/mag"] && topics.allSatisfy { $0.messageCount == messages.count / 2 })
+    }
+
+    @Test("topic and time filters select without reading the rest")
+    func filters() throws {
+        let dir = ScratchDirectory()
+        let path = dir.path + "/f.mcap"
+        _ = try writeMCAP(messages, to: path, compression: "zstd")
+        var options = BagReadOptions()
+        options.topics = ["/imu/mag"]
+        options.startTime = messages[200].logTime
+        options.endTime = messages[800].logTime
+        let got = try readAll(path, options)
+        let want = messages.filter { $0.topic == "/imu/mag" && $0.logTime >= options.startTime! && $0.logTime < options.endTime! }
+        #expect(got == want && !got.isEmpty)
+    }
+
+    @Test("sqlite3 (.db3) bags round-trip, also as a rosbag2 directory with metadata.yaml")
+    func sqlite() throws {
+        let dir = ScratchDirectory()
+        let db = dir.path + "/bag_0.db3"
+        let w = try SQLiteBagWriter(path: db)
+        for m in messages { try w.addTopic(m.topic, type: m.type); try w.write(topic: m.topic, timestamp: m.logTime, data: m.data) }
+        try w.finish()
+        let back = try readAll(db)
+        #expect(back.map(\.data) == messages.map(\.data) && back.map(\.logTime) == messages.map(\.logTime))
+        try """
+        rosbag2_bagfile_information:
+          version: 5
+          storage_identifier: sqlite3
+          relative_file_paths:
+            - bag_0.db3
+        """.write(toFile: dir.path + "/metadata.yaml", atomically: true, encoding: .utf8)
+        #expect(try readAll(dir.path).count == messages.count)
+        try "rosbag2_bagfile_information:\n  storage_identifier: tape\n".write(toFile: dir.path + "/metadata.yaml", atomically: true, encoding: .utf8)
+        #expect(throws: BagError.self) { try BagReader(path: dir.path) }
+    }
+
+    @Test("a file cut off after its last flush (a crash) still reads every flushed message")
+    func unfinished() throws {
+        let dir = ScratchDirectory()
+        let path = dir.path + "/crash.mcap"
+        let w = try writeMCAP(messages, to: path, compression: "zstd", finish: false)
+        let reader = try MCAPReader(path: path)
+        #expect(!reader.hasFooter)
+        #expect(try readAll(path) == messages)
+        _ = w   // the writer finishes the file when it goes away
+    }
+
+    @Test("truncation at any point: a clear error, or with salvage every message before the damage")
+    func truncation() throws {
+        let dir = ScratchDirectory()
+        let path = dir.path + "/full.mcap"
+        _ = try writeMCAP(Array(messages.prefix(400)), to: path, compression: "zstd", chunkBytes: 4 << 10)
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        let cut = dir.path + "/cut.mcap"
+        var salvagedCounts: [Int] = []
+        for n in stride(from: 0, to: bytes.count, by: max(1, bytes.count / 300)) {
+            try Data(bytes.prefix(n)).write(to: URL(fileURLWithPath: cut))
+            do {
+                var options = BagReadOptions()
+                options.salvage = true
+                let got = try readAll(cut, options)
+                #expect(got == Array(messages.prefix(got.count)), "salvage at \(n) returned messages out of order or altered")
+                salvagedCounts.append(got.count)
+            } catch let e as BagError {
+                #expect(!e.description.isEmpty)
+                switch e { case .notABag, .truncated, .cannotOpen: break; default: Issue.record("unexpected error for a cut at \(n): \(e)") }
+            }
+        }
+        #expect(salvagedCounts.count > 250)
+        #expect(salvagedCounts.max()! == 400 && salvagedCounts.contains { $0 > 0 && $0 < 400 })
+    }
+
+    @Test("seeded bit flips never crash, hang or alter a delivered message")
+    func bitFlips() throws {
+        let dir = ScratchDirectory()
+        let path = dir.path + "/clean.mcap"
+        let subset = Array(messages.prefix(300))
+        _ = try writeMCAP(subset, to: path, compression: "zstd", chunkBytes: 4 << 10)
+        let clean = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        let known = Set(subset.map(\.data))
+        var rng = SeededGenerator(seed: 2024)
+        let damaged = dir.path + "/flipped.mcap"
+        var errors = 0, delivered = 0
+        for _ in 0..<1500 {
+            var b = clean
+            for _ in 0..<(1 + Int(rng.next() % 4)) {
+                let i = Int(rng.next() % UInt64(b.count))
+                b[i] ^= UInt8(1 << (rng.next() % 8))
+            }
+            try Data(b).write(to: URL(fileURLWithPath: damaged))
+            for salvage in [false, true] {
+                var options = BagReadOptions()
+                options.salvage = salvage
+                do {
+                    let got = try readAll(damaged, options)
+                    delivered += got.count
+                    // Chunk payloads are CRC-protected: nothing altered gets through.
+                    #expect(got.allSatisfy { known.contains($0.data) })
+                } catch {
+                    errors += 1
+                    #expect(error is BagError)
+                }
+            }
+        }
+        #expect(errors > 0 && delivered > 0)
+    }
+
+    @Test("lying length fields are refused before any allocation")
+    func lyingLengths() throws {
+        let dir = ScratchDirectory()
+        let path = dir.path + "/lie.mcap"
+        _ = try writeMCAP(Array(messages.prefix(50)), to: path, compression: "zstd")
+        var b = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        let reader = try MCAPReader(path: path)
+        let chunkAt = Int(reader.chunkIndexes[0].chunkStartOffset)
+        // uncompressed_size sits after opcode (1), length (8), start and end times (16).
+        for i in 0..<8 { b[chunkAt + 25 + i] = i == 7 ? 0x7F : 0xFF }
+        try Data(b).write(to: URL(fileURLWithPath: path))
+        #expect(throws: BagError.self) { try readAll(path) }
+        var options = BagReadOptions()
+        options.salvage = true
+        let r2 = try BagReader(path: path)
+        try r2.forEachMessage(options) { _ in }
+        #expect(r2.damage.contains { if case .tooLarge = $0 { return true }; return false })
+    }
+
+    @Test("not a bag, missing files and empty files are clear errors")
+    func notBags() throws {
+        let dir = ScratchDirectory()
+        #expect(throws: BagError.self) { try BagReader(path: dir.path + "/nothing.mcap") }
+        try Data("hello".utf8).write(to: URL(fileURLWithPath: dir.path + "/x.mcap"))
+        #expect(throws: BagError.notABag(path: dir.path + "/x.mcap", reason: "no MCAP magic at the start")) { try BagReader(path: dir.path + "/x.mcap") }
+        try Data().write(to: URL(fileURLWithPath: dir.path + "/e.mcap"))
+        #expect(throws: BagError.self) { try BagReader(path: dir.path + "/e.mcap") }
+        try Data("garbage".utf8).write(to: URL(fileURLWithPath: dir.path + "/g.db3"))
+        #expect(throws: BagError.self) { try BagReader(path: dir.path + "/g.db3") }
+        let empty = ScratchDirectory()
+        #expect(throws: BagError.self) { try BagReader(path: empty.path) }
+    }
+
+    @Test("CRC-32 matches the standard check value")
+    func crc() {
+        #expect(CRC32.checksum(Array("123456789".utf8)) == 0xCBF4_3926)
+    }
+}
