@@ -5,12 +5,14 @@ import Bags
 /// `fusion-node replay BAG [--csv OUT.csv] [--filter kalman|complementary] ...`: decodes IMU and
 /// magnetometer messages from a bag, runs a fusion filter over them and writes the estimate.
 struct ReplayCommand {
-    static let valued: Set<String> = ["--csv", "--filter", "--imu-topic", "--mag-topic", "--start", "--duration", "--time"]
+    static let valued: Set<String> = ["--csv", "--accuracy-csv", "--filter", "--imu-topic", "--mag-topic", "--start", "--duration", "--time"]
     static let flags: Set<String> = ["--salvage", "--quiet"]
     static let usage = """
     fusion-node replay BAG [options]
       --csv OUT.csv          write t,qw,qx,qy,qz for every IMU sample (orientation of the sensor frame
                              relative to ENU, y = magnetic north; t = header stamp in seconds)
+      --accuracy-csv OUT.csv write t,heading_deg,accuracy_deg,flags for every IMU sample (accuracy =
+                             the filter's 95 % bound of the heading error, empty while not valid)
       --filter NAME          kalman (default) or complementary
       --imu-topic TOPIC      default /imu/data_raw (sensor_msgs/msg/Imu)
       --mag-topic TOPIC      default /imu/mag (sensor_msgs/msg/MagneticField)
@@ -56,6 +58,8 @@ struct ReplayCommand {
         }
         let csv = try a.string("--csv").map { try TextFileWriter(path: $0) }
         try csv?.write("t,qw,qx,qy,qz\n")
+        let accuracyCSV = try a.string("--accuracy-csv").map { try TextFileWriter(path: $0) }
+        try accuracyCSV?.write("t,heading_deg,accuracy_deg,flags\n")
 
         var filter = kind.make()
         var aligner = SampleAligner()
@@ -66,6 +70,11 @@ struct ReplayCommand {
             summary.outputs += 1
             let q = o.orientation
             try csv?.write("\(o.timestamp),\(q.w),\(q.x),\(q.y),\(q.z)\n")
+            if let accuracyCSV {
+                let h = o.headingDegrees.map { fmt($0, 4) } ?? ""
+                let acc = o.headingAccuracyDegrees.map { fmt($0, 4) } ?? ""
+                try accuracyCSV.write("\(o.timestamp),\(h),\(acc),\(o.flags.description)\n")
+            }
         }
         var progress = ProgressBar(total: Double(try bag.topics().filter { $0.name == imuTopic }.first?.messageCount ?? 0))
         try bag.forEachMessage(options) { message in
@@ -101,6 +110,7 @@ struct ReplayCommand {
         if let pair = aligner.finish() { try fuse(pair) }
         progress.finish()
         try csv?.close()
+        try accuracyCSV?.close()
         summary.skipped = filter.skipped
         summary.seconds = monotonicSeconds() - started
         for d in bag.damage { writeStandardError("fusion-node: damage: \(d)\n") }

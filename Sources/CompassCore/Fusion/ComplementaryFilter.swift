@@ -24,6 +24,7 @@ public struct ComplementaryFilter: Sendable {
     var secondsSinceCompass = 0.0
     var radiansTurnedSinceCompass = 0.0
     var lastMagneticTimestamp: Double?
+    var forceWeight = LowPassWeight()
 
     /// Samples skipped so far, by reason.
     public var skipped: SkippedSampleCounts { validator.skipped }
@@ -40,11 +41,19 @@ public struct ComplementaryFilter: Sendable {
         orientation.headingDegrees.map { normalizedDegrees($0 - settings.referenceOffsetDegrees) }
     }
 
-    /// 1-sigma heading uncertainty of the model, degrees.
+    /// 1-sigma heading uncertainty of the model, degrees: the compass's own plus the drift since it
+    /// was last trusted.
     public var headingSigmaDegrees: Double {
+        let drift = driftSigmaDegrees
+        return (settings.compassSigmaDegrees * settings.compassSigmaDegrees + drift * drift).squareRoot()
+    }
+
+    /// The part of the uncertainty that grows while the compass is not used (bias and scale errors),
+    /// degrees. This, not the static compass uncertainty, widens the gyro-consistency gate.
+    var driftSigmaDegrees: Double {
         let drift = settings.residualBiasDegreesPerSecond * secondsSinceCompass
         let scale = settings.magneticGate.gyroScaleErrorBound * radiansTurnedSinceCompass * degreesPerRadian
-        return (settings.compassSigmaDegrees * settings.compassSigmaDegrees + drift * drift + scale * scale).squareRoot()
+        return (drift * drift + scale * scale).squareRoot()
     }
 
     /// Feeds one IMU sample and optionally a magnetometer sample (microtesla). Returns nil when the
@@ -72,15 +81,14 @@ public struct ComplementaryFilter: Sendable {
 
         // Inclination: rotate part of the way toward the low-passed gravity direction.
         let force = orientation.rotate(imu.specificForce)
-        lowPassedForceEarth += (force - lowPassedForceEarth) * (dt / (settings.accelerometerLowPassSeconds + dt))
+        lowPassedForceEarth += (force - lowPassedForceEarth) * forceWeight(dt, tau: settings.accelerometerLowPassSeconds)
         let forceNorm = lowPassedForceEarth.norm
         var correction = Vector3.zero
         if abs(forceNorm - standardGravity) > settings.accelerationRejectionTolerance * standardGravity {
             flags.insert(.accelerationRejected)
         } else {
             let u = lowPassedForceEarth / forceNorm
-            let s = (u.x * u.x + u.y * u.y).squareRoot()
-            let k = (s > 1e-12 ? atan2(s, u.z) / s : 1) * min(1, dt / settings.inclinationTimeConstantSeconds)
+            let k = tiltAngleOverSine(u) * min(1, dt / settings.inclinationTimeConstantSeconds)
             correction = Vector3(u.y * k, -u.x * k, 0)
         }
 
@@ -91,13 +99,13 @@ public struct ComplementaryFilter: Sendable {
             let earth = orientation.rotate(m)
             let horizontal = (earth.x * earth.x + earth.y * earth.y).squareRoot()
             if horizontal > 1e-3 * m.norm {
-                let alpha = atan2(earth.x, earth.y)
+                let alpha = atan2Small(earth.x, earth.y)
                 if !headingFixed {
                     correction.z = alpha   // first usable compass reading: take it whole
                     headingFixed = true
                 } else {
-                    let verdict = magneticGate.assess(strengthMicrotesla: m.norm, dipDegrees: atan2(-earth.z, horizontal) * degreesPerRadian,
-                                                      headingInnovation: alpha, headingSigma: headingSigmaDegrees * radiansPerDegree,
+                    let verdict = magneticGate.assess(strengthMicrotesla: m.norm, dipDegrees: approximateAtan2(-earth.z, horizontal) * degreesPerRadian,
+                                                      headingInnovation: alpha, headingSigma: driftSigmaDegrees * radiansPerDegree,
                                                       dt: magneticDt)
                     flags.formUnion(verdict.flags)
                     if verdict.use {
@@ -139,7 +147,7 @@ public struct ComplementaryFilter: Sendable {
     }
 
     func output(_ timestamp: Double, flags: FusionFlags) -> FusionOutput {
-        FusionOutput(timestamp: timestamp, orientation: orientation, headingDegrees: headingDegrees,
+        FusionOutput(timestamp: timestamp, orientation: orientation, referenceOffsetDegrees: settings.referenceOffsetDegrees,
                      headingAccuracyDegrees: flags.contains(.initialising) ? nil : 1.96 * headingSigmaDegrees,
                      gyroBias: gyroBias, flags: flags)
     }

@@ -20,8 +20,9 @@ public struct ComplementaryFilterSettings: Sendable, Equatable {
     /// Assumed gyro bias residual after learning, degrees per second, for the accuracy estimate: the
     /// heading may drift this fast while the compass is not used. Default 0.05.
     public var residualBiasDegreesPerSecond = 0.05
-    /// Heading uncertainty of a trusted compass (noise, inhomogeneity), degrees (1 sigma). Default 1.5.
-    public var compassSigmaDegrees = 1.5
+    /// Heading uncertainty of a trusted compass, degrees (1 sigma): noise, indoor inhomogeneity and
+    /// static disturbances no check can see. Default 3 (see `KalmanFilterSettings.headingAccuracyFloorDegrees`).
+    public var compassSigmaDegrees = 3.0
     /// Subtracted from the output heading ("this direction is zero"), degrees. Default 0.
     public var referenceOffsetDegrees = 0.0
     /// Applied to every magnetometer reading before use. Default: none.

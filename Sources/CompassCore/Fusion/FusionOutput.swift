@@ -39,9 +39,13 @@ public struct FusionOutput: Sendable, Equatable {
     public var timestamp: Double
     /// Orientation of the sensor relative to ENU with y = magnetic north.
     public var orientation: Quaternion
+    /// Subtracted from the heading ("this direction is zero"), degrees.
+    public var referenceOffsetDegrees: Double
     /// Magnetic heading of the sensor x axis, degrees clockwise from magnetic north, [0, 360), after
-    /// the reference offset (if any); nil when the x axis is vertical.
-    public var headingDegrees: Double?
+    /// the reference offset; nil when the x axis is vertical. Computed on access, from `orientation`.
+    public var headingDegrees: Double? {
+        orientation.headingDegrees.map { normalizedDegrees($0 - referenceOffsetDegrees) }
+    }
     /// An estimate of the 95 % bound of the true heading error, degrees; nil while not yet valid.
     public var headingAccuracyDegrees: Double?
     /// Estimated gyro bias, rad/s, sensor frame.
@@ -49,9 +53,9 @@ public struct FusionOutput: Sendable, Equatable {
     public var flags: FusionFlags
 
     @inlinable
-    public init(timestamp: Double, orientation: Quaternion, headingDegrees: Double?, headingAccuracyDegrees: Double?,
+    public init(timestamp: Double, orientation: Quaternion, referenceOffsetDegrees: Double = 0, headingAccuracyDegrees: Double?,
                 gyroBias: Vector3, flags: FusionFlags) {
-        self.timestamp = timestamp; self.orientation = orientation; self.headingDegrees = headingDegrees
+        self.timestamp = timestamp; self.orientation = orientation; self.referenceOffsetDegrees = referenceOffsetDegrees
         self.headingAccuracyDegrees = headingAccuracyDegrees; self.gyroBias = gyroBias; self.flags = flags
     }
 }

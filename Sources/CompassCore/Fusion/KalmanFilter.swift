@@ -37,6 +37,7 @@ public struct KalmanFilter: Sendable {
     var lowPassedForceEarth = Vector3.zero
     var secondsSinceMagneticUpdate = 0.0
     var lastMagneticTimestamp: Double?
+    var forceWeight = LowPassWeight()
 
     /// Samples skipped so far, by reason.
     public var skipped: SkippedSampleCounts { validator.skipped }
@@ -67,7 +68,8 @@ public struct KalmanFilter: Sendable {
         if rest.update(rate: imu.angularVelocity, specificForce: imu.specificForce, dt: dt) { flags.insert(.atRest) }
 
         // Propagate with the bias-corrected gyro.
-        orientation = (orientation * Quaternion(rotationVector: (imu.angularVelocity - gyroBias) * dt)).normalized
+        // Not renormalised here: the exponential is unit to rounding and the injection below renormalises.
+        orientation = orientation * Quaternion(rotationVector: (imu.angularVelocity - gyroBias) * dt)
         let r = orientation.rotationMatrix
         let rate = (imu.angularVelocity - gyroBias).norm
         propagateCovariance(rotation: r, dt: dt, rate: rate)
@@ -77,15 +79,14 @@ public struct KalmanFilter: Sendable {
 
         // Inclination from the earth-frame low-passed specific force.
         let force = r * imu.specificForce
-        lowPassedForceEarth += (force - lowPassedForceEarth) * (dt / (settings.accelerometerLowPassSeconds + dt))
+        lowPassedForceEarth += (force - lowPassedForceEarth) * forceWeight(dt, tau: settings.accelerometerLowPassSeconds)
         let forceNorm = lowPassedForceEarth.norm
         if abs(forceNorm - standardGravity) > settings.accelerationRejectionTolerance * standardGravity {
             flags.insert(.accelerationRejected)
         } else {
             let u = lowPassedForceEarth / forceNorm
-            let s = (u.x * u.x + u.y * u.y).squareRoot()
             // The rotation vector taking u onto +z: axis (u_y, -u_x, 0)/s, angle atan2(s, u_z).
-            let k = s > 1e-12 ? atan2(s, u.z) / s : 1
+            let k = tiltAngleOverSine(u)
             let variance = settings.inclinationNoise * settings.inclinationNoise
             scalarUpdate(0, residual: u.y * k - dTheta.x, variance: variance, &dTheta, &dBias)
             scalarUpdate(1, residual: -u.x * k - dTheta.y, variance: variance, &dTheta, &dBias)
@@ -112,9 +113,10 @@ public struct KalmanFilter: Sendable {
         // Inject the error state; the earth-frame low-pass turns with the frame it lives in.
         if dTheta.squaredNorm > 0 {
             magneticGate.noteHeadingCorrection(radians: dTheta.z)
-            orientation = (Quaternion(rotationVector: dTheta) * orientation).normalized
+            orientation = Quaternion(rotationVector: dTheta) * orientation
             lowPassedForceEarth += dTheta.cross(lowPassedForceEarth)
         }
+        orientation = orientation.normalized
         gyroBias += dBias
         if elapsed < Self.minimumInitialisingSeconds || magneticGate.isLearning { flags.insert(.initialising) }
         return output(imu.timestamp, flags: flags)
@@ -154,7 +156,14 @@ public struct KalmanFilter: Sendable {
         let gt = g.transposed
         let gc = g * biasCovariance
         let y = crossCovariance * gt
-        let a = attitudeCovariance + y + y.transposed + gc * gt
+        // A' = A + Y + Y^T + (G C) G^T is symmetric: form its upper triangle and mirror it.
+        var a = attitudeCovariance
+        a.m00 += 2 * y.m00 + gc.row0.dot(g.row0)
+        a.m11 += 2 * y.m11 + gc.row1.dot(g.row1)
+        a.m22 += 2 * y.m22 + gc.row2.dot(g.row2)
+        a.m01 += y.m01 + y.m10 + gc.row0.dot(g.row1); a.m10 = a.m01
+        a.m02 += y.m02 + y.m20 + gc.row0.dot(g.row2); a.m20 = a.m02
+        a.m12 += y.m12 + y.m21 + gc.row1.dot(g.row2); a.m21 = a.m12
         crossCovariance = crossCovariance + gc
         let rateNoise = settings.gyroRateNoise * rate
         let qa = (settings.gyroNoiseDensity * settings.gyroNoiseDensity + rateNoise * rateNoise) * dt
@@ -163,7 +172,8 @@ public struct KalmanFilter: Sendable {
         biasCovariance = biasCovariance.addingToDiagonal(qb)
     }
 
-    /// One scalar measurement of error-state component `index` (0-2 attitude, 3-5 bias).
+    /// One scalar measurement of error-state component `index` (0-2 attitude, 3-5 bias). The two
+    /// diagonal blocks stay exactly symmetric: their downdate p p^T / s is formed once per pair.
     mutating func scalarUpdate(_ index: Int, residual: Double, variance: Double, _ dTheta: inout Vector3, _ dBias: inout Vector3) {
         let pa: Vector3, pb: Vector3, pii: Double
         switch index {
@@ -178,9 +188,9 @@ public struct KalmanFilter: Sendable {
         let ka = pa * inv, kb = pb * inv
         dTheta += ka * residual
         dBias += kb * residual
-        attitudeCovariance = attitudeCovariance - Matrix3.outer(ka, pa)
+        attitudeCovariance.subtractSymmetricOuter(ka, pa)
         crossCovariance = crossCovariance - Matrix3.outer(ka, pb)
-        biasCovariance = biasCovariance - Matrix3.outer(kb, pb)
+        biasCovariance.subtractSymmetricOuter(kb, pb)
     }
 
     /// Gates and applies one magnetometer reading; returns the flags it raised.
@@ -190,9 +200,9 @@ public struct KalmanFilter: Sendable {
         let strength = m.norm
         let horizontal = (earth.x * earth.x + earth.y * earth.y).squareRoot()
         guard horizontal > 1e-3 * strength else { return [.magnetometerRejected] }
-        let dip = atan2(-earth.z, horizontal) * degreesPerRadian
+        let dip = approximateAtan2(-earth.z, horizontal) * degreesPerRadian
         // Clockwise angle of the horizontal field from +y: the earth-frame heading error about z.
-        let alpha = atan2(earth.x, earth.y)
+        let alpha = atan2Small(earth.x, earth.y)
         let verdict = magneticGate.assess(strengthMicrotesla: strength, dipDegrees: dip, headingInnovation: alpha,
                                           headingSigma: attitudeCovariance.m22.squareRoot(), dt: dt)
         if verdict.use { applyHeading(alpha, &dTheta, &dBias) }
@@ -209,7 +219,7 @@ public struct KalmanFilter: Sendable {
         let sigma = headingSigmaDegrees
         let floor = settings.headingAccuracyFloorDegrees
         let accuracy = flags.contains(.initialising) || !sigma.isFinite ? nil : 1.96 * (sigma * sigma + floor * floor).squareRoot()
-        return FusionOutput(timestamp: timestamp, orientation: orientation, headingDegrees: headingDegrees,
+        return FusionOutput(timestamp: timestamp, orientation: orientation, referenceOffsetDegrees: settings.referenceOffsetDegrees,
                             headingAccuracyDegrees: accuracy, gyroBias: gyroBias, flags: flags)
     }
 }

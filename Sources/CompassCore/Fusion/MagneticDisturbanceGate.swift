@@ -64,6 +64,7 @@ public struct MagneticDisturbanceGate: Sendable {
     var passingSeconds = 0.0
     var radiansTurnedSinceAccepted = 0.0
     var candidateStrength = 0.0, candidateDip = 0.0, candidateSeconds = 0.0
+    var checkWeight = LowPassWeight(), shortWeight = LowPassWeight(), baselineWeight = LowPassWeight()
 
     public init(settings: MagneticGateSettings = .init()) {
         self.settings = settings
@@ -100,7 +101,7 @@ public struct MagneticDisturbanceGate: Sendable {
             }
             return (true, [])
         }
-        let w = dt / (settings.checkLowPassSeconds + dt)
+        let w = checkWeight(dt, tau: settings.checkLowPassSeconds)
         strengthLowPass += (strength - strengthLowPass) * w
         dipLowPass += (dip - dipLowPass) * w
         // Compass minus gyro-only heading, unwrapped against the baseline.
@@ -108,14 +109,14 @@ public struct MagneticDisturbanceGate: Sendable {
         if !compassMinusGyroPrimed {
             compassMinusGyroShort = raw; compassMinusGyroBaseline = raw; compassMinusGyroPrimed = true
         }
-        let value = compassMinusGyroBaseline + signedRadians(raw - compassMinusGyroBaseline)
-        compassMinusGyroShort += (value - compassMinusGyroShort) * (dt / (settings.consistencyLowPassSeconds + dt))
+        let value = compassMinusGyroBaseline + wrappedRadians(raw - compassMinusGyroBaseline)
+        compassMinusGyroShort += (value - compassMinusGyroShort) * shortWeight(dt, tau: settings.consistencyLowPassSeconds)
         if !isRejecting {
-            compassMinusGyroBaseline += (compassMinusGyroShort - compassMinusGyroBaseline) * (dt / (settings.consistencyBaselineSeconds + dt))
+            compassMinusGyroBaseline += (compassMinusGyroShort - compassMinusGyroBaseline) * baselineWeight(dt, tau: settings.consistencyBaselineSeconds)
         }
 
         var reasons: FusionFlags = []
-        if abs(strengthLowPass / refStrength - 1) > settings.strengthTolerance { reasons.insert(.magneticStrengthDisturbed) }
+        if abs(strengthLowPass - refStrength) > settings.strengthTolerance * refStrength { reasons.insert(.magneticStrengthDisturbed) }
         if abs(dipLowPass - refDip) > settings.dipToleranceDegrees { reasons.insert(.magneticDipDisturbed) }
         let gate = max(settings.consistencyGateDegrees * radiansPerDegree, 3 * headingSigma)
             + settings.gyroScaleErrorBound * radiansTurnedSinceAccepted

@@ -14,6 +14,7 @@ public struct RestDetector: Sendable, Equatable {
     public private(set) var lowPassedForce = Vector3.zero
     public private(set) var restSeconds = 0.0
     private var primed = false
+    private var weight = LowPassWeight()
 
     public init(maximumRate: Double = 0.035, maximumAccelerationDeviation: Double = 0.5, minimumSeconds: Double = 1.5,
                 filterSeconds: Double = 0.5) {
@@ -28,7 +29,7 @@ public struct RestDetector: Sendable, Equatable {
     /// which is the safe side). Returns `isAtRest`.
     public mutating func update(rate: Vector3, specificForce: Vector3, dt: Double) -> Bool {
         if !primed { lowPassedRate = rate; lowPassedForce = specificForce; primed = true }
-        let a = dt / (filterSeconds + dt)
+        let a = weight(dt, tau: filterSeconds)
         lowPassedRate += (rate - lowPassedRate) * a
         lowPassedForce += (specificForce - lowPassedForce) * a
         let still = (rate - lowPassedRate).squaredNorm < maximumRate * maximumRate * 4

@@ -71,26 +71,26 @@ public struct Matrix3: Sendable, Hashable, CustomStringConvertible {
 
     @inlinable public var transposed: Matrix3 { Matrix3(m00, m10, m20, m01, m11, m21, m02, m12, m22) }
 
-    @inlinable
+    @inlinable @inline(__always)
     public static func * (a: Matrix3, v: Vector3) -> Vector3 {
         Vector3(a.m00 * v.x + a.m01 * v.y + a.m02 * v.z,
                 a.m10 * v.x + a.m11 * v.y + a.m12 * v.z,
                 a.m20 * v.x + a.m21 * v.y + a.m22 * v.z)
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public static func * (a: Matrix3, b: Matrix3) -> Matrix3 {
         Matrix3(rows: Vector3(a.row0.dot(b.column0), a.row0.dot(b.column1), a.row0.dot(b.column2)),
                 Vector3(a.row1.dot(b.column0), a.row1.dot(b.column1), a.row1.dot(b.column2)),
                 Vector3(a.row2.dot(b.column0), a.row2.dot(b.column1), a.row2.dot(b.column2)))
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public static func * (a: Matrix3, s: Double) -> Matrix3 {
         Matrix3(a.m00 * s, a.m01 * s, a.m02 * s, a.m10 * s, a.m11 * s, a.m12 * s, a.m20 * s, a.m21 * s, a.m22 * s)
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public static func + (a: Matrix3, b: Matrix3) -> Matrix3 {
         Matrix3(a.m00 + b.m00, a.m01 + b.m01, a.m02 + b.m02, a.m10 + b.m10, a.m11 + b.m11, a.m12 + b.m12,
                 a.m20 + b.m20, a.m21 + b.m21, a.m22 + b.m22)
@@ -121,12 +121,12 @@ public struct Matrix3: Sendable, Hashable, CustomStringConvertible {
 
 extension Matrix3 {
     /// The outer product u v^T.
-    @inlinable
+    @inlinable @inline(__always)
     public static func outer(_ u: Vector3, _ v: Vector3) -> Matrix3 {
         Matrix3(u.x * v.x, u.x * v.y, u.x * v.z, u.y * v.x, u.y * v.y, u.y * v.z, u.z * v.x, u.z * v.y, u.z * v.z)
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public static func - (a: Matrix3, b: Matrix3) -> Matrix3 {
         Matrix3(a.m00 - b.m00, a.m01 - b.m01, a.m02 - b.m02, a.m10 - b.m10, a.m11 - b.m11, a.m12 - b.m12,
                 a.m20 - b.m20, a.m21 - b.m21, a.m22 - b.m22)
@@ -138,5 +138,18 @@ extension Matrix3 {
         var m = self
         m.m00 += s; m.m11 += s; m.m22 += s
         return m
+    }
+}
+
+extension Matrix3 {
+    /// self -= k p^T for a symmetric result (k parallel to p): six products, mirrored.
+    @inlinable @inline(__always)
+    public mutating func subtractSymmetricOuter(_ k: Vector3, _ p: Vector3) {
+        let a00 = k.x * p.x, a01 = k.x * p.y, a02 = k.x * p.z
+        let a11 = k.y * p.y, a12 = k.y * p.z, a22 = k.z * p.z
+        m00 -= a00; m11 -= a11; m22 -= a22
+        m01 -= a01; m10 = m01
+        m02 -= a02; m20 = m02
+        m12 -= a12; m21 = m12
     }
 }

@@ -27,15 +27,18 @@ public struct Quaternion: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The exponential map: the rotation whose axis is `v` and whose angle is |v| radians.
-    @inlinable
+    @inlinable @inline(__always)
     public init(rotationVector v: Vector3) {
-        let angle = v.norm
-        if angle < 1e-8 {
-            // Second-order series keeps tiny gyro increments exact to rounding.
-            let h = 0.5
-            self.init(w: 1 - angle * angle / 8, x: v.x * h, y: v.y * h, z: v.z * h)
-            self = normalized
+        let a2 = v.squaredNorm
+        if a2 < 0.04 {
+            // Angles below 0.2 rad (every gyro step and filter correction): Taylor series of cos(a/2)
+            // and sin(a/2)/a in a^2, exact to rounding (the first omitted terms are below 1e-16).
+            let a4 = a2 * a2
+            let c = 1 - a2 / 8 + a4 / 384 - a4 * a2 / 46080 + a4 * a4 / 10_321_920
+            let s = 0.5 - a2 / 48 + a4 / 3840 - a4 * a2 / 645_120 + a4 * a4 / 185_794_560
+            self.init(w: c, x: v.x * s, y: v.y * s, z: v.z * s)
         } else {
+            let angle = a2.squareRoot()
             let s = sin(0.5 * angle) / angle
             self.init(w: cos(0.5 * angle), x: v.x * s, y: v.y * s, z: v.z * s)
         }
@@ -80,7 +83,7 @@ public struct Quaternion: Sendable, Hashable, CustomStringConvertible {
         self = normalized.canonical
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public static func * (a: Quaternion, b: Quaternion) -> Quaternion {
         Quaternion(w: a.w * b.w - a.x * b.x - a.y * b.y - a.z * b.z,
                    x: a.w * b.x + a.x * b.w + a.y * b.z - a.z * b.y,
@@ -106,7 +109,7 @@ public struct Quaternion: Sendable, Hashable, CustomStringConvertible {
     @inlinable public var canonical: Quaternion { w < 0 ? Quaternion(w: -w, x: -x, y: -y, z: -z) : self }
 
     /// Rotates `v` by this unit quaternion: q * v * conj(q).
-    @inlinable
+    @inlinable @inline(__always)
     public func rotate(_ v: Vector3) -> Vector3 {
         // t = 2 q_vec x v; v' = v + w t + q_vec x t
         let qv = Vector3(x, y, z)
@@ -119,7 +122,7 @@ public struct Quaternion: Sendable, Hashable, CustomStringConvertible {
     public func inverseRotate(_ v: Vector3) -> Vector3 { conjugate.rotate(v) }
 
     /// The rotation matrix R with v_enu = R * v_sensor.
-    @inlinable
+    @inlinable @inline(__always)
     public var rotationMatrix: Matrix3 {
         let ww = w * w, xx = x * x, yy = y * y, zz = z * z
         let xy = x * y, xz = x * z, yz = y * z, wx = w * x, wy = w * y, wz = w * z

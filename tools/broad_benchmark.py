@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Accuracy on the BROAD recordings: GyroCompass's filters against the peers, in one run.
+
+For every trial bag in DATA/bags it runs `fusion-node replay BAG --csv ...` (the real path: bag reader,
+CDR decoding, sample alignment, filter) for the Kalman and the complementary filter with their default
+parameters, scores the CSVs with the shared BROAD scorer (`broad_score.py`, mean of per-trial RMSE
+over the scored samples), checks how often the reported heading accuracy covers the true heading error,
+and runs the peers on the same bags: VQF (pip `vqf`, real-time `updateBatch` and offline) and x-io Fusion
+(pip `imufusion`, library defaults). Prints a Markdown table.
+
+Usage: tools/.venv/bin/python tools/broad_benchmark.py [--data ../shared/data/broad] [--bench ../shared/bench]
+                                                       [--no-build] [--no-peers] [--out DIR]
+"""
+import argparse, importlib.util, subprocess, sys, tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+OFFSET = 1_700_000_000
+
+
+def load_scorer(bench_dir):
+    spec = importlib.util.spec_from_file_location('broad_score', Path(bench_dir) / 'broad_score.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fusion_node(build):
+    if build:
+        subprocess.run(['swift', 'build', '-c', 'release', '--product', 'fusion-node'], cwd=ROOT, check=True,
+                       stdout=subprocess.DEVNULL)
+    path = subprocess.run(['swift', 'build', '-c', 'release', '--show-bin-path'], cwd=ROOT, check=True,
+                          capture_output=True, text=True).stdout.strip()
+    return Path(path) / 'fusion-node'
+
+
+def read_bag(bag):
+    """IMU and magnetometer arrays from a bag, paired by header stamp (rosbags reader)."""
+    from rosbags.highlevel import AnyReader
+    imu, mag = {}, {}
+    with AnyReader([Path(bag)]) as reader:
+        for conn, _, raw in reader.messages():
+            m = reader.deserialize(raw, conn.msgtype)
+            stamp = m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec
+            if conn.msgtype == 'sensor_msgs/msg/Imu':
+                imu[stamp] = (m.angular_velocity.x, m.angular_velocity.y, m.angular_velocity.z,
+                              m.linear_acceleration.x, m.linear_acceleration.y, m.linear_acceleration.z)
+            elif conn.msgtype == 'sensor_msgs/msg/MagneticField':
+                mag[stamp] = (m.magnetic_field.x * 1e6, m.magnetic_field.y * 1e6, m.magnetic_field.z * 1e6)
+    stamps = np.array(sorted(imu))
+    a = np.array([imu[s] for s in stamps])
+    m = np.array([mag.get(s, (np.nan,) * 3) for s in stamps])
+    return stamps * 1e-9 - OFFSET, np.ascontiguousarray(a[:, :3]), np.ascontiguousarray(a[:, 3:]), np.ascontiguousarray(m)
+
+
+def write_csv(path, t, q):
+    with open(path, 'w') as f:
+        f.write('t,qw,qx,qy,qz\n')
+        np.savetxt(f, np.column_stack([t, q]), delimiter=',', fmt='%.9f')
+
+
+def coverage(scorer, truth_dir, tid, quat_csv, accuracy_csv):
+    """Samples scored, and how many of them have a valid accuracy that covers the heading error."""
+    t, q_ref, movement = scorer.read_truth(Path(truth_dir) / 'truth' / f'{tid}.csv.gz')
+    q = scorer.read_estimate(quat_csv, t)
+    acc = np.genfromtxt(accuracy_csv, delimiter=',', skip_header=1, usecols=(0, 2))
+    a = np.interp(t, acc[:, 0] - OFFSET, acc[:, 1], left=np.nan, right=np.nan)
+    e = scorer.qnorm(scorer.qmult(scorer.qnorm(q), scorer.qnorm(q_ref) * np.array([1, -1, -1, -1])))
+    heading_error = np.degrees(2 * np.arctan2(np.abs(e[:, 3]), np.abs(e[:, 0])))
+    scored = movement & np.isfinite(q_ref).all(axis=1) & np.isfinite(heading_error)
+    valid = scored & np.isfinite(a)
+    return int(scored.sum()), int(valid.sum()), int((heading_error[valid] <= a[valid]).sum())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--data', default=str(ROOT.parent / 'shared' / 'data' / 'broad'))
+    ap.add_argument('--bench', default=str(ROOT.parent / 'shared' / 'bench'))
+    ap.add_argument('--no-build', action='store_true')
+    ap.add_argument('--no-peers', action='store_true')
+    ap.add_argument('--out', help='keep the estimate CSVs here (default: a temporary folder)')
+    args = ap.parse_args()
+
+    data = Path(args.data)
+    bags = sorted(p for p in (data / 'bags').iterdir() if p.is_dir())
+    if not bags:
+        sys.exit(f'no bags in {data / "bags"}')
+    scorer = load_scorer(args.bench)
+    node = fusion_node(not args.no_build)
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix='gyrocompass-broad-'))
+    out.mkdir(parents=True, exist_ok=True)
+
+    estimators = {'GyroCompass Kalman': 'kalman', 'GyroCompass complementary': 'complementary'}
+    results = {name: {} for name in estimators}
+    cover = {name: [0, 0, 0] for name in estimators}
+    trials = []
+    for bag in bags:
+        tid = bag.name[:2]
+        trials.append(tid)
+        for name, kind in estimators.items():
+            folder = out / kind
+            folder.mkdir(exist_ok=True)
+            quat, accuracy = folder / f'{tid}.csv', folder / f'{tid}.accuracy.csv'
+            subprocess.run([str(node), 'replay', str(bag), '--filter', kind, '--csv', str(quat),
+                            '--accuracy-csv', str(accuracy), '--quiet'], check=True)
+            t, q_ref, movement = scorer.read_truth(data / 'truth' / f'{tid}.csv.gz')
+            results[name][tid] = scorer.errors(scorer.read_estimate(quat, t), q_ref, movement)
+            s, v, c = coverage(scorer, data, tid, quat, accuracy)
+            cover[name][0] += s; cover[name][1] += v; cover[name][2] += c
+            results[name][tid]['coverage'] = c / v if v else float('nan')
+
+    if not args.no_peers:
+        import vqf, imufusion
+        peers = {'VQF 9D real-time (updateBatch, defaults)': {}, 'VQF 9D offline (non-causal reference)': {},
+                 'x-io Fusion (imufusion, library defaults)': {}}
+        for bag in bags:
+            tid = bag.name[:2]
+            t, gyr, acc, mag = read_bag(bag)
+            ts = float(np.median(np.diff(t)))
+            truth_t, q_ref, movement = scorer.read_truth(data / 'truth' / f'{tid}.csv.gz')
+            estimates = {}
+            v = vqf.VQF(ts)
+            estimates['VQF 9D real-time (updateBatch, defaults)'] = v.updateBatch(gyr, acc, mag)['quat9D']
+            estimates['VQF 9D offline (non-causal reference)'] = vqf.offlineVQF(gyr, acc, mag, ts, None)['quat9D']
+            # imufusion 1.3.3: library defaults, only the convention (ENU) and sample rate set.
+            ahrs = imufusion.Ahrs()
+            settings = imufusion.AhrsSettings()
+            settings.convention = imufusion.CONVENTION_ENU
+            settings.sample_rate = 1 / ts
+            ahrs.set_settings(settings)
+            ahrs.set_sample_period(ts)
+            qs = np.empty((len(t), 4))
+            g_deg = np.degrees(gyr)
+            a_g = acc / 9.80665
+            for i in range(len(t)):
+                ahrs.update(g_deg[i], a_g[i], mag[i])
+                qs[i] = ahrs.get_quaternion()
+            estimates['x-io Fusion (imufusion, library defaults)'] = qs
+            for name, q in estimates.items():
+                path = out / f'peer-{tid}.csv'
+                write_csv(path, t, q)
+                peers[name][tid] = scorer.errors(scorer.read_estimate(path, truth_t), q_ref, movement)
+        results.update(peers)
+
+    metrics = ('total', 'heading', 'inclination')
+    print(f'Mean of per-trial RMSE over {len(trials)} BROAD trials, degrees (same scorer, same run):\n')
+    print('| estimator | total | heading | inclination | heading accuracy covers the error |')
+    print('|---|---:|---:|---:|---:|')
+    for name, per in results.items():
+        means = [np.mean([per[t][m] for t in trials]) for m in metrics]
+        cov = f'{100 * cover[name][2] / cover[name][1]:.1f} % of {cover[name][1]} samples' if name in cover else 'n/a'
+        print(f'| {name} | ' + ' | '.join(f'{x:.2f}' for x in means) + f' | {cov} |')
+    print('\nHeading RMSE per trial, degrees:\n')
+    print('| estimator | ' + ' | '.join(trials) + ' |')
+    print('|---|' + '---:|' * len(trials))
+    for name, per in results.items():
+        print(f'| {name} | ' + ' | '.join(f'{per[t]["heading"]:.2f}' for t in trials) + ' |')
+    for name in estimators:
+        print(f'\n{name}: accuracy coverage per trial: ' +
+              ', '.join(f'{t} {100 * results[name][t]["coverage"]:.0f} %' for t in trials))
+
+
+if __name__ == '__main__':
+    main()
