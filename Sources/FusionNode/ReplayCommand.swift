@@ -5,7 +5,7 @@ import Bags
 /// `fusion-node replay BAG [--csv OUT.csv] [--filter kalman|complementary] ...`: decodes IMU and
 /// magnetometer messages from a bag, runs a fusion filter over them and writes the estimate.
 struct ReplayCommand {
-    static let valued: Set<String> = ["--csv", "--accuracy-csv", "--filter", "--imu-topic", "--mag-topic", "--start", "--duration", "--time"]
+    static let valued: Set<String> = ["--csv", "--accuracy-csv", "--sensor-latency", "--filter", "--imu-topic", "--mag-topic", "--start", "--duration", "--time"]
     static let flags: Set<String> = ["--salvage", "--quiet"]
     static let usage = """
     fusion-node replay BAG [options]
@@ -14,6 +14,8 @@ struct ReplayCommand {
       --accuracy-csv OUT.csv write t,heading_deg,accuracy_deg,flags for every IMU sample (accuracy =
                              the filter's 95 % bound of the heading error, empty while not valid)
       --filter NAME          kalman (default) or complementary
+      --sensor-latency S     the IMU's output latency in seconds: the orientation is predicted this
+                             far ahead with the current rate (default 0)
       --imu-topic TOPIC      default /imu/data_raw (sensor_msgs/msg/Imu)
       --mag-topic TOPIC      default /imu/mag (sensor_msgs/msg/MagneticField)
       --start SECONDS        skip this long from the start of the bag
@@ -61,7 +63,9 @@ struct ReplayCommand {
         let accuracyCSV = try a.string("--accuracy-csv").map { try TextFileWriter(path: $0) }
         try accuracyCSV?.write("t,heading_deg,accuracy_deg,flags\n")
 
-        var filter = kind.make()
+        let latency = try a.double("--sensor-latency", minimum: 0) ?? 0
+        guard latency <= 1 else { throw UsageError(message: "--sensor-latency is in seconds; \(latency) is not a plausible latency") }
+        var filter = kind.make(CommonFilterOptions(sensorLatencySeconds: latency))
         var aligner = SampleAligner()
         var summary = Summary()
         let started = monotonicSeconds()

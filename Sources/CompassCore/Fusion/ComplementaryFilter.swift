@@ -24,6 +24,7 @@ public struct ComplementaryFilter: Sendable {
     var secondsSinceCompass = 0.0
     var radiansTurnedSinceCompass = 0.0
     var lastMagneticTimestamp: Double?
+    var latestRate = Vector3.zero
     var forceWeight = LowPassWeight()
 
     /// Samples skipped so far, by reason.
@@ -39,6 +40,11 @@ public struct ComplementaryFilter: Sendable {
     /// The current heading, degrees clockwise from magnetic north after the reference offset.
     public var headingDegrees: Double? {
         orientation.headingDegrees.map { normalizedDegrees($0 - settings.referenceOffsetDegrees) }
+    }
+
+    /// The orientation reported: the state, predicted ahead by the sensor latency.
+    var reportedOrientation: Quaternion {
+        settings.sensorLatencySeconds > 0 ? orientation * Quaternion(rotationVector: latestRate * settings.sensorLatencySeconds) : orientation
     }
 
     /// 1-sigma heading uncertainty of the model, degrees: the compass's own plus the drift since it
@@ -74,6 +80,7 @@ public struct ComplementaryFilter: Sendable {
         }
 
         let rate = imu.angularVelocity - gyroBias
+        latestRate = rate
         orientation = (orientation * Quaternion(rotationVector: rate * dt)).normalized
         magneticGate.noteRotation(radians: rate.norm * dt)
         radiansTurnedSinceCompass += rate.norm * dt
@@ -105,7 +112,7 @@ public struct ComplementaryFilter: Sendable {
                     headingFixed = true
                 } else {
                     let verdict = magneticGate.assess(strengthMicrotesla: m.norm, dipDegrees: approximateAtan2(-earth.z, horizontal) * degreesPerRadian,
-                                                      headingInnovation: alpha, headingSigma: driftSigmaDegrees * radiansPerDegree,
+                                                      headingInnovation: alpha, headingVariance: driftSigmaDegrees * driftSigmaDegrees * radiansPerDegree * radiansPerDegree,
                                                       dt: magneticDt)
                     flags.formUnion(verdict.flags)
                     if verdict.use {
@@ -147,8 +154,8 @@ public struct ComplementaryFilter: Sendable {
     }
 
     func output(_ timestamp: Double, flags: FusionFlags) -> FusionOutput {
-        FusionOutput(timestamp: timestamp, orientation: orientation, referenceOffsetDegrees: settings.referenceOffsetDegrees,
-                     headingAccuracyDegrees: flags.contains(.initialising) ? nil : 1.96 * headingSigmaDegrees,
+        FusionOutput(timestamp: timestamp, orientation: reportedOrientation, referenceOffsetDegrees: settings.referenceOffsetDegrees,
+                     headingVarianceDegrees2: flags.contains(.initialising) ? nil : headingSigmaDegrees * headingSigmaDegrees,
                      gyroBias: gyroBias, flags: flags)
     }
 }

@@ -27,6 +27,12 @@ public struct ComplementaryFilterSettings: Sendable, Equatable {
     public var referenceOffsetDegrees = 0.0
     /// Applied to every magnetometer reading before use. Default: none.
     public var magnetometerCalibration: MagnetometerCalibration? = nil
+    /// The IMU's output latency, seconds (its digital low-pass filter's group delay plus transport):
+    /// the reported orientation is predicted this far ahead with the current angular rate, so it
+    /// describes the present rather than the moment the sensor sampled. A property of the sensor,
+    /// from its datasheet or measured against a reference; the filter state itself is not shifted.
+    /// Default 0 (no prediction).
+    public var sensorLatencySeconds = 0.0
     /// Longest time step integrated as is, seconds; longer gaps are clamped and counted. Default 0.1.
     public var maximumStepSeconds = 0.1
 

@@ -46,17 +46,20 @@ public struct FusionOutput: Sendable, Equatable {
     public var headingDegrees: Double? {
         orientation.headingDegrees.map { normalizedDegrees($0 - referenceOffsetDegrees) }
     }
-    /// An estimate of the 95 % bound of the true heading error, degrees; nil while not yet valid.
-    public var headingAccuracyDegrees: Double?
+    /// The filter's heading variance including its accuracy floor, degrees^2; nil while not valid.
+    public var headingVarianceDegrees2: Double?
+    /// An estimate of the 95 % bound of the true heading error, degrees (1.96 sigma); nil while not yet
+    /// valid. Computed on access.
+    public var headingAccuracyDegrees: Double? { headingVarianceDegrees2.map { 1.96 * $0.squareRoot() } }
     /// Estimated gyro bias, rad/s, sensor frame.
     public var gyroBias: Vector3
     public var flags: FusionFlags
 
     @inlinable
-    public init(timestamp: Double, orientation: Quaternion, referenceOffsetDegrees: Double = 0, headingAccuracyDegrees: Double?,
+    public init(timestamp: Double, orientation: Quaternion, referenceOffsetDegrees: Double = 0, headingVarianceDegrees2: Double?,
                 gyroBias: Vector3, flags: FusionFlags) {
         self.timestamp = timestamp; self.orientation = orientation; self.referenceOffsetDegrees = referenceOffsetDegrees
-        self.headingAccuracyDegrees = headingAccuracyDegrees; self.gyroBias = gyroBias; self.flags = flags
+        self.headingVarianceDegrees2 = headingVarianceDegrees2; self.gyroBias = gyroBias; self.flags = flags
     }
 }
 

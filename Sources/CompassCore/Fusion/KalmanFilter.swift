@@ -22,10 +22,23 @@ public struct KalmanFilter: Sendable {
 
     public private(set) var orientation = Quaternion.identity
     public private(set) var gyroBias = Vector3.zero
-    /// Covariance blocks: attitude (rad^2), attitude-bias (rad^2/s), bias (rad^2/s^2).
-    public private(set) var attitudeCovariance = Matrix3.identity
-    public private(set) var crossCovariance = Matrix3(0, 0, 0, 0, 0, 0, 0, 0, 0)
-    public private(set) var biasCovariance = Matrix3.identity
+    /// Covariance blocks as of the last measurement update: attitude (rad^2), attitude-bias
+    /// (rad^2/s), bias (rad^2/s^2). The propagation since then is pending (see `propagated()`).
+    var attitudeCovariance = Matrix3.identity
+    var crossCovariance = Matrix3(0, 0, 0, 0, 0, 0, 0, 0, 0)
+    var biasCovariance = Matrix3.identity
+    /// Propagation accumulated since the last measurement update. F = [[I, G], [0, I]] composes by
+    /// adding the G's, and the process noise adds, so the whole interval is applied at once (exact
+    /// but for G Q_b G^T terms within one interval, below 1e-18 rad^2).
+    var pendingG = Matrix3(0, 0, 0, 0, 0, 0, 0, 0, 0)
+    var pendingAttitudeNoise = 0.0, pendingBiasNoise = 0.0
+
+    /// The current covariance blocks (attitude, attitude-bias, bias), pending propagation included.
+    public var covariance: (attitude: Matrix3, cross: Matrix3, bias: Matrix3) {
+        var copy = self
+        copy.applyPendingPropagation()
+        return (copy.attitudeCovariance, copy.crossCovariance, copy.biasCovariance)
+    }
 
     /// The magnetometer gate (its reference strength and dip are public there).
     public private(set) var magneticGate: MagneticDisturbanceGate
@@ -37,6 +50,9 @@ public struct KalmanFilter: Sendable {
     var lowPassedForceEarth = Vector3.zero
     var secondsSinceMagneticUpdate = 0.0
     var lastMagneticTimestamp: Double?
+    var latestRate = Vector3.zero
+    var secondsSinceMeasurementUpdate = 0.0
+    var headingSum = 0.0, headingSeconds = 0.0
     var forceWeight = LowPassWeight()
 
     /// Samples skipped so far, by reason.
@@ -71,53 +87,62 @@ public struct KalmanFilter: Sendable {
         // Not renormalised here: the exponential is unit to rounding and the injection below renormalises.
         orientation = orientation * Quaternion(rotationVector: (imu.angularVelocity - gyroBias) * dt)
         let r = orientation.rotationMatrix
-        let rate = (imu.angularVelocity - gyroBias).norm
-        propagateCovariance(rotation: r, dt: dt, rate: rate)
+        latestRate = imu.angularVelocity - gyroBias
+        let rate = latestRate.norm
+        accumulatePropagation(rotation: r, dt: dt, rate: rate)
         magneticGate.noteRotation(radians: rate * dt)
 
-        var dTheta = Vector3.zero, dBias = Vector3.zero
-
-        // Inclination from the earth-frame low-passed specific force.
+        // The earth-frame low-passed specific force: linear accelerations that come and go cancel.
         let force = r * imu.specificForce
         lowPassedForceEarth += (force - lowPassedForceEarth) * forceWeight(dt, tau: settings.accelerometerLowPassSeconds)
-        let forceNorm = lowPassedForceEarth.norm
-        if abs(forceNorm - standardGravity) > settings.accelerationRejectionTolerance * standardGravity {
-            flags.insert(.accelerationRejected)
-        } else {
-            let u = lowPassedForceEarth / forceNorm
-            // The rotation vector taking u onto +z: axis (u_y, -u_x, 0)/s, angle atan2(s, u_z).
-            let k = tiltAngleOverSine(u)
-            let variance = settings.inclinationNoise * settings.inclinationNoise
-            scalarUpdate(0, residual: u.y * k - dTheta.x, variance: variance, &dTheta, &dBias)
-            scalarUpdate(1, residual: -u.x * k - dTheta.y, variance: variance, &dTheta, &dBias)
-        }
+        // |f| within g (1 +- tolerance), compared squared: no square root per sample.
+        let forceSquared = lowPassedForceEarth.squaredNorm
+        let low = standardGravity * (1 - settings.accelerationRejectionTolerance), high = standardGravity * (1 + settings.accelerationRejectionTolerance)
+        let accelerationUsable = forceSquared >= low * low && forceSquared <= high * high
+        if !accelerationUsable { flags.insert(.accelerationRejected) }
 
-        // Heading from the magnetometer, if it passes every check.
+        // Magnetometer readings are gated one by one; the accepted innovations are averaged until the
+        // next measurement update.
         secondsSinceMagneticUpdate += dt
         if let m = field {
             let magneticDt = lastMagneticTimestamp.map { min(settings.maximumStepSeconds, max(0, imu.timestamp - $0)) } ?? dt
             lastMagneticTimestamp = imu.timestamp
-            flags.formUnion(magneticUpdate(field: m, rotation: r, dt: magneticDt, &dTheta, &dBias))
+            flags.formUnion(gateMagnetometer(field: m, rotation: r, dt: magneticDt))
         }
         if secondsSinceMagneticUpdate > settings.gyroOnlyAfterSeconds { flags.insert(.gyroOnly) }
 
-        // At rest the low-passed gyro reading is the bias.
-        if flags.contains(.atRest) {
-            let residual = rest.lowPassedRate - gyroBias
-            let variance = settings.restBiasNoise * settings.restBiasNoise
-            scalarUpdate(3, residual: residual.x - dBias.x, variance: variance, &dTheta, &dBias)
-            scalarUpdate(4, residual: residual.y - dBias.y, variance: variance, &dTheta, &dBias)
-            scalarUpdate(5, residual: residual.z - dBias.z, variance: variance, &dTheta, &dBias)
+        // Measurement updates at most every `measurementUpdateSeconds`; noise densities make them
+        // carry the same information whatever the interval and the sample rate.
+        secondsSinceMeasurementUpdate += dt
+        if secondsSinceMeasurementUpdate >= settings.measurementUpdateSeconds {
+            let interval = secondsSinceMeasurementUpdate
+            secondsSinceMeasurementUpdate = 0
+            applyPendingPropagation()
+            var dTheta = Vector3.zero, dBias = Vector3.zero
+            if accelerationUsable {
+                let u = lowPassedForceEarth / forceSquared.squareRoot()
+                // The rotation vector taking u onto +z: axis (u_y, -u_x, 0)/s, angle atan2(s, u_z).
+                let k = tiltAngleOverSine(u)
+                let variance = settings.inclinationNoiseDensity * settings.inclinationNoiseDensity / interval
+                scalarUpdate(0, residual: u.y * k, variance: variance, &dTheta, &dBias)
+                scalarUpdate(1, residual: -u.x * k - dTheta.y, variance: variance, &dTheta, &dBias)
+            }
+            if headingSeconds > 0 {
+                let variance = settings.headingNoiseDensity * settings.headingNoiseDensity / headingSeconds
+                scalarUpdate(2, residual: headingSum / headingSeconds - dTheta.z, variance: variance, &dTheta, &dBias)
+                headingSum = 0; headingSeconds = 0
+            }
+            // At rest the low-passed gyro reading is the bias.
+            if flags.contains(.atRest) {
+                let residual = rest.lowPassedRate - gyroBias
+                let variance = settings.restBiasNoiseDensity * settings.restBiasNoiseDensity / interval
+                scalarUpdate(3, residual: residual.x - dBias.x, variance: variance, &dTheta, &dBias)
+                scalarUpdate(4, residual: residual.y - dBias.y, variance: variance, &dTheta, &dBias)
+                scalarUpdate(5, residual: residual.z - dBias.z, variance: variance, &dTheta, &dBias)
+            }
+            inject(dTheta, dBias)
         }
-
-        // Inject the error state; the earth-frame low-pass turns with the frame it lives in.
-        if dTheta.squaredNorm > 0 {
-            magneticGate.noteHeadingCorrection(radians: dTheta.z)
-            orientation = Quaternion(rotationVector: dTheta) * orientation
-            lowPassedForceEarth += dTheta.cross(lowPassedForceEarth)
-        }
-        orientation = orientation.normalized
-        gyroBias += dBias
+        orientation = orientation.renormalized
         if elapsed < Self.minimumInitialisingSeconds || magneticGate.isLearning { flags.insert(.initialising) }
         return output(imu.timestamp, flags: flags)
     }
@@ -127,8 +152,20 @@ public struct KalmanFilter: Sendable {
         orientation.headingDegrees.map { normalizedDegrees($0 - settings.referenceOffsetDegrees) }
     }
 
+    /// The orientation reported: the state, predicted ahead by the sensor latency.
+    var reportedOrientation: Quaternion {
+        settings.sensorLatencySeconds > 0 ? orientation * Quaternion(rotationVector: latestRate * settings.sensorLatencySeconds) : orientation
+    }
+
     /// 1-sigma heading uncertainty from the state alone, degrees.
-    public var headingSigmaDegrees: Double { attitudeCovariance.m22.squareRoot() * degreesPerRadian }
+    public var headingSigmaDegrees: Double { headingVariance.squareRoot() * degreesPerRadian }
+
+    /// The heading (earth z) variance now, rad^2: the stored value plus the pending propagation's
+    /// share of it, (A + B G^T + G B^T + G C G^T + Q)_22.
+    var headingVariance: Double {
+        let g2 = pendingG.row2
+        return attitudeCovariance.m22 + 2 * crossCovariance.row2.dot(g2) + g2.dot(biasCovariance * g2) + pendingAttitudeNoise
+    }
 
     // MARK: - Steps
 
@@ -150,9 +187,19 @@ public struct KalmanFilter: Sendable {
         started = true
     }
 
-    /// P <- F P F^T + Q with F = [[I, -R dt], [0, I]] (earth-frame attitude error, sensor-frame bias).
-    mutating func propagateCovariance(rotation r: Matrix3, dt: Double, rate: Double) {
-        let g = r * (-dt)
+    /// Accumulates one step of P <- F P F^T + Q with F = [[I, -R dt], [0, I]] (earth-frame attitude
+    /// error, sensor-frame bias).
+    @inline(__always)
+    mutating func accumulatePropagation(rotation r: Matrix3, dt: Double, rate: Double) {
+        pendingG = pendingG - r * dt
+        let rateNoise = settings.gyroRateNoise * rate
+        pendingAttitudeNoise += (settings.gyroNoiseDensity * settings.gyroNoiseDensity + rateNoise * rateNoise) * dt
+        pendingBiasNoise += settings.gyroBiasRandomWalk * settings.gyroBiasRandomWalk * dt
+    }
+
+    /// Applies the accumulated propagation to the covariance blocks.
+    mutating func applyPendingPropagation() {
+        let g = pendingG
         let gt = g.transposed
         let gc = g * biasCovariance
         let y = crossCovariance * gt
@@ -165,11 +212,10 @@ public struct KalmanFilter: Sendable {
         a.m02 += y.m02 + y.m20 + gc.row0.dot(g.row2); a.m20 = a.m02
         a.m12 += y.m12 + y.m21 + gc.row1.dot(g.row2); a.m21 = a.m12
         crossCovariance = crossCovariance + gc
-        let rateNoise = settings.gyroRateNoise * rate
-        let qa = (settings.gyroNoiseDensity * settings.gyroNoiseDensity + rateNoise * rateNoise) * dt
-        let qb = settings.gyroBiasRandomWalk * settings.gyroBiasRandomWalk * dt
-        attitudeCovariance = a.addingToDiagonal(qa)
-        biasCovariance = biasCovariance.addingToDiagonal(qb)
+        attitudeCovariance = a.addingToDiagonal(pendingAttitudeNoise)
+        biasCovariance = biasCovariance.addingToDiagonal(pendingBiasNoise)
+        pendingG = Matrix3(0, 0, 0, 0, 0, 0, 0, 0, 0)
+        pendingAttitudeNoise = 0; pendingBiasNoise = 0
     }
 
     /// One scalar measurement of error-state component `index` (0-2 attitude, 3-5 bias). The two
@@ -193,9 +239,19 @@ public struct KalmanFilter: Sendable {
         biasCovariance.subtractSymmetricOuter(kb, pb)
     }
 
-    /// Gates and applies one magnetometer reading; returns the flags it raised.
-    mutating func magneticUpdate(field m: Vector3, rotation r: Matrix3, dt: Double,
-                                 _ dTheta: inout Vector3, _ dBias: inout Vector3) -> FusionFlags {
+    /// Applies an error-state correction; the earth-frame low-pass turns with the frame it lives in.
+    mutating func inject(_ dTheta: Vector3, _ dBias: Vector3) {
+        if dTheta.squaredNorm > 0 {
+            magneticGate.noteHeadingCorrection(radians: dTheta.z)
+            orientation = Quaternion(rotationVector: dTheta) * orientation
+            lowPassedForceEarth += dTheta.cross(lowPassedForceEarth)
+        }
+        gyroBias += dBias
+    }
+
+    /// Gates one magnetometer reading; an accepted one joins the innovation average. Returns the flags
+    /// it raised.
+    mutating func gateMagnetometer(field m: Vector3, rotation r: Matrix3, dt: Double) -> FusionFlags {
         let earth = r * m
         let strength = m.norm
         let horizontal = (earth.x * earth.x + earth.y * earth.y).squareRoot()
@@ -204,22 +260,23 @@ public struct KalmanFilter: Sendable {
         // Clockwise angle of the horizontal field from +y: the earth-frame heading error about z.
         let alpha = atan2Small(earth.x, earth.y)
         let verdict = magneticGate.assess(strengthMicrotesla: strength, dipDegrees: dip, headingInnovation: alpha,
-                                          headingSigma: attitudeCovariance.m22.squareRoot(), dt: dt)
-        if verdict.use { applyHeading(alpha, &dTheta, &dBias) }
+                                          headingVariance: headingVariance, dt: dt)
+        if verdict.use {
+            // Time-weighted, so irregular magnetometer rates average correctly.
+            let weight = max(dt, 1e-6)
+            headingSum += alpha * weight
+            headingSeconds += weight
+            secondsSinceMagneticUpdate = 0
+            magneticGate.noteApplied()
+        }
         return verdict.flags
     }
 
-    mutating func applyHeading(_ alpha: Double, _ dTheta: inout Vector3, _ dBias: inout Vector3) {
-        scalarUpdate(2, residual: alpha - dTheta.z, variance: settings.headingNoise * settings.headingNoise, &dTheta, &dBias)
-        secondsSinceMagneticUpdate = 0
-        magneticGate.noteApplied()
-    }
-
     func output(_ timestamp: Double, flags: FusionFlags) -> FusionOutput {
-        let sigma = headingSigmaDegrees
         let floor = settings.headingAccuracyFloorDegrees
-        let accuracy = flags.contains(.initialising) || !sigma.isFinite ? nil : 1.96 * (sigma * sigma + floor * floor).squareRoot()
-        return FusionOutput(timestamp: timestamp, orientation: orientation, referenceOffsetDegrees: settings.referenceOffsetDegrees,
-                            headingAccuracyDegrees: accuracy, gyroBias: gyroBias, flags: flags)
+        let variance = headingVariance * degreesPerRadian * degreesPerRadian + floor * floor
+        return FusionOutput(timestamp: timestamp, orientation: reportedOrientation, referenceOffsetDegrees: settings.referenceOffsetDegrees,
+                            headingVarianceDegrees2: flags.contains(.initialising) || !variance.isFinite ? nil : variance,
+                            gyroBias: gyroBias, flags: flags)
     }
 }

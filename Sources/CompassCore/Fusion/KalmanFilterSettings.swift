@@ -17,16 +17,18 @@ public struct KalmanFilterSettings: Sendable, Equatable {
     /// Time constant of the low-pass applied to the specific force in the earth frame, seconds: linear
     /// accelerations that come and go average out before they reach the estimate. Default 3.
     public var accelerometerLowPassSeconds = 3.0
-    /// Noise of the low-passed gravity direction per update, rad. Default 0.1.
-    public var inclinationNoise = 0.1
+    /// Noise density of the low-passed gravity direction, rad*sqrt(s): an update covering T seconds
+    /// has variance density^2 / T, so the filter behaves the same at any sample rate. Default 0.006.
+    public var inclinationNoiseDensity = 0.006
     /// The accelerometer is rejected while the low-passed specific force differs from g by more than
     /// this fraction (sustained linear acceleration). Default 0.1.
     public var accelerationRejectionTolerance = 0.1
 
     // MARK: Magnetometer (heading)
-    /// Noise of the horizontal field direction per update, rad: white noise plus the slowly varying
-    /// inhomogeneity of indoor fields, which is why it is far above the sensor's own noise. Default 1.6.
-    public var headingNoise = 1.6
+    /// Noise density of the horizontal field direction, rad*sqrt(s): white noise plus the slowly
+    /// varying inhomogeneity of indoor fields, which is why it is far above the sensor's own noise.
+    /// Default 0.095.
+    public var headingNoiseDensity = 0.095
     /// Strength, dip and gyro-consistency checks that decide when the magnetometer is used.
     public var magneticGate = MagneticGateSettings()
     /// The heading is flagged gyro-only after this long without a magnetometer correction, s. Default 2.
@@ -35,8 +37,11 @@ public struct KalmanFilterSettings: Sendable, Equatable {
     // MARK: Rest
     /// Rest detection (see `RestDetector`). At rest the low-passed gyro reading observes the bias.
     public var restDetector = RestDetector()
-    /// Noise of the at-rest bias observation, rad/s. Default 0.002.
-    public var restBiasNoise = 0.002
+    /// Noise density of the at-rest bias observation, rad/s*sqrt(s). Default 1.2e-4.
+    public var restBiasNoiseDensity = 1.2e-4
+    /// Measurement updates happen at most this often, seconds; between them magnetometer innovations
+    /// are averaged (the low-passed accelerometer and gyro change slowly anyway). Default 0.02 (50 Hz).
+    public var measurementUpdateSeconds = 0.02
 
     // MARK: Output
     /// Heading uncertainty the state cannot see, degrees (1 sigma), added to the filter's own in the
@@ -49,6 +54,12 @@ public struct KalmanFilterSettings: Sendable, Equatable {
     /// Applied to every magnetometer reading before use. Default: none (the calibration stage
     /// usually does this upstream).
     public var magnetometerCalibration: MagnetometerCalibration? = nil
+    /// The IMU's output latency, seconds (its digital low-pass filter's group delay plus transport):
+    /// the reported orientation is predicted this far ahead with the current angular rate, so it
+    /// describes the present rather than the moment the sensor sampled. A property of the sensor,
+    /// from its datasheet or measured against a reference; the filter state itself is not shifted.
+    /// Default 0 (no prediction).
+    public var sensorLatencySeconds = 0.0
     /// Longest time step integrated as is, seconds; longer gaps are clamped and counted. Default 0.1.
     public var maximumStepSeconds = 0.1
 

@@ -85,11 +85,11 @@ public struct MagneticDisturbanceGate: Sendable {
     ///   - strengthMicrotesla: field strength.
     ///   - dipDegrees: dip in the filter's earth frame (positive below the horizon).
     ///   - headingInnovation: compass heading minus the filter's heading, rad, wrapped to (-pi, pi].
-    ///   - headingSigma: the filter's own 1-sigma heading uncertainty, rad.
+    ///   - headingVariance: the filter's own heading variance, rad^2.
     ///   - dt: seconds since the previous reading.
     /// - Returns: whether to use the reading, and the flags explaining a rejection or a new reference.
     public mutating func assess(strengthMicrotesla strength: Double, dipDegrees dip: Double, headingInnovation: Double,
-                                headingSigma: Double, dt: Double) -> (use: Bool, flags: FusionFlags) {
+                                headingVariance: Double, dt: Double) -> (use: Bool, flags: FusionFlags) {
         guard let refStrength = referenceFieldMicrotesla, let refDip = referenceDipDegrees else {
             learnedStrengthSum += strength; learnedDipSum += dip; learnedCount += 1
             learningSeconds += dt
@@ -118,9 +118,13 @@ public struct MagneticDisturbanceGate: Sendable {
         var reasons: FusionFlags = []
         if abs(strengthLowPass - refStrength) > settings.strengthTolerance * refStrength { reasons.insert(.magneticStrengthDisturbed) }
         if abs(dipLowPass - refDip) > settings.dipToleranceDegrees { reasons.insert(.magneticDipDisturbed) }
-        let gate = max(settings.consistencyGateDegrees * radiansPerDegree, 3 * headingSigma)
-            + settings.gyroScaleErrorBound * radiansTurnedSinceAccepted
-        if abs(compassMinusGyroShort - compassMinusGyroBaseline) > gate { reasons.insert(.magneticGyroInconsistent) }
+        // gate = max(floor, 3 sigma) + scale allowance; the square root only when the floor is not enough.
+        let deviation = abs(compassMinusGyroShort - compassMinusGyroBaseline)
+        let allowance = settings.gyroScaleErrorBound * radiansTurnedSinceAccepted
+        if deviation > settings.consistencyGateDegrees * radiansPerDegree + allowance
+            && deviation > 3 * headingVariance.squareRoot() + allowance {
+            reasons.insert(.magneticGyroInconsistent)
+        }
 
         var flags: FusionFlags = []
         if reasons.contains(.magneticStrengthDisturbed) || reasons.contains(.magneticDipDisturbed) {

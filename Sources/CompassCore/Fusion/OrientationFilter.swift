@@ -15,12 +15,31 @@ extension ComplementaryFilter: OrientationFilter {}
 public enum FilterKind: String, Sendable, CaseIterable {
     case kalman, complementary
 
-    /// A filter of this kind with default settings.
-    public func make() -> any OrientationFilter {
+    /// A filter of this kind with default settings except the common options given.
+    public func make(_ options: CommonFilterOptions = .init()) -> any OrientationFilter {
         switch self {
-        case .kalman: return KalmanFilter()
-        case .complementary: return ComplementaryFilter()
+        case .kalman:
+            var s = KalmanFilterSettings()
+            s.sensorLatencySeconds = options.sensorLatencySeconds
+            s.referenceOffsetDegrees = options.referenceOffsetDegrees
+            return KalmanFilter(settings: s)
+        case .complementary:
+            var s = ComplementaryFilterSettings()
+            s.sensorLatencySeconds = options.sensorLatencySeconds
+            s.referenceOffsetDegrees = options.referenceOffsetDegrees
+            return ComplementaryFilter(settings: s)
         }
+    }
+}
+
+/// Settings every filter has, as the command line and pipeline configuration set them.
+public struct CommonFilterOptions: Sendable, Equatable {
+    /// See `KalmanFilterSettings.sensorLatencySeconds`. Default 0.
+    public var sensorLatencySeconds = 0.0
+    /// See `KalmanFilterSettings.referenceOffsetDegrees`. Default 0.
+    public var referenceOffsetDegrees = 0.0
+    public init(sensorLatencySeconds: Double = 0, referenceOffsetDegrees: Double = 0) {
+        self.sensorLatencySeconds = sensorLatencySeconds; self.referenceOffsetDegrees = referenceOffsetDegrees
     }
 }
 
