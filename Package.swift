@@ -34,7 +34,7 @@ let package = Package(
                        providers: [.apt(["liblz4-dev"])]),
 
         // Wire messages and their codecs (ROS 2 CDR, JSON).
-        .target(name: "WireFormat", dependencies: ["CompassCore"]),
+        .target(name: "WireFormat", dependencies: ["CompassCore"], exclude: ["gyrocompass_msgs"]),
         // YAML documents (libyaml) as node trees with line and column marks.
         .target(name: "YAML", dependencies: ["CYAML"]),
         // ROS 2 bags: MCAP (zstd, lz4) and sqlite3 storage.

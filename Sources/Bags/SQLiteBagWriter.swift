@@ -1,12 +1,14 @@
 import CSQLite
 
-/// Writes rosbag2's sqlite3 storage (`.db3`) with the schema rosbag2 creates: `topics` and
-/// `messages` tables, messages inserted in transactions of `batchSize`.
+/// Writes rosbag2's sqlite3 storage (`.db3`) in the layout rosbag2 (Iron and later) creates, schema
+/// version 4: `schema`, `metadata`, `topics`, `message_definitions` (so readers can decode types they
+/// do not know, like gyrocompass_msgs) and `messages`, inserted in transactions of `batchSize`.
 public final class SQLiteBagWriter {
     public let path: String
     let db: OpaquePointer
     var insert: OpaquePointer?
     var topicIds: [String: Int64] = [:]
+    var definedTypes: Set<String> = []
     var pending = 0
     /// Messages per transaction. Default 1000.
     public var batchSize = 1000
@@ -26,11 +28,15 @@ public final class SQLiteBagWriter {
         db = handle
         do throws(BagError) {
             try exec("""
-                CREATE TABLE IF NOT EXISTS topics(id INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
-                    serialization_format TEXT NOT NULL, offered_qos_profiles TEXT NOT NULL);
-                CREATE TABLE IF NOT EXISTS messages(id INTEGER PRIMARY KEY, topic_id INTEGER NOT NULL,
-                    timestamp INTEGER NOT NULL, data BLOB NOT NULL);
-                CREATE INDEX IF NOT EXISTS timestamp_idx ON messages (timestamp ASC);
+                CREATE TABLE schema(schema_version INTEGER PRIMARY KEY, ros_distro TEXT NOT NULL);
+                CREATE TABLE metadata(id INTEGER PRIMARY KEY, metadata_version INTEGER NOT NULL, metadata TEXT NOT NULL);
+                CREATE TABLE topics(id INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
+                    serialization_format TEXT NOT NULL, offered_qos_profiles TEXT NOT NULL, type_description_hash TEXT NOT NULL);
+                CREATE TABLE message_definitions(id INTEGER PRIMARY KEY, topic_type TEXT NOT NULL, encoding TEXT NOT NULL,
+                    encoded_message_definition TEXT NOT NULL, type_description_hash TEXT NOT NULL);
+                CREATE TABLE messages(id INTEGER PRIMARY KEY, topic_id INTEGER NOT NULL, timestamp INTEGER NOT NULL, data BLOB NOT NULL);
+                CREATE INDEX timestamp_idx ON messages (timestamp ASC);
+                INSERT INTO schema(schema_version, ros_distro) VALUES (4, 'gyrocompass');
                 BEGIN;
                 """)
             guard sqlite3_prepare_v2(db, "INSERT INTO messages (topic_id, timestamp, data) VALUES (?, ?, ?)", -1, &insert, nil) == SQLITE_OK else {
@@ -53,12 +59,23 @@ public final class SQLiteBagWriter {
         }
     }
 
-    /// Registers a topic (once).
-    public func addTopic(_ topic: String, type: String, encoding: String = "cdr") throws(BagError) {
+    /// Registers a topic (once) and its type's ros2msg definition (once per type; "" if unknown).
+    public func addTopic(_ topic: String, type: String, definition: String = "", encoding: String = "cdr") throws(BagError) {
         guard topicIds[topic] == nil else { return }
+        if !definedTypes.contains(type) {
+            var def: OpaquePointer?
+            guard sqlite3_prepare_v2(db, "INSERT INTO message_definitions (topic_type, encoding, encoded_message_definition, type_description_hash) VALUES (?, 'ros2msg', ?, '')", -1, &def, nil) == SQLITE_OK else {
+                throw .writeFailed(path: path, reason: String(cString: sqlite3_errmsg(db)))
+            }
+            defer { sqlite3_finalize(def) }
+            sqlite3_bind_text(def, 1, type, -1, Self.transient)
+            sqlite3_bind_text(def, 2, definition, -1, Self.transient)
+            guard sqlite3_step(def) == SQLITE_DONE else { throw .writeFailed(path: path, reason: String(cString: sqlite3_errmsg(db))) }
+            definedTypes.insert(type)
+        }
         let id = Int64(topicIds.count + 1)
         var stmt: OpaquePointer?
-        guard sqlite3_prepare_v2(db, "INSERT INTO topics (id, name, type, serialization_format, offered_qos_profiles) VALUES (?, ?, ?, ?, '')", -1, &stmt, nil) == SQLITE_OK else {
+        guard sqlite3_prepare_v2(db, "INSERT INTO topics (id, name, type, serialization_format, offered_qos_profiles, type_description_hash) VALUES (?, ?, ?, ?, '', '')", -1, &stmt, nil) == SQLITE_OK else {
             throw .writeFailed(path: path, reason: String(cString: sqlite3_errmsg(db)))
         }
         defer { sqlite3_finalize(stmt) }

@@ -17,6 +17,8 @@ USAGE
       Run a filter over a recorded ROS 2 bag (MCAP or sqlite3; directory or file).
   fusion-node bag info BAG
       Duration, start and end, message counts, topics with types and rates, compression, size.
+  fusion-node bag echo BAG [--topic TOPIC] [--limit N]
+      Every message as a JSON line.
   fusion-node bench filter|bag BAG ...                            (fusion-node bench --help)
       Throughput numbers.
   fusion-node --help | --version
@@ -73,8 +75,11 @@ do {
     case "replay":
         if arguments.contains("--help") { print(ReplayCommand.usage) } else { status = try ReplayCommand.run(Array(arguments.dropFirst())) }
     case "bag":
-        guard arguments.count >= 2, arguments[1] == "info" else { throw UsageError(message: "usage: fusion-node bag info BAG") }
-        status = try BagInfoCommand.run(Array(arguments.dropFirst(2)))
+        switch arguments.dropFirst().first {
+        case "info": status = try BagInfoCommand.run(Array(arguments.dropFirst(2)))
+        case "echo": status = try BagEchoCommand.run(Array(arguments.dropFirst(2)))
+        default: throw UsageError(message: "usage: fusion-node bag info BAG | fusion-node bag echo BAG [--topic T] [--limit N]")
+        }
     case "bench":
         if arguments.contains("--help") { print(BenchCommand.usage) } else { status = try BenchCommand.run(Array(arguments.dropFirst())) }
     default:

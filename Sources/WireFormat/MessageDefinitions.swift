@@ -56,12 +56,17 @@ public enum MessageDefinitions {
     """ + dependency("std_msgs/Header", header) + dependency("builtin_interfaces/Time", time)
         + dependency("sensor_msgs/NavSatStatus", navSatStatus)
 
+    public static let heading = HeadingMessage.definitionText + dependency("std_msgs/Header", header)
+        + dependency("builtin_interfaces/Time", time) + dependency("geometry_msgs/Quaternion", quaternion)
+        + dependency("geometry_msgs/Vector3", vector3)
+
     /// The definition for a type name, if this module knows it.
     public static func definition(for typeName: String) -> String? {
         switch typeName {
         case ImuMessage.typeName: return imu
         case MagneticFieldMessage.typeName: return magneticField
         case NavSatFixMessage.typeName: return navSatFix
+        case HeadingMessage.typeName: return heading
         default: return nil
         }
     }

@@ -1,0 +1,35 @@
+import WireFormat
+import Bags
+
+/// `fusion-node bag echo BAG [--topic T] [--limit N]`: every message as a JSON line
+/// {"topic", "type", "log_time" (ns), "message"}; types without a JSON form carry "bytes" instead.
+enum BagEchoCommand {
+    static func run(_ args: [String]) throws -> Int32 {
+        let a = try Arguments(args, valued: ["--topic", "--limit"], flags: ["--salvage"])
+        guard a.positionals.count == 1 else { throw UsageError(message: "usage: fusion-node bag echo BAG [--topic TOPIC] [--limit N] [--salvage]") }
+        let bag = try BagReader(path: a.positionals[0])
+        var options = BagReadOptions()
+        if let t = a.string("--topic") { options.topics = [t] }
+        options.salvage = a.has("--salvage")
+        let limit = try a.integer("--limit", minimum: 1)
+        var printed = 0, undecodable = 0
+        struct Done: Error {}
+        do {
+            try bag.forEachMessage(options) { m in
+                if let limit, printed >= limit { throw Done() }
+                let body: String
+                do {
+                    body = try jsonFromCDR(type: m.type, m.data).map { "\"message\":" + $0 } ?? "\"bytes\":\(m.data.count)"
+                } catch {
+                    undecodable += 1
+                    writeStandardError("fusion-node: \(a.positionals[0]): \(m.topic) at log time \(m.logTime): \(error)\n")
+                    return
+                }
+                print("{\"topic\":\(JSONText.string(m.topic)),\"type\":\(JSONText.string(m.type)),\"log_time\":\(m.logTime),\(body)}")
+                printed += 1
+            }
+        } catch is Done {}
+        for d in bag.damage { writeStandardError("fusion-node: damage: \(d)\n") }
+        return undecodable > 0 ? 1 : 0
+    }
+}
