@@ -37,18 +37,24 @@ let package = Package(
         .target(name: "WireFormat", dependencies: ["CompassCore"], exclude: ["gyrocompass_msgs"]),
         // YAML documents (libyaml) as node trees with line and column marks.
         .target(name: "YAML", dependencies: ["CYAML"]),
+        // The ZeroMQ bus: sockets and the wire frame.
+        .target(name: "MessageBus", dependencies: ["CZeroMQ"]),
         // ROS 2 bags: MCAP (zstd, lz4) and sqlite3 storage.
         .target(name: "Bags", dependencies: ["WireFormat", "YAML", "CZstd", "CLZ4", "CSQLite"]),
 
+        // Pipeline stages (actors on their own threads), their configuration and the runtime.
+        .target(name: "Pipeline", dependencies: ["CompassCore", "IMUSimulator", "WireFormat", "YAML", "Bags", "MessageBus"]),
+
         .executableTarget(
             name: "FusionNode",
-            dependencies: ["CompassCore", "IMUSimulator", "WireFormat", "YAML", "Bags", "CZeroMQ", "CYAML", "CSQLite", "CZstd", "CLZ4"],
+            dependencies: ["CompassCore", "IMUSimulator", "WireFormat", "YAML", "Bags", "MessageBus", "Pipeline", "CZeroMQ", "CYAML", "CSQLite", "CZstd", "CLZ4"],
             swiftSettings: [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]
         ),
 
         .testTarget(name: "CompassCoreTests", dependencies: ["CompassCore", "IMUSimulator"]),
         .testTarget(name: "IMUSimulatorTests", dependencies: ["IMUSimulator", "CompassCore"]),
         .testTarget(name: "WireFormatTests", dependencies: ["WireFormat", "YAML", "CompassCore"]),
+        .testTarget(name: "PipelineTests", dependencies: ["Pipeline", "MessageBus", "WireFormat", "Bags", "CompassCore"]),
         .testTarget(name: "BagsTests", dependencies: ["Bags", "WireFormat", "CompassCore", "IMUSimulator"]),
     ],
     swiftLanguageModes: [.v6]

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import CompassCore
 import IMUSimulator
+import Pipeline
 
 let gyroCompassVersion = "0.2.0"
 
@@ -19,8 +20,12 @@ USAGE
       Duration, start and end, message counts, topics with types and rates, compression, size.
   fusion-node bag echo BAG [--topic TOPIC] [--limit N]
       Every message as a JSON line.
+  fusion-node echo ENDPOINT [TOPIC] [--count N] [--latest-only]
+      Subscribe to a pipeline's publisher and print its messages as JSON lines.
   fusion-node bench filter|bag BAG ...                            (fusion-node bench --help)
       Throughput numbers.
+  fusion-node --config pipeline.yaml [--stage NAME | --list-stages | --supervise]
+      Run a pipeline of stages (sources, transforms, sinks) over ZeroMQ; see the README.
   fusion-node --help | --version
 
 OUTPUT of the default pipeline (one line per update)
@@ -72,19 +77,26 @@ do {
     case "--version":
         print("fusion-node \(gyroCompassVersion)")
         for lib in LinkedLibraries.report { print("  \(lib.name) \(lib.version)") }
+    case _ where arguments.contains("--config"):
+        status = try await PipelineCommand.run(arguments)
     case "replay":
-        if arguments.contains("--help") { print(ReplayCommand.usage) } else { status = try ReplayCommand.run(Array(arguments.dropFirst())) }
+        if arguments.contains("--help") { print(ReplayCommand.usage) } else { status = try await ReplayCommand.run(Array(arguments.dropFirst())) }
     case "bag":
         switch arguments.dropFirst().first {
         case "info": status = try BagInfoCommand.run(Array(arguments.dropFirst(2)))
         case "echo": status = try BagEchoCommand.run(Array(arguments.dropFirst(2)))
         default: throw UsageError(message: "usage: fusion-node bag info BAG | fusion-node bag echo BAG [--topic T] [--limit N]")
         }
+    case "echo":
+        status = try EchoCommand.run(Array(arguments.dropFirst()))
     case "bench":
         if arguments.contains("--help") { print(BenchCommand.usage) } else { status = try BenchCommand.run(Array(arguments.dropFirst())) }
     default:
         status = try runDefaultPipeline(arguments)
     }
+} catch let e as PipelineConfigError {
+    writeStandardError("fusion-node: \(e)\n")
+    status = 2
 } catch let e as UsageError {
     writeStandardError("fusion-node: \(e.message)\nTry 'fusion-node --help'.\n")
     status = 2

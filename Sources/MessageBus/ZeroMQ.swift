@@ -1,0 +1,141 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CZeroMQ
+
+/// A libzmq failure, with the operation and endpoint it concerns.
+public struct BusError: Error, Equatable, Sendable, CustomStringConvertible {
+    public let operation: String
+    public let endpoint: String?
+    public let errorNumber: Int32
+    public var description: String {
+        "\(operation)\(endpoint.map { " \($0)" } ?? ""): \(String(cString: zmq_strerror(errorNumber)))"
+    }
+    static func last(_ operation: String, _ endpoint: String? = nil) -> BusError {
+        BusError(operation: operation, endpoint: endpoint, errorNumber: zmq_errno())
+    }
+}
+
+/// A ZeroMQ context: one per process, shared by every socket (inproc endpoints are per context).
+public final class BusContext: @unchecked Sendable {
+    let handle: UnsafeMutableRawPointer
+
+    public init() {
+        handle = zmq_ctx_new()
+    }
+
+    deinit { zmq_ctx_term(handle) }
+
+    /// libzmq's version, e.g. "4.3.4".
+    public static var libraryVersion: String {
+        var a: Int32 = 0, b: Int32 = 0, c: Int32 = 0
+        zmq_version(&a, &b, &c)
+        return "\(a).\(b).\(c)"
+    }
+}
+
+/// One ZeroMQ socket. Not thread-safe: owned by exactly one stage (actor) at a time.
+public final class BusSocket: @unchecked Sendable {
+    public enum Kind: Int32, Sendable {
+        case pub = 1, sub = 2, xpub = 9, xsub = 10
+        var raw: Int32 { rawValue }
+    }
+    let handle: UnsafeMutableRawPointer
+    public let kind: Kind
+    /// The zmq_msg_t lives on the heap at a stable address (messages of 33 bytes or less are stored
+    /// inside the struct itself).
+    private let message = UnsafeMutablePointer<zmq_msg_t>.allocate(capacity: 1)
+    private var closed = false
+
+    public init(_ context: BusContext, _ kind: Kind) throws(BusError) {
+        guard let h = zmq_socket(context.handle, kind.raw) else { throw .last("zmq_socket") }
+        handle = h
+        self.kind = kind
+        zmq_msg_init(message)
+        try setOption(ZMQ_LINGER, 2000)   // a closing publisher gets 2 s to deliver its tail
+    }
+
+    deinit { close() }
+
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        zmq_msg_close(message)
+        message.deallocate()
+        zmq_close(handle)
+    }
+
+    public func setOption(_ option: Int32, _ value: Int32) throws(BusError) {
+        var v = value
+        guard zmq_setsockopt(handle, option, &v, MemoryLayout<Int32>.size) == 0 else { throw .last("zmq_setsockopt(\(option))") }
+    }
+
+    public func setOption(_ option: Int32, bytes: [UInt8]) throws(BusError) {
+        let rc = bytes.withUnsafeBytes { zmq_setsockopt(handle, option, $0.baseAddress, $0.count) }
+        guard rc == 0 else { throw .last("zmq_setsockopt(\(option))") }
+    }
+
+    public func bind(_ endpoint: String) throws(BusError) {
+        guard zmq_bind(handle, endpoint) == 0 else { throw .last("bind", endpoint) }
+    }
+
+    public func connect(_ endpoint: String) throws(BusError) {
+        guard zmq_connect(handle, endpoint) == 0 else { throw .last("connect", endpoint) }
+    }
+
+    /// The endpoint actually bound (resolves tcp://127.0.0.1:* to its port).
+    public var lastEndpoint: String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        var size = buffer.count
+        zmq_getsockopt(handle, ZMQ_LAST_ENDPOINT, &buffer, &size)
+        return String(cString: buffer)
+    }
+
+    /// Subscribes a SUB socket to a topic prefix ([] = everything).
+    public func subscribe(_ prefix: [UInt8]) throws(BusError) { try setOption(ZMQ_SUBSCRIBE, bytes: prefix) }
+
+    /// Sends one frame. Returns false when it would block (HWM reached on a non-dropping XPUB and
+    /// `blocking` is false); throws for real errors.
+    @discardableResult
+    public func send(_ bytes: [UInt8], blocking: Bool = true) throws(BusError) -> Bool {
+        while true {
+            let rc = bytes.withUnsafeBytes { zmq_send(handle, $0.baseAddress, $0.count, blocking ? 0 : ZMQ_DONTWAIT) }
+            if rc >= 0 { return true }
+            let e = zmq_errno()
+            if e == EAGAIN { return false }
+            if e == EINTR { continue }
+            throw BusError(operation: "zmq_send", endpoint: nil, errorNumber: e)
+        }
+    }
+
+    /// Receives one frame, waiting at most `timeoutMilliseconds` (-1 = forever); nil on timeout or
+    /// interruption.
+    public func receive(timeoutMilliseconds: Int32) throws(BusError) -> [UInt8]? {
+        if timeoutMilliseconds >= 0 {
+            var item = zmq_pollitem_t(socket: handle, fd: 0, events: Int16(ZMQ_POLLIN), revents: 0)
+            let n = zmq_poll(&item, 1, Int(timeoutMilliseconds))
+            if n < 0 { if zmq_errno() == EINTR { return nil }; throw .last("zmq_poll") }
+            if n == 0 { return nil }
+        }
+        let rc = zmq_msg_recv(message, handle, timeoutMilliseconds >= 0 ? ZMQ_DONTWAIT : 0)
+        if rc < 0 {
+            let e = zmq_errno()
+            if e == EAGAIN || e == EINTR { return nil }
+            throw BusError(operation: "zmq_msg_recv", endpoint: nil, errorNumber: e)
+        }
+        let size = zmq_msg_size(message)
+        guard size > 0, let data = zmq_msg_data(message) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: data, count: size))
+    }
+}
+
+/// Waits on several sockets at once.
+public enum BusPoller {
+    /// Indices of the sockets with a frame ready, waiting at most `timeoutMilliseconds`.
+    public static func readable(_ sockets: [BusSocket], timeoutMilliseconds: Int32) throws(BusError) -> [Int] {
+        var items = sockets.map { zmq_pollitem_t(socket: $0.handle, fd: 0, events: Int16(ZMQ_POLLIN), revents: 0) }
+        let n = zmq_poll(&items, Int32(items.count), Int(timeoutMilliseconds))
+        if n < 0 { if zmq_errno() == EINTR { return [] }; throw .last("zmq_poll") }
+        return items.indices.filter { items[$0].revents & Int16(ZMQ_POLLIN) != 0 }
+    }
+}

@@ -1,0 +1,144 @@
+import YAML
+
+/// A configuration error: file, line, column and what was expected.
+public struct PipelineConfigError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var file: String
+    public var mark: YAMLMark
+    public var message: String
+    public var description: String { "\(file):\(mark.line):\(mark.column): \(message)" }
+}
+
+/// One stage as configured.
+public struct StageConfig: Sendable {
+    public var name: String
+    public var type: StageType
+    public var inputs: [String]
+    /// Where the stage publishes when stages run in separate processes (ipc:// or tcp://).
+    public var endpoint: String
+    public var settings: StageSettings
+    public var mark: YAMLMark
+}
+
+/// A validated pipeline: stages in dependency order (inputs before the stages that use them).
+public struct PipelineConfig: Sendable {
+    public var file: String
+    public var stages: [StageConfig]
+
+    public func stage(named name: String) -> StageConfig? { stages.first { $0.name == name } }
+
+    /// How many stages read each stage's output.
+    public func consumerCount(of name: String) -> Int { stages.filter { $0.inputs.contains(name) }.count }
+
+    /// Parses and validates a pipeline file's text. `environment` resolves ${VAR} and ${VAR:-default}.
+    public static func parse(_ text: String, file: String, environment: [String: String]) throws(PipelineConfigError) -> PipelineConfig {
+        let root: YAMLNode
+        do {
+            guard let r = try YAMLParser.parse(text, file: file) else {
+                throw PipelineConfigError(file: file, mark: YAMLMark(line: 1, column: 1), message: "empty file: expected a mapping with 'stages'")
+            }
+            root = r
+        } catch let e as YAMLError {
+            throw PipelineConfigError(file: file, mark: e.mark, message: e.message)
+        } catch let e as PipelineConfigError { throw e } catch { throw PipelineConfigError(file: file, mark: YAMLMark(line: 1, column: 1), message: "\(error)") }
+        func fail(_ node: YAMLNode, _ message: String) -> PipelineConfigError { PipelineConfigError(file: file, mark: node.mark, message: message) }
+
+        guard let top = root.mapping else { throw fail(root, "expected a mapping with 'stages', found \(root.kind)") }
+        for (k, _) in top where k.scalar != "stages" && k.scalar != "name" {
+            throw fail(k, "unknown top-level key '\(k.scalar ?? "?")' (expected 'stages' and optionally 'name')")
+        }
+        let pipelineName = try root["name"].map { (n) throws(PipelineConfigError) -> String in
+            guard let s = n.scalar, !n.isNull else { throw fail(n, "'name' must be a string") }
+            return s
+        } ?? (file.split(separator: "/").last.map { String($0.split(separator: ".").first ?? "pipeline") } ?? "pipeline")
+        guard let stagesNode = root["stages"] else { throw fail(root, "missing 'stages' mapping") }
+        guard let entries = stagesNode.mapping, !entries.isEmpty else { throw fail(stagesNode, "'stages' must be a non-empty mapping of stage name to settings") }
+
+        var stages: [StageConfig] = []
+        for (key, body) in entries {
+            guard let name = key.scalar, !key.isNull, !name.isEmpty else { throw fail(key, "a stage name must be a non-empty string") }
+            guard name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }) else {
+                throw fail(key, "stage name '\(name)' may contain only letters, digits, '_' and '-'")
+            }
+            guard body.mapping != nil else { throw fail(body, "stage '\(name)' must be a mapping with a 'type', found \(body.kind)") }
+            guard let typeNode = body["type"] else { throw fail(body, "stage '\(name)' has no 'type' (one of \(StageType.allCases.map(\.rawValue).joined(separator: ", ")))") }
+            guard let typeName = typeNode.scalar, let type = StageType(rawValue: typeName) else {
+                throw fail(typeNode, "unknown stage type '\(typeNode.scalar ?? typeNode.kind)' for stage '\(name)' (expected one of \(StageType.allCases.map(\.rawValue).joined(separator: ", ")))")
+            }
+            var inputs: [String] = []
+            if let inputsNode = body["inputs"] {
+                guard let items = inputsNode.sequence else { throw fail(inputsNode, "'inputs' of stage '\(name)' must be a list of stage names") }
+                for item in items {
+                    guard let s = item.scalar, !item.isNull else { throw fail(item, "an input must be a stage name") }
+                    inputs.append(try substitute(s, item, environment, file))
+                }
+            }
+            if type.isSource && !inputs.isEmpty { throw fail(body["inputs"]!, "stage '\(name)' is a \(type.rawValue) source and takes no inputs") }
+            if !type.isSource && inputs.isEmpty { throw fail(body, "stage '\(name)' (\(type.rawValue)) needs 'inputs'") }
+            var endpoint = "ipc:///tmp/gyrocompass-\(pipelineName)-\(name)"
+            if let e = body["endpoint"] {
+                guard let s = e.scalar, !e.isNull else { throw fail(e, "'endpoint' must be a string such as ipc:///tmp/x or tcp://127.0.0.1:5601") }
+                endpoint = try substitute(s, e, environment, file)
+                guard endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("tcp://") || endpoint.hasPrefix("inproc://") else {
+                    throw fail(e, "endpoint '\(endpoint)' must start with ipc://, tcp:// or inproc://")
+                }
+            }
+            var settingNodes: [(key: YAMLNode, value: YAMLNode)] = []
+            for (k, v) in body.mapping! where !["type", "inputs", "endpoint"].contains(k.scalar ?? "") { settingNodes.append((k, v)) }
+            let settings = try StageSettings(type: type, stage: name, at: body.mark, nodes: settingNodes, file: file, environment: environment)
+            if stages.contains(where: { $0.name == name }) { throw fail(key, "duplicate stage name '\(name)'") }
+            stages.append(StageConfig(name: name, type: type, inputs: inputs, endpoint: endpoint, settings: settings, mark: key.mark))
+        }
+        // Inputs must exist, must not be sinks, and the graph must have no cycle.
+        for s in stages {
+            for input in s.inputs {
+                guard let upstream = stages.first(where: { $0.name == input }) else {
+                    throw PipelineConfigError(file: file, mark: s.mark, message: "stage '\(s.name)' reads unknown input '\(input)' (stages: \(stages.map(\.name).joined(separator: ", ")))")
+                }
+                if upstream.type.isSink { throw PipelineConfigError(file: file, mark: s.mark, message: "stage '\(s.name)' reads '\(input)', a \(upstream.type.rawValue) sink, which publishes nothing") }
+                if input == s.name { throw PipelineConfigError(file: file, mark: s.mark, message: "stage '\(s.name)' reads itself") }
+            }
+        }
+        var ordered: [StageConfig] = []
+        var placed = Set<String>()
+        while ordered.count < stages.count {
+            guard let next = stages.first(where: { !placed.contains($0.name) && $0.inputs.allSatisfy(placed.contains) }) else {
+                let stuck = stages.filter { !placed.contains($0.name) }
+                throw PipelineConfigError(file: file, mark: stuck[0].mark, message: "the stages \(stuck.map(\.name).joined(separator: ", ")) form a cycle through their inputs")
+            }
+            ordered.append(next); placed.insert(next.name)
+        }
+        let endpoints = Dictionary(grouping: ordered.filter { !$0.type.isSink }, by: \.endpoint)
+        if let clash = endpoints.first(where: { $0.value.count > 1 }) {
+            throw PipelineConfigError(file: file, mark: clash.value[1].mark, message: "stages \(clash.value.map(\.name).joined(separator: " and ")) share the endpoint \(clash.key)")
+        }
+        return PipelineConfig(file: file, stages: ordered)
+    }
+}
+
+/// Replaces ${VAR} and ${VAR:-default}; an unset variable without a default is an error.
+func substitute(_ text: String, _ node: YAMLNode, _ environment: [String: String], _ file: String) throws(PipelineConfigError) -> String {
+    let chars = Array(text)
+    guard chars.count > 1 else { return text }
+    var out = ""
+    var i = 0
+    while i < chars.count {
+        guard chars[i] == "$", i + 1 < chars.count, chars[i + 1] == "{" else { out.append(chars[i]); i += 1; continue }
+        guard let close = chars[(i + 2)...].firstIndex(of: "}") else {
+            throw PipelineConfigError(file: file, mark: node.mark, message: "unterminated '${' in '\(text)'")
+        }
+        let inner = Array(chars[(i + 2)..<close])
+        var name = inner[...], fallback: ArraySlice<Character>? = nil
+        if let sep = inner.indices.first(where: { $0 + 1 < inner.count && inner[$0] == ":" && inner[$0 + 1] == "-" }) {
+            name = inner[..<sep]; fallback = inner[(sep + 2)...]
+        }
+        let variable = String(name)
+        guard !variable.isEmpty, variable.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }) else {
+            throw PipelineConfigError(file: file, mark: node.mark, message: "invalid variable name '\(variable)' in '\(text)'")
+        }
+        if let v = environment[variable], !(v.isEmpty && fallback != nil) { out += v }
+        else if let fallback { out += String(fallback) }
+        else { throw PipelineConfigError(file: file, mark: node.mark, message: "environment variable \(variable) is not set and '\(text)' gives no default (${\(variable):-default})") }
+        i = close + 1
+    }
+    return out
+}

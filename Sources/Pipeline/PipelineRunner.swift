@@ -1,0 +1,59 @@
+import Foundation
+import MessageBus
+
+/// Runs a validated pipeline: every stage in this process (inproc transport), or one stage on the
+/// endpoints the configuration gives (ipc or tcp), connecting to its inputs' endpoints.
+public enum PipelineRunner {
+    /// Logs to stderr, one line per call.
+    public static let standardErrorLog: @Sendable (String) -> Void = { line in
+        FileHandle.standardError.write(Data(("fusion-node: " + line + "\n").utf8))
+    }
+
+    /// All stages in this process. Returns each stage's report once every stage has finished.
+    public static func runAll(_ config: PipelineConfig, log: @escaping @Sendable (String) -> Void = standardErrorLog) async throws -> [StageReport] {
+        let context = BusContext()
+        let prefix = "inproc://\(UInt32.random(in: 0...UInt32.max))-"
+        let actors = config.stages.map { s in
+            StageActor(config: s, wiring: StageWiring(bind: s.type.isSink ? nil : prefix + s.name,
+                                                      inputs: s.inputs.map { ($0, prefix + $0) },
+                                                      expectedSubscribers: config.consumerCount(of: s.name)),
+                       context: context, log: log)
+        }
+        return try await runActors(actors)
+    }
+
+    /// One stage, on its configured endpoint.
+    public static func runStage(_ config: PipelineConfig, named name: String, log: @escaping @Sendable (String) -> Void = standardErrorLog) async throws -> StageReport {
+        guard let s = config.stage(named: name) else { throw PipelineRunError.unknownStage(name, available: config.stages.map(\.name)) }
+        let inputs = s.inputs.map { input in (input, config.stage(named: input)!.endpoint) }
+        let actor = StageActor(config: s, wiring: StageWiring(bind: s.type.isSink ? nil : s.endpoint, inputs: inputs,
+                                                              expectedSubscribers: config.consumerCount(of: s.name)),
+                               context: BusContext(), log: log)
+        return try await runActors([actor])[0]
+    }
+
+    static func runActors(_ actors: [StageActor]) async throws -> [StageReport] {
+        try await withThrowingTaskGroup(of: Result<StageReport, Error>.self) { group in
+            for a in actors {
+                group.addTask {
+                    do { return .success(try await a.run()) } catch {
+                        // One stage failed: ask the others to stop rather than wait for it forever.
+                        PipelineSignals.requestStop()
+                        return .failure(PipelineRunError.stageFailed(stage: a.config.name, reason: "\(error)"))
+                    }
+                }
+            }
+            var reports: [StageReport] = []
+            var firstError: Error?
+            for try await r in group {
+                switch r {
+                case .success(let report): reports.append(report)
+                case .failure(let e): if firstError == nil { firstError = e }
+                }
+            }
+            if let firstError { throw firstError }
+            let order = actors.map(\.config.name)
+            return reports.sorted { order.firstIndex(of: $0.stage)! < order.firstIndex(of: $1.stage)! }
+        }
+    }
+}

@@ -1,0 +1,176 @@
+import Foundation
+import MessageBus
+import CZeroMQ
+
+/// What a stage did, for the end-of-run report (stderr) and the tests.
+public struct StageReport: Sendable, CustomStringConvertible {
+    public var stage: String
+    public var received = 0
+    public var published = 0
+    public var malformed = 0
+    public var unexpected = 0
+    public var dropped = 0
+    public var notes: [String] = []
+    public var description: String {
+        "\(stage): received \(received), published \(published)"
+            + (malformed > 0 ? ", malformed \(malformed)" : "") + (unexpected > 0 ? ", unexpected \(unexpected)" : "")
+            + (dropped > 0 ? ", dropped \(dropped)" : "") + (notes.isEmpty ? "" : "; " + notes.joined(separator: "; "))
+    }
+}
+
+/// Thrown inside a source to end it early (stop requested).
+struct StopRequested: Error {}
+
+/// Where a stage publishes and what it connects to.
+struct StageWiring {
+    var bind: String?
+    var inputs: [(name: String, endpoint: String)]
+    /// Subscriptions to wait for before publishing (the stages reading this one).
+    var expectedSubscribers: Int
+}
+
+/// One pipeline stage: an actor on its own thread that owns its sockets and its logic.
+actor StageActor {
+    nonisolated let executor: ThreadExecutor
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    let config: StageConfig
+    let wiring: StageWiring
+    let context: BusContext
+    let log: @Sendable (String) -> Void
+
+    init(config: StageConfig, wiring: StageWiring, context: BusContext, log: @escaping @Sendable (String) -> Void) {
+        self.config = config; self.wiring = wiring; self.context = context; self.log = log
+        executor = ThreadExecutor(name: "stage-\(config.name)")
+    }
+
+    /// Runs the stage to the end of its stream (or a stop request) and reports.
+    func run() throws -> StageReport {
+        defer { executor.shutdown() }
+        var report = StageReport(stage: config.name)
+        // The logic first: a bag that cannot be opened fails before anyone waits for this stage.
+        let logic = try makeStageLogic(config, log: log)
+        let output = try wiring.bind.map { endpoint -> BusSocket in
+            let s = try BusSocket(context, .xpub)
+            try s.setOption(ZMQ_SNDHWM, 10_000)
+            try s.setOption(ZMQ_XPUB_NODROP, 1)      // back-pressure instead of silent drops
+            try s.setOption(ZMQ_XPUB_VERBOSE, 1)     // see every subscription
+            do { try s.bind(endpoint) } catch { throw PipelineRunError.cannotBind(stage: config.name, endpoint: endpoint, reason: "\(error)") }
+            return s
+        }
+        defer { output?.close() }
+        var inputs: [BusSocket] = []
+        defer { inputs.forEach { $0.close() } }
+        for (_, endpoint) in wiring.inputs {
+            let s = try BusSocket(context, .sub)
+            try s.setOption(ZMQ_RCVHWM, 10_000)
+            try s.subscribe([])
+            try s.connect(endpoint)
+            inputs.append(s)
+        }
+        if let output { try waitForSubscribers(output, count: wiring.expectedSubscribers) }
+
+        var publisher = Publisher(socket: output, stage: config.name)
+        if let source = logic as? SourceLogic {
+            do {
+                try source.run { frames throws in
+                    if PipelineSignals.stopRequested { throw StopRequested() }
+                    try publisher.publish(frames, report: &report)
+                }
+            } catch is StopRequested {
+                report.notes.append("stopped on request")
+            }
+            try publisher.publish(try source.finish(), report: &report)
+        } else if let transform = logic as? TransformLogic {
+            try consume(inputs, transform, &publisher, &report)
+        }
+        try publisher.publish([WireFrame.endOfStream(from: config.name)], report: &report, counted: false)
+        report.notes += logic.notes
+        return report
+    }
+
+    /// Reads every input until each has ended (or a stop request has gone unanswered for 2 s).
+    func consume(_ inputs: [BusSocket], _ transform: TransformLogic, _ publisher: inout Publisher, _ report: inout StageReport) throws {
+        var open = Set(inputs.indices)
+        var stopSeen: Double?
+        while !open.isEmpty {
+            let ready = try BusPoller.readable(inputs, timeoutMilliseconds: 100)
+            if ready.isEmpty, PipelineSignals.stopRequested {
+                let now = ProcessInfo.processInfo.systemUptime
+                if stopSeen == nil { stopSeen = now }
+                if now - stopSeen! > 2 { report.notes.append("stopped without end of stream from \(open.map { wiring.inputs[$0].name }.joined(separator: ", "))"); break }
+            }
+            for i in ready {
+                // Drain what is queued on this input, then publish it as one batch.
+                var outgoing: [WireFrame] = []
+                var drained = 0
+                while drained < 256, let bytes = try inputs[i].receive(timeoutMilliseconds: 0) {
+                    drained += 1
+                    let frames: [WireFrame]
+                    do { frames = try WireFrame.decode(bytes).unbatched() } catch {
+                        report.malformed += 1
+                        log("\(config.name): malformed frame from '\(wiring.inputs[i].name)' (\(bytes.count) bytes): \(error)")
+                        continue
+                    }
+                    for frame in frames {
+                        if frame.isEndOfStream { open.remove(i); continue }
+                        report.received += 1
+                        do {
+                            outgoing += try transform.process(frame)
+                        } catch let e as UnexpectedFrame {
+                            report.unexpected += 1
+                            if report.unexpected <= 10 { log("\(config.name): \(e) on topic '\(frame.topic)' from '\(wiring.inputs[i].name)'") }
+                        }
+                    }
+                }
+                try publisher.publish(outgoing, report: &report)
+            }
+        }
+        try publisher.publish(try transform.finish(), report: &report)
+    }
+
+    func waitForSubscribers(_ socket: BusSocket, count: Int) throws {
+        var seen = 0
+        var waited = 0
+        while seen < count {
+            if PipelineSignals.stopRequested { return }
+            guard let message = try socket.receive(timeoutMilliseconds: 500) else {
+                waited += 1
+                if waited % 10 == 0 { log("\(config.name): waiting for \(count - seen) of \(count) subscriber(s) on \(wiring.bind ?? "?")") }
+                continue
+            }
+            if message.first == 1 { seen += 1 }
+        }
+    }
+}
+
+/// Publishes frames with back-pressure: batches of several frames go out as one bus message.
+struct Publisher {
+    let socket: BusSocket?
+    let stage: String
+
+    mutating func publish(_ frames: [WireFrame], report: inout StageReport, counted: Bool = true) throws {
+        guard let socket, !frames.isEmpty else { return }
+        let message = frames.count == 1 ? frames[0] : WireFrame.batch(frames)
+        let bytes = message.encoded()
+        while try !socket.send(bytes, blocking: false) {
+            // The slowest subscriber's queue is full: wait for room, draining subscription messages.
+            _ = try socket.receive(timeoutMilliseconds: 1)
+            if PipelineSignals.stopRequested && !counted { return }
+        }
+        if counted { report.published += frames.count }
+    }
+}
+
+/// Why a run could not start or finish.
+public enum PipelineRunError: Error, CustomStringConvertible {
+    case cannotBind(stage: String, endpoint: String, reason: String)
+    case unknownStage(String, available: [String])
+    case stageFailed(stage: String, reason: String)
+    public var description: String {
+        switch self {
+        case .cannotBind(let s, let e, let r): return "stage '\(s)' cannot bind \(e): \(r)"
+        case .unknownStage(let s, let a): return "no stage '\(s)' in the pipeline (stages: \(a.joined(separator: ", ")))"
+        case .stageFailed(let s, let r): return "stage '\(s)' failed: \(r)"
+        }
+    }
+}

@@ -1,0 +1,323 @@
+import Foundation
+import CompassCore
+import IMUSimulator
+import WireFormat
+import Bags
+import MessageBus
+
+/// Behaviour shared by all stage logics; each lives on its stage's thread only.
+class StageLogicBase: @unchecked Sendable {
+    var notes: [String] = []
+}
+
+/// A source: drives the stream, handing frames to `emit` (which applies back-pressure).
+protocol SourceLogic: StageLogicBase {
+    func run(emit: ([WireFrame]) throws -> Void) throws
+    func finish() throws -> [WireFrame]
+}
+
+/// A transform or sink: turns each input frame into output frames (none for sinks).
+protocol TransformLogic: StageLogicBase {
+    func process(_ frame: WireFrame) throws -> [WireFrame]
+    /// Called once every input has ended: flush and return the last frames.
+    func finish() throws -> [WireFrame]
+}
+
+/// A frame a stage does not handle (type or encoding), counted and logged, never fatal.
+struct UnexpectedFrame: Error, CustomStringConvertible {
+    let reason: String
+    var description: String { reason }
+}
+
+/// Topic names inside a pipeline.
+public enum PipelineTopics {
+    public static let imuRaw = "imu/data_raw"
+    public static let magnetometer = "imu/mag"
+    public static let heading = "heading"
+    public static let imuFused = "imu/data"
+}
+
+func makeStageLogic(_ config: StageConfig, log: @escaping @Sendable (String) -> Void) throws -> StageLogicBase {
+    let s = config.settings
+    switch config.type {
+    case .simulator: return SimulatorSource(s)
+    case .bag: return try BagSource(s, log: log)
+    case .lines: return try LinesSource(s, log: log)
+    case .calibration: return CalibrationStage(s)
+    case .gating: return GatingStage(s)
+    case .fusion: return FusionStage(s)
+    case .stdout: return StdoutSink(s)
+    case .csv: return try CSVSink(s)
+    case .record: return try RecordSink(s)
+    case .publish: return try PublishSink(s, log: log)
+    }
+}
+
+// MARK: - Shared message building
+
+func imuFrame(_ m: ImuMessage, topic: String = PipelineTopics.imuRaw) -> WireFrame {
+    WireFrame(topic: topic, type: ImuMessage.typeName, encoding: "cdr", payload: m.cdr())
+}
+
+func magFrame(_ m: MagneticFieldMessage) -> WireFrame {
+    WireFrame(topic: PipelineTopics.magnetometer, type: MagneticFieldMessage.typeName, encoding: "cdr", payload: m.cdr())
+}
+
+/// The two outputs of a fusion update: gyrocompass_msgs/Heading and sensor_msgs/Imu with orientation.
+public enum FusionMessages {
+    public static func heading(_ o: FusionOutput, header: RosHeader, field: Vector3?) -> HeadingMessage {
+        HeadingMessage(header: header, magneticHeading: o.headingDegrees ?? .nan, trueHeading: .nan,
+                       headingAccuracy: o.headingAccuracyDegrees ?? .nan, declination: .nan, orientation: o.orientation,
+                       magneticField: field.map { $0 * 1e-6 } ?? Vector3(.nan, .nan, .nan),
+                       source: HeadingMessage.Source.fusion.rawValue, flags: o.flags.rawValue)
+    }
+
+    /// Orientation covariance: only the heading (about z) is estimated; x and y stay 0 (unknown).
+    public static func imu(_ o: FusionOutput, header: RosHeader, sample: ImuSample) -> ImuMessage {
+        let zVariance = o.headingVarianceDegrees2.map { $0 * radiansPerDegree * radiansPerDegree } ?? 0
+        return ImuMessage(header: header, orientation: o.orientation, orientationCovariance: [0, 0, 0, 0, 0, 0, 0, 0, zVariance],
+                          angularVelocity: sample.angularVelocity - o.gyroBias, angularVelocityCovariance: [Double](repeating: 0, count: 9),
+                          linearAcceleration: sample.specificForce, linearAccelerationCovariance: [Double](repeating: 0, count: 9))
+    }
+}
+
+// MARK: - Sources
+
+/// The seeded simulator as a source.
+final class SimulatorSource: StageLogicBase, SourceLogic {
+    let settings: StageSettings
+    init(_ s: StageSettings) { settings = s }
+
+    func scenario() -> SimulationScenario {
+        var s = SimulationScenario()
+        s.seed = UInt64(max(0, settings.integer("seed")))
+        s.sampleRateHz = settings.number("rate_hz")
+        s.startHeadingDegrees = 30
+        switch settings.string("scenario") {
+        case "figure_eight": s.motion = [.rest(seconds: 2), .figureEight(seconds: 10)]
+        case "walking": s.motion = [.rest(seconds: 2), .walking(seconds: 30, stepsPerSecond: 1.8), .turn(degreesPerSecond: 30, seconds: 6)]
+        case "rest": s.motion = [.rest(seconds: 60)]
+        default:
+            s.motion = [.rest(seconds: 3), .turn(degreesPerSecond: 45, seconds: 4),
+                        .moveTo(headingDegrees: 120, pitchDegrees: 20, rollDegrees: -15, seconds: 2), .rest(seconds: 2),
+                        .walking(seconds: 6, stepsPerSecond: 1.8), .figureEight(seconds: 8),
+                        .moveTo(headingDegrees: 30, pitchDegrees: 0, rollDegrees: 0, seconds: 2)]
+            s.disturbances = [ScheduledDisturbance(startSeconds: 16, durationSeconds: 3, fieldMicrotesla: Vector3(20, 0, 0))]
+        }
+        s.loops = true
+        s.startTime = 1_700_000_000
+        return s
+    }
+
+    func run(emit: ([WireFrame]) throws -> Void) throws {
+        var sim = IMUSimulator(scenario: scenario())
+        let rate = settings.number("rate_hz")
+        let total = settings.number("duration") > 0 ? Int((settings.number("duration") * rate).rounded()) : Int.max
+        let realtime = settings.bool("realtime")
+        let started = ProcessInfo.processInfo.systemUptime
+        var batch: [WireFrame] = []
+        var k = 0
+        while k < total, let x = sim.next() {
+            let header = RosHeader(stamp: RosTime(seconds: x.imu.timestamp), frameId: "imu_link")
+            batch.append(imuFrame(ImuMessage(header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0),
+                                              orientationCovariance: [-1, 0, 0, 0, 0, 0, 0, 0, 0], angularVelocity: x.imu.angularVelocity,
+                                              angularVelocityCovariance: [], linearAcceleration: x.imu.specificForce, linearAccelerationCovariance: [])))
+            batch.append(magFrame(MagneticFieldMessage(header: header, magneticField: x.magnetometer.fieldMicrotesla * 1e-6, magneticFieldCovariance: [])))
+            k += 1
+            if realtime {
+                try emit(batch); batch.removeAll(keepingCapacity: true)
+                let ahead = Double(k) / rate - (ProcessInfo.processInfo.systemUptime - started)
+                if ahead > 0 { usleep(UInt32(ahead * 1e6)) }
+            } else if batch.count >= 64 {
+                try emit(batch); batch.removeAll(keepingCapacity: true)
+            }
+        }
+        try emit(batch)
+    }
+
+    func finish() throws -> [WireFrame] { [] }
+}
+
+/// A recorded bag as a source: its IMU and magnetometer messages, remapped to the pipeline's topics,
+/// forwarded as stored (no re-encoding), paced by log time when `rate` > 0.
+final class BagSource: StageLogicBase, SourceLogic {
+    let settings: StageSettings
+    let bag: BagReader
+    let log: @Sendable (String) -> Void
+    init(_ s: StageSettings, log: @escaping @Sendable (String) -> Void) throws {
+        settings = s
+        self.log = log
+        bag = try BagReader(path: s.string("path"))
+    }
+
+    func run(emit: ([WireFrame]) throws -> Void) throws {
+        let imuTopic = settings.string("imu_topic"), magTopic = settings.string("mag_topic")
+        var options = BagReadOptions()
+        options.topics = [imuTopic, magTopic]
+        options.salvage = settings.bool("salvage")
+        var first: UInt64?
+        struct Stop: Error {}
+        do { try bag.forEachMessage(options) { first = $0.logTime; throw Stop() } } catch is Stop {}
+        guard let first else { notes.append("no messages on \(imuTopic) or \(magTopic)"); return }
+        if settings.number("start") > 0 { options.startTime = first + UInt64(settings.number("start") * 1e9) }
+        if settings.number("duration") > 0 { options.endTime = (options.startTime ?? first) + UInt64(settings.number("duration") * 1e9) }
+        let rate = settings.number("rate")
+        let logTime = settings.string("time") == "log"
+        let total = try bag.topics().filter { $0.name == imuTopic || $0.name == magTopic }.reduce(0) { $0 + $1.messageCount }
+        var progress = Progress(total: settings.bool("progress") ? total : 0)
+        repeat {
+            var batch: [WireFrame] = []
+            var startWall: Double?, startLog: UInt64 = 0
+            try bag.forEachMessage(options) { m in
+                let topic = m.topic == imuTopic ? PipelineTopics.imuRaw : PipelineTopics.magnetometer
+                var payload = m.data
+                if logTime && payload.count >= 12 && m.encoding == "cdr" {
+                    // The header stamp (int32 sec, uint32 nanosec, little endian) follows the 4-byte encapsulation.
+                    let sec = UInt32(truncatingIfNeeded: m.logTime / 1_000_000_000), ns = UInt32(m.logTime % 1_000_000_000)
+                    for i in 0..<4 { payload[4 + i] = UInt8(truncatingIfNeeded: sec >> (8 * i)); payload[8 + i] = UInt8(truncatingIfNeeded: ns >> (8 * i)) }
+                }
+                batch.append(WireFrame(topic: topic, type: m.type, encoding: m.encoding, payload: payload))
+                progress.advance()
+                if rate > 0 {
+                    if startWall == nil { startWall = ProcessInfo.processInfo.systemUptime; startLog = m.logTime }
+                    let due = Double(m.logTime - startLog) * 1e-9 / rate
+                    let ahead = due - (ProcessInfo.processInfo.systemUptime - startWall!)
+                    if ahead > 0.0005 { try emit(batch); batch.removeAll(keepingCapacity: true); usleep(UInt32(ahead * 1e6)) }
+                } else if batch.count >= 128 {
+                    try emit(batch); batch.removeAll(keepingCapacity: true)
+                }
+            }
+            try emit(batch)
+            for d in bag.damage { log("bag: damage: \(d)") }
+        } while settings.bool("loop") && !PipelineSignals.stopRequested
+        progress.finish()
+    }
+
+    func finish() throws -> [WireFrame] { [] }
+}
+
+/// Text lines from stdin or a serial device, one sample per line:
+///   t,gx,gy,gz,ax,ay,az,mx,my,mz      (seconds, rad/s, m/s^2, tesla)
+/// or the same fields as an NMEA-style sentence "$GCIMU,t,...,mz*HH" with the usual XOR checksum.
+/// Malformed lines are counted and logged with their line number.
+final class LinesSource: StageLogicBase, SourceLogic {
+    let handle: FileHandle
+    let device: String
+    let log: @Sendable (String) -> Void
+    var malformed = 0
+
+    init(_ s: StageSettings, log: @escaping @Sendable (String) -> Void) throws {
+        self.log = log
+        device = s.string("device")
+        if device == "-" {
+            handle = FileHandle.standardInput
+        } else {
+            let fd = open(device, O_RDONLY | O_NOCTTY)
+            guard fd >= 0 else { throw PipelineRunError.stageFailed(stage: "lines", reason: "cannot open \(device): \(String(cString: strerror(errno)))") }
+            if isatty(fd) == 1 {
+                var tio = termios()
+                tcgetattr(fd, &tio)
+                cfmakeraw(&tio)
+                let speeds: [Int: speed_t] = [9600: speed_t(B9600), 19200: speed_t(B19200), 38400: speed_t(B38400), 57600: speed_t(B57600),
+                                              115200: speed_t(B115200), 230400: speed_t(B230400), 460800: speed_t(B460800), 921600: speed_t(B921600)]
+                guard let speed = speeds[s.integer("baud")] else {
+                    throw PipelineRunError.stageFailed(stage: "lines", reason: "unsupported baud \(s.integer("baud")) (use \(speeds.keys.sorted().map(String.init).joined(separator: ", ")))")
+                }
+                cfsetispeed(&tio, speed); cfsetospeed(&tio, speed)
+                tcsetattr(fd, TCSANOW, &tio)
+            }
+            handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        }
+    }
+
+    /// Parses one line; nil with a reason for a bad one.
+    static func parse(_ line: Substring) -> Result<(Double, Vector3, Vector3, Vector3), UnexpectedFrame> {
+        var body = line
+        if body.hasPrefix("$") {
+            guard let star = body.lastIndex(of: "*") else { return .failure(UnexpectedFrame(reason: "sentence without '*' checksum")) }
+            let payload = body[body.index(after: body.startIndex)..<star]
+            let given = body[body.index(after: star)...].trimmingCharacters(in: .whitespaces)
+            let sum = payload.utf8.reduce(UInt8(0)) { $0 ^ $1 }
+            guard let expected = UInt8(given, radix: 16), expected == sum else {
+                return .failure(UnexpectedFrame(reason: "checksum \(given) does not match \(String(sum, radix: 16, uppercase: true))"))
+            }
+            guard payload.hasPrefix("GCIMU,") else { return .failure(UnexpectedFrame(reason: "unknown sentence \(payload.prefix(6))")) }
+            body = payload.dropFirst(6)
+        }
+        let fields = body.split(separator: ",", omittingEmptySubsequences: false).map { Double($0.trimmingCharacters(in: .whitespaces)) }
+        guard fields.count == 10 else { return .failure(UnexpectedFrame(reason: "expected 10 comma-separated numbers, found \(fields.count) fields")) }
+        guard let values = Optional(fields.compactMap { $0 }), values.count == 10, values.allSatisfy(\.isFinite) else {
+            return .failure(UnexpectedFrame(reason: "a field is not a finite number"))
+        }
+        return .success((values[0], Vector3(values[1], values[2], values[3]), Vector3(values[4], values[5], values[6]), Vector3(values[7], values[8], values[9])))
+    }
+
+    func run(emit: ([WireFrame]) throws -> Void) throws {
+        var pending = Data()
+        var lineNumber = 0
+        while !PipelineSignals.stopRequested {
+            let chunk = handle.availableData
+            if chunk.isEmpty { break }   // end of file
+            pending.append(chunk)
+            var frames: [WireFrame] = []
+            while let newline = pending.firstIndex(of: 0x0A) {
+                let lineData = pending[pending.startIndex..<newline]
+                pending.removeSubrange(pending.startIndex...newline)
+                lineNumber += 1
+                let text = String(decoding: lineData, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                if text.isEmpty || text.hasPrefix("#") { continue }
+                switch Self.parse(Substring(text)) {
+                case .success(let (t, gyro, accel, mag)):
+                    let header = RosHeader(stamp: RosTime(seconds: t), frameId: "imu_link")
+                    frames.append(imuFrame(ImuMessage(header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0),
+                                                      orientationCovariance: [-1, 0, 0, 0, 0, 0, 0, 0, 0], angularVelocity: gyro,
+                                                      angularVelocityCovariance: [], linearAcceleration: accel, linearAccelerationCovariance: [])))
+                    frames.append(magFrame(MagneticFieldMessage(header: header, magneticField: mag, magneticFieldCovariance: [])))
+                case .failure(let why):
+                    malformed += 1
+                    if malformed <= 20 { log("lines: \(device) line \(lineNumber): \(why)") }
+                }
+            }
+            try emit(frames)
+        }
+        if malformed > 0 { notes.append("\(malformed) malformed line(s)") }
+    }
+
+    func finish() throws -> [WireFrame] { [] }
+}
+
+/// A progress line on stderr (elapsed, rate, ETA), only when stderr is a terminal.
+struct Progress {
+    let total: Int
+    let enabled: Bool
+    var done = 0
+    var lastDrawn = 0.0
+    let started = ProcessInfo.processInfo.systemUptime
+    init(total: Int) { self.total = total; enabled = total > 0 && isatty(2) == 1 }
+
+    mutating func advance() {
+        done += 1
+        guard enabled, done % 1024 == 0 else { return }
+        let now = ProcessInfo.processInfo.systemUptime
+        guard now - lastDrawn > 0.1 else { return }
+        lastDrawn = now
+        draw(now)
+    }
+
+    func draw(_ now: Double) {
+        let elapsed = now - started
+        let fraction = min(1, Double(done) / Double(max(total, 1)))
+        let rate = elapsed > 0 ? Double(done) / elapsed : 0
+        let eta = rate > 0 ? Double(total - done) / rate : 0
+        let filled = Int(fraction * 30)
+        let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: 30 - filled)
+        let numbers = String(format: "%5.1f%% %6.1fs %9.0f msg/s ETA %5.1fs ", fraction * 100, elapsed, rate, max(0, eta))
+        FileHandle.standardError.write(Data("\r[\(bar)] \(numbers)".utf8))
+    }
+
+    func finish() {
+        guard enabled else { return }
+        draw(ProcessInfo.processInfo.systemUptime)
+        FileHandle.standardError.write(Data("\n".utf8))
+    }
+}

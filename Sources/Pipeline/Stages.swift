@@ -1,0 +1,339 @@
+import Foundation
+import CompassCore
+import WireFormat
+import Bags
+import MessageBus
+import CZeroMQ
+
+func requireCDR(_ frame: WireFrame, _ type: String) throws -> [UInt8] {
+    guard frame.type == type else { throw UnexpectedFrame(reason: "expected \(type), got \(frame.type)") }
+    guard frame.encoding == "cdr" else { throw UnexpectedFrame(reason: "expected cdr encoding, got \(frame.encoding)") }
+    return frame.payload
+}
+
+func decoded<M: RosMessage>(_ frame: WireFrame, as _: M.Type) throws -> M {
+    let bytes = try requireCDR(frame, M.typeName)
+    do { return try M(cdrBytes: bytes) } catch { throw UnexpectedFrame(reason: "undecodable \(M.typeName): \(error)") }
+}
+
+// MARK: - Transforms
+
+/// Applies a fixed hard- and soft-iron calibration to the magnetometer; everything else passes.
+final class CalibrationStage: StageLogicBase, TransformLogic {
+    let calibration: MagnetometerCalibration
+    init(_ s: StageSettings) {
+        let h = s.numberList("hard_iron_ut"), m = s.numberList("soft_iron")
+        calibration = MagnetometerCalibration(hardIronOffsetMicrotesla: Vector3(h[0], h[1], h[2]),
+                                              softIronCorrection: Matrix3(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8]),
+                                              fieldRadiusMicrotesla: 0)
+    }
+    func process(_ frame: WireFrame) throws -> [WireFrame] {
+        guard frame.topic == PipelineTopics.magnetometer else { return [frame] }
+        var m = try decoded(frame, as: MagneticFieldMessage.self)
+        m.magneticField = calibration.apply(m.magneticField * 1e6) * 1e-6
+        return [magFrame(m)]
+    }
+    func finish() throws -> [WireFrame] { [] }
+}
+
+/// Flags magnetometer samples whose strength or dip disagrees with the expected field (tilt from the
+/// accelerometer of the latest IMU sample); counts them and optionally drops them.
+final class GatingStage: StageLogicBase, TransformLogic {
+    var check: InterferenceCheck?
+    let drop: Bool
+    var latestForce: Vector3?
+    var learning: [(Double, Double)] = []
+    var learningStart: Double?
+    var flagged = 0, assessed = 0, periods = 0, inPeriod = false
+    init(_ s: StageSettings) {
+        drop = s.bool("drop")
+        super.init()
+        if s.number("expected_strength_ut") > 0 {
+            check = InterferenceCheck(expectedStrengthMicrotesla: s.number("expected_strength_ut"), expectedDipDegrees: s.number("expected_dip_deg"),
+                                      strengthTolerance: s.number("strength_tolerance"), dipToleranceDegrees: s.number("dip_tolerance_deg"))
+        } else {
+            check = nil
+            tolerance = (s.number("strength_tolerance"), s.number("dip_tolerance_deg"))
+        }
+    }
+    var tolerance = (0.15, 5.0)
+
+    func process(_ frame: WireFrame) throws -> [WireFrame] {
+        if frame.topic == PipelineTopics.imuRaw {
+            latestForce = try decoded(frame, as: ImuMessage.self).linearAcceleration
+            return [frame]
+        }
+        guard frame.topic == PipelineTopics.magnetometer, let force = latestForce else { return [frame] }
+        let m = try decoded(frame, as: MagneticFieldMessage.self)
+        let field = m.magneticField * 1e6
+        guard let check else {
+            // Learn the expected field from the first second.
+            let t = m.header.stamp.seconds
+            if learningStart == nil { learningStart = t }
+            if let r = try? TiltCompensatedCompass.reading(field: field, specificForce: force).get() { learning.append((r.fieldStrength, r.dipDegrees)) }
+            if t - learningStart! >= 1, !learning.isEmpty {
+                let n = Double(learning.count)
+                self.check = InterferenceCheck(expectedStrengthMicrotesla: learning.map(\.0).reduce(0, +) / n,
+                                               expectedDipDegrees: learning.map(\.1).reduce(0, +) / n,
+                                               strengthTolerance: tolerance.0, dipToleranceDegrees: tolerance.1)
+            }
+            return [frame]
+        }
+        assessed += 1
+        let clean = check.assess(fieldMicrotesla: field, specificForce: force).isClean
+        if !clean { flagged += 1; if !inPeriod { periods += 1 } }
+        inPeriod = !clean
+        return clean || !drop ? [frame] : []
+    }
+
+    func finish() throws -> [WireFrame] {
+        notes.append("\(flagged) of \(assessed) magnetometer samples flagged in \(periods) disturbed period(s)\(drop ? " and dropped" : "")")
+        return []
+    }
+}
+
+/// The fusion filter as a stage: imu/data_raw + imu/mag in, heading + imu/data out.
+final class FusionStage: StageLogicBase, TransformLogic {
+    var filter: any OrientationFilter
+    var aligner = SampleAligner()
+    let frameOverride: String
+    /// Header of every IMU sample not fused yet (exact stamps, frame id), in order.
+    var pendingHeaders: [RosHeader] = []
+    var head = 0
+    var latestField: [Double: Vector3] = [:]
+
+    init(_ s: StageSettings) {
+        filter = (FilterKind(rawValue: s.string("filter")) ?? .kalman).make(
+            CommonFilterOptions(sensorLatencySeconds: s.number("sensor_latency"), referenceOffsetDegrees: s.number("reference_offset_deg")))
+        frameOverride = s.string("frame_id")
+    }
+
+    func process(_ frame: WireFrame) throws -> [WireFrame] {
+        switch frame.topic {
+        case PipelineTopics.imuRaw:
+            let m = try decoded(frame, as: ImuMessage.self)
+            pendingHeaders.append(m.header)
+            return try fuse(aligner.imu(m.sample))
+        case PipelineTopics.magnetometer:
+            let m = try decoded(frame, as: MagneticFieldMessage.self)
+            return try fuse(aligner.magnetometer(m.sample))
+        default:
+            throw UnexpectedFrame(reason: "fusion reads \(PipelineTopics.imuRaw) and \(PipelineTopics.magnetometer) only")
+        }
+    }
+
+    func fuse(_ pair: (imu: ImuSample, magnetometer: MagnetometerSample?)?) throws -> [WireFrame] {
+        guard let pair else { return [] }
+        var header = head < pendingHeaders.count ? pendingHeaders[head] : RosHeader(stamp: RosTime(seconds: pair.imu.timestamp), frameId: "imu_link")
+        head += 1
+        if head > 1024 { pendingHeaders.removeFirst(head); head = 0 }
+        if !frameOverride.isEmpty { header.frameId = frameOverride }
+        guard let o = filter.update(imu: pair.imu, magnetometer: pair.magnetometer) else { return [] }
+        let h = FusionMessages.heading(o, header: header, field: pair.magnetometer?.fieldMicrotesla)
+        let imu = FusionMessages.imu(o, header: header, sample: pair.imu)
+        return [WireFrame(topic: PipelineTopics.heading, type: HeadingMessage.typeName, encoding: "cdr", payload: h.cdr()),
+                imuFrame(imu, topic: PipelineTopics.imuFused)]
+    }
+
+    func finish() throws -> [WireFrame] {
+        let out = try fuse(aligner.finish())
+        let k = filter.skipped
+        if k.total > 0 { notes.append("filter skipped \(k.total) sample(s): \(k)") }
+        return out
+    }
+}
+
+// MARK: - Sinks
+
+/// Prints headings as text lines or messages as JSON lines.
+final class StdoutSink: StageLogicBase, TransformLogic {
+    let json: Bool
+    let topics: Set<String>
+    var changeFilter: HeadingChangeFilter
+    var buffer = ""
+    init(_ s: StageSettings) {
+        json = s.string("format") == "json"
+        topics = Set(s.list("topics"))
+        changeFilter = HeadingChangeFilter(minimumChangeDegrees: s.number("min_change_deg"))
+    }
+    func process(_ frame: WireFrame) throws -> [WireFrame] {
+        guard topics.contains(frame.topic) else { return [] }
+        if json {
+            let body: String
+            do { body = try jsonFromCDR(type: frame.type, frame.payload) ?? "null" } catch { throw UnexpectedFrame(reason: "undecodable \(frame.type): \(error)") }
+            buffer += "{\"topic\":\(JSONText.string(frame.topic)),\"type\":\(JSONText.string(frame.type)),\"message\":\(body)}\n"
+        } else if frame.type == HeadingMessage.typeName {
+            let h = try decoded(frame, as: HeadingMessage.self)
+            guard h.magneticHeading.isFinite, let delivered = changeFilter.offer(h.magneticHeading) else { return [] }
+            let name = CardinalDirection.name(forHeadingDegrees: delivered) ?? "-"
+            let accuracy = h.headingAccuracy.isFinite ? "+-\(format(h.headingAccuracy, 1))" : "+-?"
+            let flags = FusionFlags(rawValue: h.flags).description
+            buffer += "t=\(format(h.header.stamp.seconds, 3)) heading=\(format(delivered, 1)) (\(name)) \(accuracy)\(flags.isEmpty ? "" : " [\(flags)]")\n"
+        } else {
+            buffer += "\(frame.topic) \(frame.type) \(frame.payload.count) bytes\n"
+        }
+        if buffer.utf8.count > 8192 { flush() }
+        return []
+    }
+    func flush() {
+        guard !buffer.isEmpty else { return }
+        FileHandle.standardOutput.write(Data(buffer.utf8))
+        buffer = ""
+    }
+    func finish() throws -> [WireFrame] { flush(); return [] }
+}
+
+func format(_ x: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", x) }
+
+/// Writes t,qw,qx,qy,qz for every imu/data message: the BROAD scorer's contract.
+final class CSVSink: StageLogicBase, TransformLogic {
+    let quaternions: CSVFile
+    let accuracy: CSVFile?
+    init(_ s: StageSettings) throws {
+        quaternions = try CSVFile(path: s.string("path"), header: "t,qw,qx,qy,qz")
+        accuracy = s.string("accuracy_path").isEmpty ? nil : try CSVFile(path: s.string("accuracy_path"), header: "t,heading_deg,accuracy_deg,flags")
+    }
+    func process(_ frame: WireFrame) throws -> [WireFrame] {
+        if frame.topic == PipelineTopics.imuFused {
+            let m = try decoded(frame, as: ImuMessage.self)
+            let q = m.orientation
+            try quaternions.append("\(stampText(m.header.stamp)),\(q.w),\(q.x),\(q.y),\(q.z)")
+        } else if frame.topic == PipelineTopics.heading, let accuracy {
+            let h = try decoded(frame, as: HeadingMessage.self)
+            let heading = h.magneticHeading.isFinite ? format(h.magneticHeading, 4) : ""
+            let acc = h.headingAccuracy.isFinite ? format(h.headingAccuracy, 4) : ""
+            try accuracy.append("\(stampText(h.header.stamp)),\(heading),\(acc),\(FusionFlags(rawValue: h.flags))")
+        }
+        return []
+    }
+    func finish() throws -> [WireFrame] {
+        try quaternions.close()
+        try accuracy?.close()
+        notes.append("\(quaternions.rows) rows to \(quaternions.path)")
+        return []
+    }
+}
+
+/// Seconds with all nine nanosecond digits, exactly as stamped.
+func stampText(_ t: RosTime) -> String {
+    let ns = String(t.nanosec)
+    return "\(t.sec).\(String(repeating: "0", count: 9 - ns.count))\(ns)"
+}
+
+/// A buffered CSV file.
+final class CSVFile {
+    let path: String
+    let handle: FileHandle
+    var buffer: String
+    var rows = 0
+    init(path: String, header: String) throws {
+        self.path = path
+        guard FileManager.default.createFile(atPath: path, contents: nil), let h = FileHandle(forWritingAtPath: path) else {
+            throw PipelineRunError.stageFailed(stage: "csv", reason: "cannot create \(path)")
+        }
+        handle = h
+        buffer = header + "\n"
+    }
+    func append(_ line: String) throws {
+        buffer += line; buffer += "\n"
+        rows += 1
+        if buffer.utf8.count > 1 << 16 { try flush() }
+    }
+    func flush() throws { try handle.write(contentsOf: Data(buffer.utf8)); buffer = "" }
+    func close() throws { try flush(); try handle.close() }
+}
+
+/// Records topics into a bag, finished properly at the end of the stream or on SIGINT/SIGTERM.
+final class RecordSink: StageLogicBase, TransformLogic {
+    let recorder: BagRecorder
+    let topics: Set<String>
+    var lastFlush = ProcessInfo.processInfo.systemUptime
+    init(_ s: StageSettings) throws {
+        let compression = s.string("compression") == "none" ? "" : s.string("compression")
+        recorder = try BagRecorder(path: s.string("path"), storage: s.string("storage") == "sqlite3" ? .sqlite3 : .mcap, compression: compression)
+        topics = Set(s.list("topics"))
+    }
+    func process(_ frame: WireFrame) throws -> [WireFrame] {
+        guard topics.contains(frame.topic) else { return [] }
+        guard frame.encoding == "cdr", let definition = MessageDefinitions.definition(for: frame.type) else {
+            throw UnexpectedFrame(reason: "cannot record \(frame.type) in \(frame.encoding)")
+        }
+        // Log time = header stamp, read straight from the CDR header (sec, nanosec after the 4-byte encapsulation).
+        let p = frame.payload
+        guard p.count >= 12 else { throw UnexpectedFrame(reason: "payload too short for a header") }
+        let sec = UInt64(UInt32(p[4]) | UInt32(p[5]) << 8 | UInt32(p[6]) << 16 | UInt32(p[7]) << 24)
+        let ns = UInt64(UInt32(p[8]) | UInt32(p[9]) << 8 | UInt32(p[10]) << 16 | UInt32(p[11]) << 24)
+        try recorder.write(topic: "/" + frame.topic, type: frame.type, definition: definition, logTime: sec * 1_000_000_000 + ns, data: p)
+        // Flush at least once a second so a crash elsewhere loses at most the last second.
+        let now = ProcessInfo.processInfo.systemUptime
+        if now - lastFlush > 1 { try recorder.flush(); lastFlush = now }
+        return []
+    }
+    func finish() throws -> [WireFrame] {
+        try recorder.finish()
+        notes.append("recorded to \(recorder.path)")
+        return []
+    }
+}
+
+/// Publishes topics to external subscribers on their own endpoint, one frame per message, in CDR or
+/// JSON. Lossless by default (back-pressure); `latest_only` keeps just the newest message for a slow
+/// subscriber and counts what it replaced.
+final class PublishSink: StageLogicBase, TransformLogic {
+    let socket: BusSocket
+    let context: BusContext
+    let topics: Set<String>
+    let json: Bool
+    let latestOnly: Bool
+    var pending: [UInt8]?
+    var dropped = 0, sent = 0
+    init(_ s: StageSettings, log: @escaping @Sendable (String) -> Void) throws {
+        context = BusContext()
+        socket = try BusSocket(context, .xpub)
+        topics = Set(s.list("topics"))
+        json = s.string("encoding") == "json"
+        latestOnly = s.bool("latest_only")
+        try socket.setOption(ZMQ_SNDHWM, latestOnly ? 1 : Int32(clamping: s.integer("high_water_mark")))
+        try socket.setOption(ZMQ_XPUB_NODROP, 1)
+        try socket.setOption(ZMQ_XPUB_VERBOSE, 1)
+        let endpoint = s.string("endpoint")
+        do { try socket.bind(endpoint) } catch { throw PipelineRunError.cannotBind(stage: "publish", endpoint: endpoint, reason: "\(error)") }
+        super.init()
+        var subscribers = 0
+        let wanted = s.integer("wait_for_subscribers")
+        while subscribers < wanted && !PipelineSignals.stopRequested {
+            if let m = try socket.receive(timeoutMilliseconds: 1000) { if m.first == 1 { subscribers += 1 } } else {
+                log("publish: waiting for \(wanted - subscribers) subscriber(s) on \(endpoint)")
+            }
+        }
+    }
+    func process(_ frame: WireFrame) throws -> [WireFrame] {
+        guard topics.contains(frame.topic) else { return [] }
+        var out = frame
+        if json {
+            do {
+                guard let text = try jsonFromCDR(type: frame.type, frame.payload) else { throw UnexpectedFrame(reason: "no JSON form for \(frame.type)") }
+                out = WireFrame(topic: frame.topic, type: frame.type, encoding: "json", payload: Array(text.utf8))
+            } catch let e as UnexpectedFrame { throw e } catch { throw UnexpectedFrame(reason: "undecodable \(frame.type): \(error)") }
+        }
+        let bytes = out.encoded()
+        if latestOnly {
+            if pending != nil { dropped += 1 }
+            pending = bytes
+            if try socket.send(pending!, blocking: false) { pending = nil; sent += 1 }
+        } else {
+            while try !socket.send(bytes, blocking: false) {
+                _ = try socket.receive(timeoutMilliseconds: 1)
+                if PipelineSignals.stopRequested { dropped += 1; return [] }
+            }
+            sent += 1
+        }
+        return []
+    }
+    func finish() throws -> [WireFrame] {
+        if let p = pending, try socket.send(p, blocking: false) { sent += 1; pending = nil }
+        notes.append("published \(sent) message(s)" + (dropped > 0 ? ", \(dropped) superseded or dropped" : ""))
+        socket.close()
+        return []
+    }
+}

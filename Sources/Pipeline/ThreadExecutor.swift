@@ -1,0 +1,60 @@
+import Foundation
+
+/// A serial executor backed by one dedicated thread. Stage actors run on it, so the blocking ZeroMQ
+/// calls in their loops never occupy Swift's cooperative thread pool (two threads on this machine).
+final class ThreadExecutor: SerialExecutor, @unchecked Sendable {
+    private let condition = NSCondition()
+    private var jobs: [UnownedJob] = []
+    private var stopping = false
+
+    init(name: String) {
+        let thread = Thread { [self] in self.runLoop() }
+        thread.name = name
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let unowned = UnownedJob(job)
+        condition.lock()
+        jobs.append(unowned)
+        condition.signal()
+        condition.unlock()
+    }
+
+    func asUnownedSerialExecutor() -> UnownedSerialExecutor { UnownedSerialExecutor(ordinary: self) }
+
+    /// Lets the thread end once its queued jobs have run.
+    func shutdown() {
+        condition.lock()
+        stopping = true
+        condition.signal()
+        condition.unlock()
+    }
+
+    private func runLoop() {
+        while true {
+            condition.lock()
+            while jobs.isEmpty && !stopping { condition.wait() }
+            if jobs.isEmpty && stopping { condition.unlock(); return }
+            let job = jobs.removeFirst()
+            condition.unlock()
+            job.runSynchronously(on: asUnownedSerialExecutor())
+        }
+    }
+}
+
+/// Set by SIGINT/SIGTERM handlers; every stage loop polls it.
+nonisolated(unsafe) var pipelineStopRequested: sig_atomic_t = 0
+
+public enum PipelineSignals {
+    /// Installs SIGINT/SIGTERM handlers that ask every stage to drain and stop.
+    public static func install() {
+        signal(SIGINT) { _ in pipelineStopRequested = 1 }
+        signal(SIGTERM) { _ in pipelineStopRequested = 1 }
+        signal(SIGPIPE, SIG_IGN)
+    }
+    public static var stopRequested: Bool { pipelineStopRequested != 0 }
+    /// For tests and embedding: ask the running pipeline to stop, or clear the request.
+    public static func requestStop(_ stop: Bool = true) { pipelineStopRequested = stop ? 1 : 0 }
+}

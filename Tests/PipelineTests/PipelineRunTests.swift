@@ -1,0 +1,167 @@
+import Testing
+import Foundation
+import CompassCore
+import WireFormat
+import Bags
+import MessageBus
+import CZeroMQ
+@testable import Pipeline
+
+/// Pipelines share the process-wide stop flag, so these run one at a time.
+@Suite("Pipeline runs", .serialized)
+struct PipelineRunTests {
+    let dir: String = {
+        let d = FileManager.default.temporaryDirectory.appendingPathComponent("gc-pipe-\(UUID().uuidString)").path
+        try! FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
+        return d
+    }()
+
+    @Test("simulator -> calibration -> gating -> fusion -> csv + record, in one process, loses nothing")
+    func oneProcess() async throws {
+        PipelineSignals.requestStop(false)
+        let config = try PipelineConfig.parse("""
+        stages:
+          sim:
+            type: simulator
+            duration: 5
+            realtime: false
+          cal:
+            type: calibration
+            inputs: [sim]
+          gate:
+            type: gating
+            inputs: [cal]
+          fusion:
+            type: fusion
+            inputs: [gate]
+          csv:
+            type: csv
+            inputs: [fusion]
+            path: \(dir)/out.csv
+            accuracy_path: \(dir)/acc.csv
+          rec:
+            type: record
+            inputs: [fusion]
+            path: \(dir)/bag
+        """, file: "t.yaml", environment: [:])
+        let reports = try await PipelineRunner.runAll(config, log: { _ in })
+        let byName = Dictionary(uniqueKeysWithValues: reports.map { ($0.stage, $0) })
+        #expect(byName["sim"]!.published == 1000)                 // 500 IMU + 500 magnetometer
+        #expect(byName["cal"]!.received == 1000 && byName["cal"]!.published == 1000)
+        #expect(byName["fusion"]!.received == 1000 && byName["fusion"]!.published == 1000)   // heading + imu/data
+        #expect(reports.allSatisfy { $0.malformed == 0 && $0.unexpected == 0 && $0.dropped == 0 })
+        let rows = try String(contentsOfFile: "\(dir)/out.csv", encoding: .utf8).split(separator: "\n")
+        #expect(rows.count == 501 && rows[0] == "t,qw,qx,qy,qz")
+        var recorded = 0
+        try BagReader(path: "\(dir)/bag").forEachMessage { _ in recorded += 1 }
+        #expect(recorded == 1000)
+        // The simulator starts at heading 30: the fused heading after the initial rest agrees.
+        let acc = try String(contentsOfFile: "\(dir)/acc.csv", encoding: .utf8).split(separator: "\n")
+        let heading = Double(acc[250].split(separator: ",")[1])!
+        #expect(abs(signedDegrees(heading - 30)) < 3, "heading \(heading)")
+    }
+
+    @Test("a stage counts and logs malformed frames, unexpected types and oversized frames, and goes on")
+    func badFrames() async throws {
+        PipelineSignals.requestStop(false)
+        let upstream = "ipc://\(dir)/up", fusionEndpoint = "ipc://\(dir)/fusion"
+        let config = try PipelineConfig.parse("""
+        stages:
+          up:
+            type: simulator
+            endpoint: \(upstream)
+          fusion:
+            type: fusion
+            inputs: [up]
+            endpoint: \(fusionEndpoint)
+          sink:
+            type: stdout
+            inputs: [fusion]
+            topics: []
+        """, file: "t.yaml", environment: [:])
+        let context = BusContext()
+        let publisher = try BusSocket(context, .xpub)
+        try publisher.setOption(ZMQ_XPUB_VERBOSE, 1)
+        try publisher.bind(upstream)
+        let downstream = try BusSocket(context, .sub)
+        try downstream.subscribe([])
+        try downstream.connect(fusionEndpoint)
+        let logged = LogCollector()
+        let stage = Task { try await PipelineRunner.runStage(config, named: "fusion", log: logged.append) }
+        // Wait until the fusion stage has subscribed to us.
+        while try publisher.receive(timeoutMilliseconds: 100)?.first != 1 {}
+        let header = RosHeader(stamp: RosTime(sec: 100, nanosec: 0), frameId: "imu_link")
+        let imu = ImuMessage(header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0), orientationCovariance: [],
+                             angularVelocity: .zero, angularVelocityCovariance: [], linearAcceleration: Vector3(0, 0, 9.81), linearAccelerationCovariance: [])
+        try publisher.send(Array("no separators at all".utf8))
+        try publisher.send(WireFrame(topic: PipelineTopics.imuRaw, type: "std_msgs/msg/String", encoding: "cdr", payload: [0, 1, 0, 0]).encoded())
+        try publisher.send(WireFrame(topic: PipelineTopics.imuRaw, type: ImuMessage.typeName, encoding: "cdr", payload: [0, 1, 0, 0, 9]).encoded())
+        try publisher.send([UInt8](repeating: 65, count: WireFrame.maximumBytes + 1))
+        try publisher.send(WireFrame(topic: "somewhere/else", type: ImuMessage.typeName, encoding: "cdr", payload: imu.cdr()).encoded())
+        for k in 0..<10 {
+            var m = imu
+            m.header.stamp = RosTime(sec: 100, nanosec: UInt32(k) * 10_000_000)
+            try publisher.send(WireFrame(topic: PipelineTopics.imuRaw, type: ImuMessage.typeName, encoding: "cdr", payload: m.cdr()).encoded())
+        }
+        try publisher.send(WireFrame.endOfStream(from: "up").encoded())
+        let report = try await stage.value
+        #expect(report.malformed == 2, "\(report)")       // no separators; oversized
+        #expect(report.unexpected == 3, "\(report)")      // wrong type; undecodable; unknown topic
+        #expect(report.received == 13)
+        #expect(report.published == 20)                  // 10 samples: heading + imu/data each
+        #expect(logged.lines.contains { $0.contains("malformed frame") && $0.contains("'up'") })
+        #expect(logged.lines.contains { $0.contains("exceeds") })
+        var outputs = 0
+        var sawEnd = false
+        while let bytes = try downstream.receive(timeoutMilliseconds: 500) {
+            for f in try WireFrame.decode(bytes).unbatched() { if f.isEndOfStream { sawEnd = true } else { outputs += 1 } }
+        }
+        #expect(outputs == 20 && sawEnd)
+        publisher.close(); downstream.close()
+    }
+
+    @Test("a stage that cannot start stops the others instead of leaving them waiting")
+    func failingStage() async throws {
+        PipelineSignals.requestStop(false)
+        let config = try PipelineConfig.parse("""
+        stages:
+          bag:
+            type: bag
+            path: \(dir)/does-not-exist.mcap
+          fusion:
+            type: fusion
+            inputs: [bag]
+          out:
+            type: stdout
+            inputs: [fusion]
+        """, file: "t.yaml", environment: [:])
+        do {
+            _ = try await PipelineRunner.runAll(config, log: { _ in })
+            Issue.record("a missing bag must fail the run")
+        } catch let e as PipelineRunError {
+            #expect("\(e)".contains("does-not-exist.mcap"))
+        }
+        PipelineSignals.requestStop(false)
+    }
+
+    @Test("wire frames round-trip, batches unpack, and malformed ones are refused")
+    func frames() throws {
+        let f = WireFrame(topic: "heading", type: "gyrocompass_msgs/msg/Heading", encoding: "cdr", payload: [0, 1, 0, 0, 42])
+        #expect(Array(f.encoded().prefix(8)) == Array("heading\0".utf8))
+        #expect(try WireFrame.decode(f.encoded()) == f)
+        let batch = WireFrame.batch([f, f, WireFrame.endOfStream(from: "x")])
+        #expect(try WireFrame.decode(batch.encoded()).unbatched() == [f, f, WireFrame.endOfStream(from: "x")])
+        #expect(throws: WireFrame.DecodeError.missingSeparator(field: "type")) { try WireFrame.decode(Array("topic\0type".utf8)) }
+        #expect(throws: WireFrame.DecodeError.invalidUTF8(field: "topic")) { try WireFrame.decode([0xFF, 0, 0, 0]) }
+        var bad = batch
+        bad.payload[0] = 0xFF
+        #expect(throws: WireFrame.DecodeError.self) { try bad.unbatched() }
+    }
+}
+
+final class LogCollector: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: [String] = []
+    var lines: [String] { lock.lock(); defer { lock.unlock() }; return stored }
+    func append(_ line: String) { lock.lock(); stored.append(line); lock.unlock() }
+}
