@@ -75,7 +75,7 @@ struct ReplayCommand {
                                                ("compression", .string(a.string("--compression") ?? "zstd"))])))
         }
         if let endpoint = a.string("--publish") {
-            stages.append(("publish", .mapping([("type", .string("publish")), fromFusion, ("endpoint", .string(endpoint)),
+            stages.append(("publish", .mapping([("type", .string("publish")), fromFusion, ("bind", .string(endpoint)),
                                                 ("encoding", .string(a.string("--encoding") ?? "cdr")),
                                                 ("latest_only", .string(a.has("--latest-only") ? "true" : "false")),
                                                 ("wait_for_subscribers", .string(String(try a.integer("--wait-for-subscribers") ?? 0)))])))

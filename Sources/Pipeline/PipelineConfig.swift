@@ -76,6 +76,9 @@ public struct PipelineConfig: Sendable {
             if !type.isSource && inputs.isEmpty { throw fail(body, "stage '\(name)' (\(type.rawValue)) needs 'inputs'") }
             var endpoint = "ipc:///tmp/gyrocompass-\(pipelineName)-\(name)"
             if let e = body["endpoint"] {
+                if type.isSink {
+                    throw fail(e, "stage '\(name)' is a \(type.rawValue) sink and publishes nothing, so it has no 'endpoint'" + (type == .publish ? " (its subscribers connect to 'bind')" : ""))
+                }
                 guard let s = e.scalar, !e.isNull else { throw fail(e, "'endpoint' must be a string such as ipc:///tmp/x or tcp://127.0.0.1:5601") }
                 endpoint = try substitute(s, e, environment, file)
                 guard endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("tcp://") || endpoint.hasPrefix("inproc://") else {

@@ -71,7 +71,7 @@ public enum StageType: String, Sendable, CaseIterable {
             SettingSpec("topics", .stringList, "heading,imu/data", "topics to record"),
         ]
         case .publish: return [
-            SettingSpec("endpoint", .string, "tcp://127.0.0.1:5600", "where subscribers connect (bound to loopback unless given otherwise)"),
+            SettingSpec("bind", .string, "tcp://127.0.0.1:5600", "address subscribers connect to (loopback unless given otherwise)"),
             SettingSpec("topics", .stringList, "heading,imu/data", "topics to publish"),
             SettingSpec("encoding", .string, "cdr", "cdr | json"),
             SettingSpec("latest_only", .bool, "false", "live use: never queue; a slow subscriber sees the newest message (drops counted)"),

@@ -296,7 +296,7 @@ final class PublishSink: StageLogicBase, TransformLogic {
         try socket.setOption(ZMQ_SNDHWM, latestOnly ? 1 : Int32(clamping: s.integer("high_water_mark")))
         try socket.setOption(ZMQ_XPUB_NODROP, 1)
         try socket.setOption(ZMQ_XPUB_VERBOSE, 1)
-        let endpoint = s.string("endpoint")
+        let endpoint = s.string("bind")
         do { try socket.bind(endpoint) } catch { throw PipelineRunError.cannotBind(stage: "publish", endpoint: endpoint, reason: "\(error)") }
         super.init()
         var subscribers = 0

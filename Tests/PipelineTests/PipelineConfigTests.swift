@@ -56,6 +56,7 @@ struct PipelineConfigTests {
         ("stagez: {}\n", 1, 1, "unknown top-level key 'stagez'"),
         ("stages:\n  a:\n    type: bag\n    path: ${NOPE}\n", 4, 11, "environment variable NOPE is not set"),
         ("stages:\n  a:\n    type: simulator\n    seed: 1.5\n", 4, 11, "must be an integer"),
+        ("stages:\n  a:\n    type: simulator\n  p:\n    type: publish\n    inputs: [a]\n    endpoint: tcp://127.0.0.1:1\n", 7, 15, "connect to 'bind'"),
     ])
     func errors(_ text: String, line: Int, column: Int, message: String) throws {
         let e = try #require(configError(text))

@@ -1,0 +1,196 @@
+"""The pipeline's external contract, through the real fusion-node binary and real peers.
+
+- A pyzmq subscriber receives every fused message of a replay (`--wait-for-subscribers`, nothing lost
+  at start), filters by exact topic ("topic NUL"), and decodes the CDR payloads with `rosbags`, using
+  the project's own gyrocompass_msgs/msg/Heading.msg; the JSON encoding parses as JSON.
+- The same pipeline with every stage in its own process (started one by one, or by the supervisor)
+  gives output identical to the one-process run, and every process exits 0.
+- The supervisor restarts a stage killed with SIGKILL; SIGINT stops a live pipeline with exit 0 and a
+  valid recorded bag; the lines source counts malformed lines and keeps going.
+"""
+import json, os, signal, socket, subprocess, time
+from pathlib import Path
+
+import pytest
+import zmq
+from rosbags.highlevel import AnyReader
+from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin, Writer
+from rosbags.typesys import Stores, get_typestore, get_types_from_msg
+
+from test_bag_interop import STORE, make_messages, node, write_rosbags  # noqa: F401  (fixture)
+
+ROOT = Path(__file__).resolve().parents[2]
+HEADING_MSG = ROOT / 'Sources' / 'WireFormat' / 'gyrocompass_msgs' / 'msg' / 'Heading.msg'
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope='module')
+def bag(tmp_path_factory):
+    path = tmp_path_factory.mktemp('bags') / 'input'
+    write_rosbags(path, make_messages(n=1500, seed=11), StoragePlugin.MCAP, zstd_chunks=True)
+    return path
+
+
+def typestore_with_heading():
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    store.register(get_types_from_msg(HEADING_MSG.read_text(), 'gyrocompass_msgs/msg/Heading'))
+    return store
+
+
+@pytest.mark.parametrize('encoding', ['cdr', 'json'])
+def test_pyzmq_subscriber_receives_and_decodes_everything(node, bag, encoding):
+    port = free_port()
+    endpoint = f'tcp://127.0.0.1:{port}'
+    replay = subprocess.Popen([str(node), 'replay', str(bag), '--publish', endpoint, '--encoding', encoding,
+                               '--wait-for-subscribers', '1', '--quiet'], stderr=subprocess.PIPE, text=True)
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.RCVHWM, 0)
+    sub.connect(endpoint)
+    sub.setsockopt(zmq.SUBSCRIBE, b'heading\0')
+    sub.setsockopt(zmq.SUBSCRIBE, b'imu/data\0')
+    store = typestore_with_heading()
+    counts = {'heading': 0, 'imu/data': 0}
+    last_stamp = -1
+    deadline = time.time() + 60
+    while sum(counts.values()) < 3000 and time.time() < deadline:
+        if not sub.poll(1000):
+            continue
+        frame = sub.recv()
+        topic, msgtype, enc, payload = frame.split(b'\0', 3)
+        topic, msgtype = topic.decode(), msgtype.decode()
+        assert enc.decode() == encoding
+        counts[topic] += 1
+        if encoding == 'cdr':
+            msg = store.deserialize_cdr(payload, msgtype)
+            stamp = msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec
+        else:
+            msg = json.loads(payload)
+            stamp = msg['header']['stamp']['sec'] * 10**9 + msg['header']['stamp']['nanosec']
+        if topic == 'heading':
+            heading = msg.magnetic_heading if encoding == 'cdr' else msg['magnetic_heading']
+            assert 0 <= heading < 360
+            assert stamp > last_stamp
+            last_stamp = stamp
+        else:
+            assert msgtype == 'sensor_msgs/msg/Imu'
+    assert replay.wait(timeout=60) == 0, replay.stderr.read()
+    assert counts == {'heading': 1500, 'imu/data': 1500}
+    sub.close()
+    ctx.term()
+
+
+def run_pipeline(node, config, env, *extra, timeout=120):
+    return subprocess.run([str(node), '--config', str(config), *extra], env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_one_process_and_one_process_per_stage_agree(node, bag, tmp_path):
+    config = ROOT / 'Pipelines' / 'replay-bag-multiprocess.yaml'
+    single = run_pipeline(node, config, {'BAG': str(bag), 'CSV': str(tmp_path / 'one.csv'), 'RECORD': str(tmp_path / 'one'),
+                                         'RUNDIR': str(tmp_path)})
+    assert single.returncode == 0, single.stderr
+
+    env = {'BAG': str(bag), 'CSV': str(tmp_path / 'many.csv'), 'RECORD': str(tmp_path / 'many'), 'RUNDIR': str(tmp_path)}
+    stages = subprocess.run([str(node), '--config', str(config), '--list-stages'], env={**os.environ, **env},
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert stages == ['bag', 'calibration', 'fusion', 'csv', 'record']
+    # Start the consumers first and the source last: nothing may be lost either way.
+    procs = [subprocess.Popen([str(node), '--config', str(config), '--stage', s], env={**os.environ, **env},
+                              stderr=subprocess.PIPE, text=True) for s in reversed(stages)]
+    for p in procs:
+        assert p.wait(timeout=120) == 0, p.stderr.read()
+    assert (tmp_path / 'one.csv').read_text() == (tmp_path / 'many.csv').read_text()
+    assert len((tmp_path / 'one.csv').read_text().splitlines()) == 1501
+
+    env['CSV'] = str(tmp_path / 'supervised.csv')
+    env['RECORD'] = str(tmp_path / 'supervised')
+    supervised = run_pipeline(node, config, env, '--supervise')
+    assert supervised.returncode == 0, supervised.stderr
+    assert (tmp_path / 'supervised.csv').read_text() == (tmp_path / 'one.csv').read_text()
+    with AnyReader([tmp_path / 'supervised']) as reader:
+        assert sum(c.msgcount for c in reader.connections) == 3000
+
+
+def test_supervisor_restarts_a_killed_stage(node, tmp_path):
+    config = tmp_path / 'live.yaml'
+    config.write_text(f"""
+stages:
+  sim:
+    type: simulator
+    duration: 5
+    endpoint: ipc://{tmp_path}/sim
+  fusion:
+    type: fusion
+    inputs: [sim]
+    endpoint: ipc://{tmp_path}/fusion
+  out:
+    type: csv
+    inputs: [fusion]
+    path: {tmp_path}/out.csv
+""")
+    sup = subprocess.Popen([str(node), '--config', str(config), '--supervise'], stderr=subprocess.PIPE, text=True)
+    time.sleep(2)
+    fusion_pids = subprocess.run(['pgrep', '-f', f'{config} --stage fusion'], capture_output=True, text=True).stdout.split()
+    assert fusion_pids
+    os.kill(int(fusion_pids[0]), signal.SIGKILL)
+    code = sup.wait(timeout=60)
+    err = sup.stderr.read()
+    assert 'fusion killed by signal 9; restarting' in err
+    assert code == 0, err
+    assert len((tmp_path / 'out.csv').read_text().splitlines()) > 10
+
+
+def test_sigint_stops_cleanly_and_the_recording_is_valid(node, tmp_path):
+    config = tmp_path / 'rec.yaml'
+    config.write_text(f"""
+stages:
+  sim:
+    type: simulator
+  fusion:
+    type: fusion
+    inputs: [sim]
+  rec:
+    type: record
+    inputs: [fusion]
+    path: {tmp_path}/bag
+  out:
+    type: stdout
+    inputs: [fusion]
+""")
+    p = subprocess.Popen([str(node), '--config', str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.5)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert 'heading=' in out
+    with AnyReader([tmp_path / 'bag']) as reader:
+        n = sum(1 for _ in reader.messages())
+    assert n > 100
+
+
+def test_lines_source_counts_malformed_lines(node, tmp_path):
+    lines = []
+    for k in range(300):
+        t = 1000 + k * 0.01
+        lines.append(f'{t},0,0,0.1,0,0,9.81,0,1.95e-05,-4.39e-05')
+        if k == 50:
+            lines.append('this is not a sample')
+        if k == 60:
+            lines.append('$GCIMU,1,2,3*00')
+    body = f'1003.5,0,0,0.1,0,0,9.81,0,1.95e-05,-4.39e-05'
+    checksum = 0
+    for ch in ('GCIMU,' + body).encode():
+        checksum ^= ch
+    lines.append(f'$GCIMU,{body}*{checksum:02X}')
+    p = subprocess.run([str(node), '--config', str(ROOT / 'Pipelines' / 'live-lines.yaml')], input='\n'.join(lines) + '\n',
+                       env={**os.environ, 'PUBLISH': f'tcp://127.0.0.1:{free_port()}'}, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    outputs = [json.loads(l) for l in p.stdout.splitlines()]
+    assert len(outputs) == 301 and all(o['topic'] == 'heading' for o in outputs)
+    assert 'line 52' in p.stderr and 'checksum' in p.stderr and '2 malformed line(s)' in p.stderr
