@@ -11,10 +11,14 @@ enum BenchCommand {
         (best of N runs, default 5); prints samples per second.
     fusion-node bench bag BAG [--repeat N]
         time reading and CDR-decoding every message of the bag; prints messages per second.
+    fusion-node bench pipeline [--samples N]
+        simulator -> calibration -> gating -> fusion -> sink in one process and in five processes
+        over ipc, raw libzmq one-hop throughput, and latency at a steady 1 kHz across five processes.
     """
 
-    static func run(_ args: [String]) throws -> Int32 {
+    static func run(_ args: [String]) async throws -> Int32 {
         guard let what = args.first else { throw UsageError(message: usage) }
+        if what == "pipeline" { return try await PipelineBench.run(Array(args.dropFirst())) }
         let a = try Arguments(Array(args.dropFirst()), valued: ["--filter", "--repeat", "--imu-topic", "--mag-topic"], flags: [])
         guard a.positionals.count == 1 else { throw UsageError(message: usage) }
         let repeats = try a.integer("--repeat", minimum: 1) ?? 5

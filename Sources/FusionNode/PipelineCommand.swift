@@ -56,13 +56,7 @@ struct Supervisor {
     let maxRestarts: Int
 
     func spawn(_ stage: String) throws -> pid_t {
-        let executable = "/proc/self/exe"
-        let argv = [CommandLine.arguments[0], "--config", configPath, "--stage", stage]
-        var cArgs = argv.map { strdup($0) } + [nil]
-        defer { cArgs.forEach { free($0) } }
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, executable, nil, nil, &cArgs, environ)
-        guard rc == 0 else { throw UsageError(message: "cannot start stage \(stage): \(String(cString: strerror(rc)))") }
+        let pid = try spawnSelf(["--config", configPath, "--stage", stage])
         writeStandardError("fusion-node: supervisor: started \(stage) (pid \(pid))\n")
         return pid
     }

@@ -90,7 +90,7 @@ do {
     case "echo":
         status = try EchoCommand.run(Array(arguments.dropFirst()))
     case "bench":
-        if arguments.contains("--help") { print(BenchCommand.usage) } else { status = try BenchCommand.run(Array(arguments.dropFirst())) }
+        if arguments.contains("--help") { print(BenchCommand.usage) } else { status = try await BenchCommand.run(Array(arguments.dropFirst())) }
     default:
         status = try runDefaultPipeline(arguments)
     }

@@ -42,6 +42,8 @@ public final class BusSocket: @unchecked Sendable {
     }
     let handle: UnsafeMutableRawPointer
     public let kind: Kind
+    /// Kept alive while the socket exists: zmq_ctx_term waits for every socket to close.
+    let context: BusContext
     /// The zmq_msg_t lives on the heap at a stable address (messages of 33 bytes or less are stored
     /// inside the struct itself).
     private let message = UnsafeMutablePointer<zmq_msg_t>.allocate(capacity: 1)
@@ -51,6 +53,7 @@ public final class BusSocket: @unchecked Sendable {
         guard let h = zmq_socket(context.handle, kind.raw) else { throw .last("zmq_socket") }
         handle = h
         self.kind = kind
+        self.context = context
         zmq_msg_init(message)
         try setOption(ZMQ_LINGER, 2000)   // a closing publisher gets 2 s to deliver its tail
     }

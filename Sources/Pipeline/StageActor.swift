@@ -105,21 +105,38 @@ actor StageActor {
                 var drained = 0
                 while drained < 256, let bytes = try inputs[i].receive(timeoutMilliseconds: 0) {
                     drained += 1
+                    if !transform.observesFrames, let count = WireFrame.dataFrameCount(bytes) {
+                        // Pass-through without unpacking (the end of stream is always a lone frame).
+                        report.received += count
+                        try publisher.publish(outgoing, report: &report)
+                        outgoing.removeAll(keepingCapacity: true)
+                        try publisher.forward(bytes, frames: count, report: &report)
+                        continue
+                    }
                     let frames: [WireFrame]
                     do { frames = try WireFrame.decode(bytes).unbatched() } catch {
                         report.malformed += 1
                         log("\(config.name): malformed frame from '\(wiring.inputs[i].name)' (\(bytes.count) bytes): \(error)")
                         continue
                     }
+                    var ended = false
+                    let before = outgoing.count
                     for frame in frames {
-                        if frame.isEndOfStream { open.remove(i); continue }
+                        if frame.isEndOfStream { open.remove(i); ended = true; continue }
                         report.received += 1
                         do {
-                            outgoing += try transform.process(frame)
+                            try transform.process(frame, into: &outgoing)
                         } catch let e as UnexpectedFrame {
                             report.unexpected += 1
                             if report.unexpected <= 10 { log("\(config.name): \(e) on topic '\(frame.topic)' from '\(wiring.inputs[i].name)'") }
                         }
+                    }
+                    if transform.forwardsUnchanged && !ended && outgoing.count - before == frames.count {
+                        // Nothing changed: pass this bus message on as it came, after what came before it.
+                        outgoing.removeLast(frames.count)
+                        try publisher.publish(outgoing, report: &report)
+                        outgoing.removeAll(keepingCapacity: true)
+                        try publisher.forward(bytes, frames: frames.count, report: &report)
                     }
                 }
                 try publisher.publish(outgoing, report: &report)
@@ -143,21 +160,47 @@ actor StageActor {
     }
 }
 
-/// Publishes frames with back-pressure: batches of several frames go out as one bus message.
+/// Publishes frames with back-pressure: several frames go out as one bus message (a batch), at most
+/// `maximumBatchFrames` frames or about `maximumBatchBytes` bytes each, far below the frame limit.
 struct Publisher {
     let socket: BusSocket?
     let stage: String
+    static let maximumBatchFrames = 256
+    static let maximumBatchBytes = 1 << 20
 
     mutating func publish(_ frames: [WireFrame], report: inout StageReport, counted: Bool = true) throws {
-        guard let socket, !frames.isEmpty else { return }
-        let message = frames.count == 1 ? frames[0] : WireFrame.batch(frames)
-        let bytes = message.encoded()
+        guard socket != nil, !frames.isEmpty else { return }
+        var start = 0
+        while start < frames.count {
+            var end = start, bytes = 0
+            while end < frames.count && end - start < Self.maximumBatchFrames && (bytes < Self.maximumBatchBytes || end == start) {
+                bytes += frames[end].payload.count + frames[end].topic.utf8.count + frames[end].type.utf8.count + 8
+                end += 1
+            }
+            let slice = frames[start..<end]
+            try send(slice.count == 1 ? slice.first! : WireFrame.batch(Array(slice)), counted: counted)
+            if counted { report.published += slice.count }
+            start = end
+        }
+    }
+
+    /// Passes on a received bus message unchanged.
+    func forward(_ bytes: [UInt8], frames: Int, report: inout StageReport) throws {
+        try send(bytes: bytes, counted: true)
+        report.published += frames
+    }
+
+    func send(_ message: WireFrame, counted: Bool) throws {
+        try send(bytes: message.encoded(), counted: counted)
+    }
+
+    func send(bytes: [UInt8], counted: Bool) throws {
+        guard let socket else { return }
         while try !socket.send(bytes, blocking: false) {
             // The slowest subscriber's queue is full: wait for room, draining subscription messages.
             _ = try socket.receive(timeoutMilliseconds: 1)
             if PipelineSignals.stopRequested && !counted { return }
         }
-        if counted { report.published += frames.count }
     }
 }
 

@@ -8,6 +8,12 @@ import MessageBus
 /// Behaviour shared by all stage logics; each lives on its stage's thread only.
 class StageLogicBase: @unchecked Sendable {
     var notes: [String] = []
+    /// True when `process` only observes (or drops nothing and changes nothing): the stage then
+    /// forwards each received bus message as it came instead of re-encoding it.
+    var forwardsUnchanged: Bool { false }
+    /// False when the stage does not even need to look at the frames (an identity calibration): bus
+    /// messages are then forwarded without being unpacked.
+    var observesFrames: Bool { true }
 }
 
 /// A source: drives the stream, handing frames to `emit` (which applies back-pressure).
@@ -16,9 +22,10 @@ protocol SourceLogic: StageLogicBase {
     func finish() throws -> [WireFrame]
 }
 
-/// A transform or sink: turns each input frame into output frames (none for sinks).
+/// A transform or sink: turns each input frame into output frames (none for sinks), appended to
+/// `output` (one buffer per drained batch, not an array per frame).
 protocol TransformLogic: StageLogicBase {
-    func process(_ frame: WireFrame) throws -> [WireFrame]
+    func process(_ frame: WireFrame, into output: inout [WireFrame]) throws
     /// Called once every input has ended: flush and return the last frames.
     func finish() throws -> [WireFrame]
 }
@@ -50,6 +57,7 @@ func makeStageLogic(_ config: StageConfig, log: @escaping @Sendable (String) -> 
     case .csv: return try CSVSink(s)
     case .record: return try RecordSink(s)
     case .publish: return try PublishSink(s, log: log)
+    case .measure: return MeasureSink(s)
     }
 }
 
@@ -76,8 +84,8 @@ public enum FusionMessages {
     public static func imu(_ o: FusionOutput, header: RosHeader, sample: ImuSample) -> ImuMessage {
         let zVariance = o.headingVarianceDegrees2.map { $0 * radiansPerDegree * radiansPerDegree } ?? 0
         return ImuMessage(header: header, orientation: o.orientation, orientationCovariance: [0, 0, 0, 0, 0, 0, 0, 0, zVariance],
-                          angularVelocity: sample.angularVelocity - o.gyroBias, angularVelocityCovariance: [Double](repeating: 0, count: 9),
-                          linearAcceleration: sample.specificForce, linearAccelerationCovariance: [Double](repeating: 0, count: 9))
+                          angularVelocity: sample.angularVelocity - o.gyroBias, angularVelocityCovariance: Covariance9(repeating: 0),
+                          linearAcceleration: sample.specificForce, linearAccelerationCovariance: Covariance9(repeating: 0))
     }
 }
 
@@ -117,8 +125,9 @@ final class SimulatorSource: StageLogicBase, SourceLogic {
         let started = ProcessInfo.processInfo.systemUptime
         var batch: [WireFrame] = []
         var k = 0
+        let wallStamps = settings.string("stamp") == "wall"
         while k < total, let x = sim.next() {
-            let header = RosHeader(stamp: RosTime(seconds: x.imu.timestamp), frameId: "imu_link")
+            let header = RosHeader(stamp: wallStamps ? wallClockNow() : RosTime(seconds: x.imu.timestamp), frameId: "imu_link")
             batch.append(imuFrame(ImuMessage(header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0),
                                               orientationCovariance: [-1, 0, 0, 0, 0, 0, 0, 0, 0], angularVelocity: x.imu.angularVelocity,
                                               angularVelocityCovariance: [], linearAcceleration: x.imu.specificForce, linearAccelerationCovariance: [])))
@@ -320,4 +329,11 @@ struct Progress {
         draw(ProcessInfo.processInfo.systemUptime)
         FileHandle.standardError.write(Data("\n".utf8))
     }
+}
+
+/// The wall clock (CLOCK_REALTIME) as a ROS time: shared by every process on the machine.
+func wallClockNow() -> RosTime {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return RosTime(sec: Int32(truncatingIfNeeded: ts.tv_sec), nanosec: UInt32(ts.tv_nsec))
 }

@@ -7,10 +7,10 @@ public enum StageType: String, Sendable, CaseIterable {
     // Transforms
     case calibration, gating, fusion
     // Sinks
-    case stdout, csv, record, publish
+    case stdout, csv, record, publish, measure
 
     public var isSource: Bool { self == .simulator || self == .bag || self == .lines }
-    public var isSink: Bool { self == .stdout || self == .csv || self == .record || self == .publish }
+    public var isSink: Bool { self == .stdout || self == .csv || self == .record || self == .publish || self == .measure }
 
     /// The settings this type accepts: name, kind, default (nil = required), documentation.
     public var schema: [SettingSpec] {
@@ -21,6 +21,7 @@ public enum StageType: String, Sendable, CaseIterable {
             SettingSpec("rate_hz", .number, "100", "samples per second"),
             SettingSpec("duration", .number, "0", "seconds to run; 0 = until stopped"),
             SettingSpec("realtime", .bool, "true", "pace samples to the wall clock; false = as fast as possible"),
+            SettingSpec("stamp", .string, "simulated", "simulated: header stamps from simulation time; wall: the wall clock at sending (for latency measurements)"),
         ]
         case .bag: return [
             SettingSpec("path", .string, nil, "rosbag2 directory or .mcap / .db3 file"),
@@ -69,6 +70,11 @@ public enum StageType: String, Sendable, CaseIterable {
             SettingSpec("storage", .string, "mcap", "mcap | sqlite3 (directories)"),
             SettingSpec("compression", .string, "zstd", "zstd | lz4 | none (MCAP chunks)"),
             SettingSpec("topics", .stringList, "heading,imu/data", "topics to record"),
+        ]
+        case .measure: return [
+            SettingSpec("topic", .string, "heading", "topic to count; with wall-clock stamps, latency = arrival - header stamp"),
+            SettingSpec("skip_seconds", .number, "1", "leave the first seconds (connection warm-up) out of the latency statistics"),
+            SettingSpec("report_path", .string, "", "also write the summary as one JSON line to this file"),
         ]
         case .publish: return [
             SettingSpec("bind", .string, "tcp://127.0.0.1:5600", "address subscribers connect to (loopback unless given otherwise)"),
@@ -190,7 +196,7 @@ public struct StageSettings: Sendable {
     func validateChoices(type: StageType, stage: String, given: [String: YAMLNode], file: String) throws(PipelineConfigError) {
         let choices: [String: [String]] = [
             "scenario": ["default", "figure_eight", "walking", "rest"], "filter": ["kalman", "complementary"],
-            "format": ["text", "json"], "time": ["header", "log"], "storage": ["mcap", "sqlite3"], "compression": ["zstd", "lz4", "none"], "encoding": ["cdr", "json"],
+            "format": ["text", "json"], "time": ["header", "log"], "stamp": ["simulated", "wall"], "storage": ["mcap", "sqlite3"], "compression": ["zstd", "lz4", "none"], "encoding": ["cdr", "json"],
         ]
         for (key, allowed) in choices {
             guard let value = strings[key], type.schema.contains(where: { $0.name == key }) else { continue }

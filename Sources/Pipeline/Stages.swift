@@ -16,22 +16,36 @@ func decoded<M: RosMessage>(_ frame: WireFrame, as _: M.Type) throws -> M {
     do { return try M(cdrBytes: bytes) } catch { throw UnexpectedFrame(reason: "undecodable \(M.typeName): \(error)") }
 }
 
+/// Partial decoding of input frames (see `CDRSamples`), with the type checked first.
+func imuSample(_ frame: WireFrame) throws -> (header: RosHeader, angularVelocity: Vector3, linearAcceleration: Vector3) {
+    let bytes = try requireCDR(frame, ImuMessage.typeName)
+    do { return try CDRSamples.imu(bytes) } catch { throw UnexpectedFrame(reason: "undecodable \(ImuMessage.typeName): \(error)") }
+}
+
+func magneticSample(_ frame: WireFrame) throws -> (header: RosHeader, field: Vector3) {
+    let bytes = try requireCDR(frame, MagneticFieldMessage.typeName)
+    do { return try CDRSamples.magneticField(bytes) } catch { throw UnexpectedFrame(reason: "undecodable \(MagneticFieldMessage.typeName): \(error)") }
+}
+
 // MARK: - Transforms
 
 /// Applies a fixed hard- and soft-iron calibration to the magnetometer; everything else passes.
 final class CalibrationStage: StageLogicBase, TransformLogic {
     let calibration: MagnetometerCalibration
+    var isIdentity: Bool { calibration.hardIronOffsetMicrotesla == .zero && calibration.softIronCorrection == .identity }
+    override var forwardsUnchanged: Bool { isIdentity }
+    override var observesFrames: Bool { !isIdentity }
     init(_ s: StageSettings) {
         let h = s.numberList("hard_iron_ut"), m = s.numberList("soft_iron")
         calibration = MagnetometerCalibration(hardIronOffsetMicrotesla: Vector3(h[0], h[1], h[2]),
                                               softIronCorrection: Matrix3(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8]),
                                               fieldRadiusMicrotesla: 0)
     }
-    func process(_ frame: WireFrame) throws -> [WireFrame] {
-        guard frame.topic == PipelineTopics.magnetometer else { return [frame] }
+    func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
+        guard frame.topic == PipelineTopics.magnetometer, !isIdentity else { output.append(frame); return }
         var m = try decoded(frame, as: MagneticFieldMessage.self)
         m.magneticField = calibration.apply(m.magneticField * 1e6) * 1e-6
-        return [magFrame(m)]
+        output.append(magFrame(m))
     }
     func finish() throws -> [WireFrame] { [] }
 }
@@ -57,15 +71,16 @@ final class GatingStage: StageLogicBase, TransformLogic {
         }
     }
     var tolerance = (0.15, 5.0)
+    override var forwardsUnchanged: Bool { !drop }
 
-    func process(_ frame: WireFrame) throws -> [WireFrame] {
+    func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
         if frame.topic == PipelineTopics.imuRaw {
-            latestForce = try decoded(frame, as: ImuMessage.self).linearAcceleration
-            return [frame]
+            latestForce = try imuSample(frame).linearAcceleration
+            output.append(frame); return
         }
-        guard frame.topic == PipelineTopics.magnetometer, let force = latestForce else { return [frame] }
-        let m = try decoded(frame, as: MagneticFieldMessage.self)
-        let field = m.magneticField * 1e6
+        guard frame.topic == PipelineTopics.magnetometer, let force = latestForce else { output.append(frame); return }
+        let m = try magneticSample(frame)
+        let field = m.field * 1e6
         guard let check else {
             // Learn the expected field from the first second.
             let t = m.header.stamp.seconds
@@ -77,13 +92,13 @@ final class GatingStage: StageLogicBase, TransformLogic {
                                                expectedDipDegrees: learning.map(\.1).reduce(0, +) / n,
                                                strengthTolerance: tolerance.0, dipToleranceDegrees: tolerance.1)
             }
-            return [frame]
+            output.append(frame); return
         }
         assessed += 1
         let clean = check.assess(fieldMicrotesla: field, specificForce: force).isClean
         if !clean { flagged += 1; if !inPeriod { periods += 1 } }
         inPeriod = !clean
-        return clean || !drop ? [frame] : []
+        if clean || !drop { output.append(frame) }
     }
 
     func finish() throws -> [WireFrame] {
@@ -108,15 +123,15 @@ final class FusionStage: StageLogicBase, TransformLogic {
         frameOverride = s.string("frame_id")
     }
 
-    func process(_ frame: WireFrame) throws -> [WireFrame] {
+    func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
         switch frame.topic {
         case PipelineTopics.imuRaw:
-            let m = try decoded(frame, as: ImuMessage.self)
+            let m = try imuSample(frame)
             pendingHeaders.append(m.header)
-            return try fuse(aligner.imu(m.sample))
+            output += try fuse(aligner.imu(ImuSample(timestamp: m.header.stamp.seconds, angularVelocity: m.angularVelocity, specificForce: m.linearAcceleration)))
         case PipelineTopics.magnetometer:
-            let m = try decoded(frame, as: MagneticFieldMessage.self)
-            return try fuse(aligner.magnetometer(m.sample))
+            let m = try magneticSample(frame)
+            output += try fuse(aligner.magnetometer(MagnetometerSample(timestamp: m.header.stamp.seconds, fieldMicrotesla: m.field * 1e6)))
         default:
             throw UnexpectedFrame(reason: "fusion reads \(PipelineTopics.imuRaw) and \(PipelineTopics.magnetometer) only")
         }
@@ -156,15 +171,15 @@ final class StdoutSink: StageLogicBase, TransformLogic {
         topics = Set(s.list("topics"))
         changeFilter = HeadingChangeFilter(minimumChangeDegrees: s.number("min_change_deg"))
     }
-    func process(_ frame: WireFrame) throws -> [WireFrame] {
-        guard topics.contains(frame.topic) else { return [] }
+    func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
+        guard topics.contains(frame.topic) else { return }
         if json {
             let body: String
             do { body = try jsonFromCDR(type: frame.type, frame.payload) ?? "null" } catch { throw UnexpectedFrame(reason: "undecodable \(frame.type): \(error)") }
             buffer += "{\"topic\":\(JSONText.string(frame.topic)),\"type\":\(JSONText.string(frame.type)),\"message\":\(body)}\n"
         } else if frame.type == HeadingMessage.typeName {
             let h = try decoded(frame, as: HeadingMessage.self)
-            guard h.magneticHeading.isFinite, let delivered = changeFilter.offer(h.magneticHeading) else { return [] }
+            guard h.magneticHeading.isFinite, let delivered = changeFilter.offer(h.magneticHeading) else { return }
             let name = CardinalDirection.name(forHeadingDegrees: delivered) ?? "-"
             let accuracy = h.headingAccuracy.isFinite ? "+-\(format(h.headingAccuracy, 1))" : "+-?"
             let flags = FusionFlags(rawValue: h.flags).description
@@ -173,7 +188,7 @@ final class StdoutSink: StageLogicBase, TransformLogic {
             buffer += "\(frame.topic) \(frame.type) \(frame.payload.count) bytes\n"
         }
         if buffer.utf8.count > 8192 { flush() }
-        return []
+        return
     }
     func flush() {
         guard !buffer.isEmpty else { return }
@@ -193,7 +208,7 @@ final class CSVSink: StageLogicBase, TransformLogic {
         quaternions = try CSVFile(path: s.string("path"), header: "t,qw,qx,qy,qz")
         accuracy = s.string("accuracy_path").isEmpty ? nil : try CSVFile(path: s.string("accuracy_path"), header: "t,heading_deg,accuracy_deg,flags")
     }
-    func process(_ frame: WireFrame) throws -> [WireFrame] {
+    func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
         if frame.topic == PipelineTopics.imuFused {
             let m = try decoded(frame, as: ImuMessage.self)
             let q = m.orientation
@@ -204,7 +219,7 @@ final class CSVSink: StageLogicBase, TransformLogic {
             let acc = h.headingAccuracy.isFinite ? format(h.headingAccuracy, 4) : ""
             try accuracy.append("\(stampText(h.header.stamp)),\(heading),\(acc),\(FusionFlags(rawValue: h.flags))")
         }
-        return []
+        return
     }
     func finish() throws -> [WireFrame] {
         try quaternions.close()
@@ -253,8 +268,8 @@ final class RecordSink: StageLogicBase, TransformLogic {
         recorder = try BagRecorder(path: s.string("path"), storage: s.string("storage") == "sqlite3" ? .sqlite3 : .mcap, compression: compression)
         topics = Set(s.list("topics"))
     }
-    func process(_ frame: WireFrame) throws -> [WireFrame] {
-        guard topics.contains(frame.topic) else { return [] }
+    func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
+        guard topics.contains(frame.topic) else { return }
         guard frame.encoding == "cdr", let definition = MessageDefinitions.definition(for: frame.type) else {
             throw UnexpectedFrame(reason: "cannot record \(frame.type) in \(frame.encoding)")
         }
@@ -267,7 +282,7 @@ final class RecordSink: StageLogicBase, TransformLogic {
         // Flush at least once a second so a crash elsewhere loses at most the last second.
         let now = ProcessInfo.processInfo.systemUptime
         if now - lastFlush > 1 { try recorder.flush(); lastFlush = now }
-        return []
+        return
     }
     func finish() throws -> [WireFrame] {
         try recorder.finish()
@@ -307,8 +322,8 @@ final class PublishSink: StageLogicBase, TransformLogic {
             }
         }
     }
-    func process(_ frame: WireFrame) throws -> [WireFrame] {
-        guard topics.contains(frame.topic) else { return [] }
+    func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
+        guard topics.contains(frame.topic) else { return }
         var out = frame
         if json {
             do {
@@ -324,16 +339,60 @@ final class PublishSink: StageLogicBase, TransformLogic {
         } else {
             while try !socket.send(bytes, blocking: false) {
                 _ = try socket.receive(timeoutMilliseconds: 1)
-                if PipelineSignals.stopRequested { dropped += 1; return [] }
+                if PipelineSignals.stopRequested { dropped += 1; return }
             }
             sent += 1
         }
-        return []
+        return
     }
     func finish() throws -> [WireFrame] {
         if let p = pending, try socket.send(p, blocking: false) { sent += 1; pending = nil }
         notes.append("published \(sent) message(s)" + (dropped > 0 ? ", \(dropped) superseded or dropped" : ""))
         socket.close()
+        return []
+    }
+}
+
+/// Counts messages on a topic and, when their header stamps are wall-clock times (the simulator's
+/// `stamp: wall`), the latency from the source to here. Reports count, rate, p50/p99/max latency.
+final class MeasureSink: StageLogicBase, TransformLogic {
+    let topic: String
+    let skipSeconds: Double
+    let reportPath: String
+    var count = 0
+    var first: Double?, last = 0.0
+    var latencies: [Double] = []
+    init(_ s: StageSettings) { topic = s.string("topic"); skipSeconds = s.number("skip_seconds"); reportPath = s.string("report_path") }
+
+    func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
+        guard frame.topic == topic else { return }
+        let now = ProcessInfo.processInfo.systemUptime
+        if first == nil { first = now }
+        last = now
+        count += 1
+        let p = frame.payload
+        guard p.count >= 12 else { return }
+        let sec = Double(Int32(bitPattern: UInt32(p[4]) | UInt32(p[5]) << 8 | UInt32(p[6]) << 16 | UInt32(p[7]) << 24))
+        let ns = Double(UInt32(p[8]) | UInt32(p[9]) << 8 | UInt32(p[10]) << 16 | UInt32(p[11]) << 24)
+        let wall = wallClockNow()
+        let latency = (Double(wall.sec) - sec) + (Double(wall.nanosec) - ns) * 1e-9
+        // Only meaningful for wall-clock stamps, and after the warm-up.
+        if abs(latency) < 10 && now - first! >= skipSeconds { latencies.append(latency) }
+    }
+
+    func finish() throws -> [WireFrame] {
+        let seconds = (first.map { last - $0 }) ?? 0
+        var text = "measured \(count) \(topic) messages"
+        var json = "{\"messages\":\(count),\"seconds\":\(seconds)"
+        if seconds > 0 { text += String(format: " in %.3f s (%.0f/s)", seconds, Double(count) / seconds) }
+        if !latencies.isEmpty {
+            let sorted = latencies.sorted()
+            func pct(_ q: Double) -> Double { sorted[min(sorted.count - 1, Int(q * Double(sorted.count - 1)))] * 1e6 }
+            text += String(format: "; latency after the first %.0f s: p50 %.0f us, p99 %.0f us, max %.0f us", skipSeconds, pct(0.5), pct(0.99), sorted.last! * 1e6)
+            json += ",\"p50_us\":\(pct(0.5)),\"p99_us\":\(pct(0.99)),\"max_us\":\(sorted.last! * 1e6),\"latency_samples\":\(sorted.count)"
+        }
+        notes.append(text)
+        if !reportPath.isEmpty { try (json + "}\n").write(toFile: reportPath, atomically: true, encoding: .utf8) }
         return []
     }
 }

@@ -8,8 +8,14 @@ final class ThreadExecutor: SerialExecutor, @unchecked Sendable {
     private var stopping = false
 
     init(name: String) {
-        let thread = Thread { [self] in self.runLoop() }
-        thread.name = name
+        // Named from inside: on Linux a new thread inherits its creator's name, and Foundation's
+        // setter does not rename a thread from outside. Names are at most 15 bytes.
+        let short = String(name.utf8.prefix(15)) ?? "stage"
+        let thread = Thread { [self] in
+            // pthread_setname_np needs _GNU_SOURCE, which Swift's Glibc module lacks; /proc does the same.
+            if let f = fopen("/proc/thread-self/comm", "w") { fputs(short, f); fclose(f) }
+            self.runLoop()
+        }
         thread.stackSize = 1 << 20
         thread.start()
     }

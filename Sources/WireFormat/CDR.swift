@@ -22,6 +22,8 @@ public enum CDRError: Error, Equatable, Sendable, CustomStringConvertible {
 /// Reads ROS 2 CDR (XCDR1 plain CDR, as rosbag2 and MCAP store it): a 4-byte encapsulation header
 /// (0x00 0x01 little endian, 0x00 0x00 big endian, then two option bytes), then the body, with each
 /// primitive aligned to its size relative to the start of the body.
+import CompassCore
+
 public struct CDRReader {
     @usableFromInline let bytes: UnsafeRawBufferPointer
     @usableFromInline var offset: Int
@@ -44,14 +46,13 @@ public struct CDRReader {
     /// Bytes not read yet.
     public var remaining: Int { bytes.count - offset }
 
-    @inlinable
+    /// Aligns to `n` (a power of two) relative to the body start.
+    @inlinable @inline(__always)
     mutating func align(_ n: Int) {
-        let rel = offset - 4
-        let pad = (n - rel % n) % n
-        offset += pad
+        offset += (4 - offset) & (n - 1)
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     mutating func raw<T: FixedWidthInteger>(_ type: T.Type, _ field: String) throws(CDRError) -> T {
         align(MemoryLayout<T>.size)
         guard offset + MemoryLayout<T>.size <= bytes.count else { throw .truncated(field: field, offset: offset) }
@@ -88,25 +89,45 @@ public struct CDRReader {
     }
 }
 
-/// Writes little-endian ROS 2 CDR with the 4-byte encapsulation header (0x00 0x01 0x00 0x00).
+/// Writes little-endian ROS 2 CDR with the 4-byte encapsulation header (0x00 0x01 0x00 0x00), into a
+/// pre-sized buffer (grown by doubling): values are stored in place, not appended byte by byte.
 public struct CDRWriter {
-    public private(set) var bytes: [UInt8] = [0x00, 0x01, 0x00, 0x00]
+    var storage: [UInt8]
+    var count = 4
 
-    public init(capacity: Int = 256) { bytes.reserveCapacity(capacity) }
-
-    mutating func align(_ n: Int) {
-        let rel = bytes.count - 4
-        let pad = (n - rel % n) % n
-        if pad > 0 { bytes.append(contentsOf: repeatElement(0, count: pad)) }
+    public init(capacity: Int = 256) {
+        storage = [UInt8](repeating: 0, count: Swift.max(capacity, 16))
+        storage[1] = 0x01
     }
 
+    /// The encoded message.
+    public var bytes: [UInt8] { Array(storage[0..<count]) }
+
+    @inline(__always)
+    mutating func reserve(_ n: Int) {
+        if count + n > storage.count { storage.append(contentsOf: [UInt8](repeating: 0, count: Swift.max(storage.count, n))) }
+    }
+
+    /// Aligns to `n` (a power of two) relative to the body start; padding bytes are zero.
+    @inline(__always)
+    mutating func align(_ n: Int) {
+        let pad = (4 - count) & (n - 1)
+        reserve(pad)
+        for i in 0..<pad { storage[count + i] = 0 }
+        count += pad
+    }
+
+    @inline(__always)
     mutating func raw<T: FixedWidthInteger>(_ v: T) {
         align(MemoryLayout<T>.size)
-        withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) }
+        reserve(MemoryLayout<T>.size)
+        let offset = count
+        storage.withUnsafeMutableBytes { $0.storeBytes(of: v.littleEndian, toByteOffset: offset, as: T.self) }
+        count += MemoryLayout<T>.size
     }
 
-    public mutating func uint8(_ v: UInt8) { bytes.append(v) }
-    public mutating func int8(_ v: Int8) { bytes.append(UInt8(bitPattern: v)) }
+    public mutating func uint8(_ v: UInt8) { reserve(1); storage[count] = v; count += 1 }
+    public mutating func int8(_ v: Int8) { uint8(UInt8(bitPattern: v)) }
     public mutating func uint16(_ v: UInt16) { raw(v) }
     public mutating func int32(_ v: Int32) { raw(UInt32(bitPattern: v)) }
     public mutating func uint32(_ v: UInt32) { raw(v) }
@@ -114,8 +135,55 @@ public struct CDRWriter {
     public mutating func string(_ s: String) {
         let utf8 = Array(s.utf8)
         uint32(UInt32(utf8.count + 1))
-        bytes.append(contentsOf: utf8)
-        bytes.append(0)
+        reserve(utf8.count + 1)
+        for (i, b) in utf8.enumerated() { storage[count + i] = b }
+        storage[count + utf8.count] = 0
+        count += utf8.count + 1
     }
     public mutating func float64Array(_ values: [Double]) { for v in values { float64(v) } }
+}
+
+extension CDRReader {
+    /// Skips `count` float64 values (aligned), with the same bounds checks as reading them.
+    @inlinable
+    public mutating func skipFloat64(_ count: Int, _ field: String) throws(CDRError) {
+        align(8)
+        guard offset + 8 * count <= bytes.count else { throw .truncated(field: field, offset: offset) }
+        offset += 8 * count
+    }
+}
+
+/// Decoding only what the fusion path needs from the two input types (the header and the vectors),
+/// skipping orientation and covariances: most of an Imu message's bytes.
+public enum CDRSamples {
+    /// sensor_msgs/msg/Imu: header, angular velocity (rad/s), linear acceleration (m/s^2).
+    public static func imu(_ payload: [UInt8]) throws(CDRError) -> (header: RosHeader, angularVelocity: Vector3, linearAcceleration: Vector3) {
+        let result = payload.withUnsafeBytes { buffer in
+            Result { () throws(CDRError) in
+                var r = try CDRReader(buffer)
+                let header = try RosHeader(&r)
+                try r.skipFloat64(4 + 9, "orientation")
+                let w = Vector3(try r.float64("angular_velocity.x"), try r.float64("angular_velocity.y"), try r.float64("angular_velocity.z"))
+                try r.skipFloat64(9, "angular_velocity_covariance")
+                let a = Vector3(try r.float64("linear_acceleration.x"), try r.float64("linear_acceleration.y"), try r.float64("linear_acceleration.z"))
+                try r.skipFloat64(9, "linear_acceleration_covariance")
+                return (header, w, a)
+            }
+        }
+        return try result.get()
+    }
+
+    /// sensor_msgs/msg/MagneticField: header and field (tesla).
+    public static func magneticField(_ payload: [UInt8]) throws(CDRError) -> (header: RosHeader, field: Vector3) {
+        let result = payload.withUnsafeBytes { buffer in
+            Result { () throws(CDRError) in
+                var r = try CDRReader(buffer)
+                let header = try RosHeader(&r)
+                let f = Vector3(try r.float64("magnetic_field.x"), try r.float64("magnetic_field.y"), try r.float64("magnetic_field.z"))
+                try r.skipFloat64(9, "magnetic_field_covariance")
+                return (header, f)
+            }
+        }
+        return try result.get()
+    }
 }

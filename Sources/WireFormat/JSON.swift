@@ -32,7 +32,7 @@ public enum JSONText {
     static func quaternion(_ q: Quaternion) -> String {
         "{\"x\":\(number(q.x)),\"y\":\(number(q.y)),\"z\":\(number(q.z)),\"w\":\(number(q.w))}"
     }
-    static func array(_ a: [Double]) -> String { "[" + a.map(number).joined(separator: ",") + "]" }
+    static func array(_ c: Covariance9) -> String { "[" + c.array.map(number).joined(separator: ",") + "]" }
     static func header(_ h: RosHeader) -> String {
         "{\"stamp\":{\"sec\":\(h.stamp.sec),\"nanosec\":\(h.stamp.nanosec)},\"frame_id\":\(string(h.frameId))}"
     }

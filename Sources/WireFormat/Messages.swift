@@ -44,11 +44,9 @@ public protocol RosMessage: Sendable {
 
 extension RosMessage {
     /// Decodes from a byte array.
+    @inlinable
     public init(cdrBytes: [UInt8]) throws(CDRError) {
-        var result: Result<Self, CDRError>!
-        cdrBytes.withUnsafeBytes { buffer in
-            do throws(CDRError) { result = .success(try Self(cdr: buffer)) } catch { result = .failure(error) }
-        }
+        let result = cdrBytes.withUnsafeBytes { buffer in Result { () throws(CDRError) in try Self(cdr: buffer) } }
         self = try result.get()
     }
 }
@@ -59,14 +57,14 @@ public struct ImuMessage: RosMessage, Equatable {
     public var header: RosHeader
     /// x, y, z, w (ROS order).
     public var orientation: Quaternion
-    public var orientationCovariance: [Double]
+    public var orientationCovariance: Covariance9
     public var angularVelocity: Vector3
-    public var angularVelocityCovariance: [Double]
+    public var angularVelocityCovariance: Covariance9
     public var linearAcceleration: Vector3
-    public var linearAccelerationCovariance: [Double]
+    public var linearAccelerationCovariance: Covariance9
 
-    public init(header: RosHeader, orientation: Quaternion, orientationCovariance: [Double], angularVelocity: Vector3,
-                angularVelocityCovariance: [Double], linearAcceleration: Vector3, linearAccelerationCovariance: [Double]) {
+    public init(header: RosHeader, orientation: Quaternion, orientationCovariance: Covariance9, angularVelocity: Vector3,
+                angularVelocityCovariance: Covariance9, linearAcceleration: Vector3, linearAccelerationCovariance: Covariance9) {
         self.header = header; self.orientation = orientation; self.orientationCovariance = orientationCovariance
         self.angularVelocity = angularVelocity; self.angularVelocityCovariance = angularVelocityCovariance
         self.linearAcceleration = linearAcceleration; self.linearAccelerationCovariance = linearAccelerationCovariance
@@ -78,22 +76,22 @@ public struct ImuMessage: RosMessage, Equatable {
         let qx = try r.float64("orientation.x"), qy = try r.float64("orientation.y")
         let qz = try r.float64("orientation.z"), qw = try r.float64("orientation.w")
         orientation = Quaternion(w: qw, x: qx, y: qy, z: qz)
-        orientationCovariance = try r.float64Array(9, "orientation_covariance")
+        orientationCovariance = try Covariance9(&r, "orientation_covariance")
         angularVelocity = Vector3(try r.float64("angular_velocity.x"), try r.float64("angular_velocity.y"), try r.float64("angular_velocity.z"))
-        angularVelocityCovariance = try r.float64Array(9, "angular_velocity_covariance")
+        angularVelocityCovariance = try Covariance9(&r, "angular_velocity_covariance")
         linearAcceleration = Vector3(try r.float64("linear_acceleration.x"), try r.float64("linear_acceleration.y"), try r.float64("linear_acceleration.z"))
-        linearAccelerationCovariance = try r.float64Array(9, "linear_acceleration_covariance")
+        linearAccelerationCovariance = try Covariance9(&r, "linear_acceleration_covariance")
     }
 
     public func cdr() -> [UInt8] {
         var w = CDRWriter(capacity: 360)
         header.encode(&w)
         w.float64(orientation.x); w.float64(orientation.y); w.float64(orientation.z); w.float64(orientation.w)
-        w.float64Array(orientationCovariance.padded(9))
+        orientationCovariance.encode(&w)
         w.float64(angularVelocity.x); w.float64(angularVelocity.y); w.float64(angularVelocity.z)
-        w.float64Array(angularVelocityCovariance.padded(9))
+        angularVelocityCovariance.encode(&w)
         w.float64(linearAcceleration.x); w.float64(linearAcceleration.y); w.float64(linearAcceleration.z)
-        w.float64Array(linearAccelerationCovariance.padded(9))
+        linearAccelerationCovariance.encode(&w)
         return w.bytes
     }
 
@@ -109,9 +107,9 @@ public struct MagneticFieldMessage: RosMessage, Equatable {
     public var header: RosHeader
     /// Tesla, sensor frame.
     public var magneticField: Vector3
-    public var magneticFieldCovariance: [Double]
+    public var magneticFieldCovariance: Covariance9
 
-    public init(header: RosHeader, magneticField: Vector3, magneticFieldCovariance: [Double]) {
+    public init(header: RosHeader, magneticField: Vector3, magneticFieldCovariance: Covariance9) {
         self.header = header; self.magneticField = magneticField; self.magneticFieldCovariance = magneticFieldCovariance
     }
 
@@ -119,14 +117,14 @@ public struct MagneticFieldMessage: RosMessage, Equatable {
         var r = try CDRReader(cdr)
         header = try RosHeader(&r)
         magneticField = Vector3(try r.float64("magnetic_field.x"), try r.float64("magnetic_field.y"), try r.float64("magnetic_field.z"))
-        magneticFieldCovariance = try r.float64Array(9, "magnetic_field_covariance")
+        magneticFieldCovariance = try Covariance9(&r, "magnetic_field_covariance")
     }
 
     public func cdr() -> [UInt8] {
         var w = CDRWriter(capacity: 128)
         header.encode(&w)
         w.float64(magneticField.x); w.float64(magneticField.y); w.float64(magneticField.z)
-        w.float64Array(magneticFieldCovariance.padded(9))
+        magneticFieldCovariance.encode(&w)
         return w.bytes
     }
 
@@ -147,11 +145,11 @@ public struct NavSatFixMessage: RosMessage, Equatable {
     public var longitude: Double
     /// Metres above the WGS-84 ellipsoid.
     public var altitude: Double
-    public var positionCovariance: [Double]
+    public var positionCovariance: Covariance9
     public var positionCovarianceType: UInt8
 
     public init(header: RosHeader, status: Int8, service: UInt16, latitude: Double, longitude: Double, altitude: Double,
-                positionCovariance: [Double], positionCovarianceType: UInt8) {
+                positionCovariance: Covariance9, positionCovarianceType: UInt8) {
         self.header = header; self.status = status; self.service = service; self.latitude = latitude
         self.longitude = longitude; self.altitude = altitude; self.positionCovariance = positionCovariance
         self.positionCovarianceType = positionCovarianceType
@@ -163,7 +161,7 @@ public struct NavSatFixMessage: RosMessage, Equatable {
         status = try r.int8("status.status")
         service = try r.uint16("status.service")
         latitude = try r.float64("latitude"); longitude = try r.float64("longitude"); altitude = try r.float64("altitude")
-        positionCovariance = try r.float64Array(9, "position_covariance")
+        positionCovariance = try Covariance9(&r, "position_covariance")
         positionCovarianceType = try r.uint8("position_covariance_type")
     }
 
@@ -172,15 +170,68 @@ public struct NavSatFixMessage: RosMessage, Equatable {
         header.encode(&w)
         w.int8(status); w.uint16(service)
         w.float64(latitude); w.float64(longitude); w.float64(altitude)
-        w.float64Array(positionCovariance.padded(9))
+        positionCovariance.encode(&w)
         w.uint8(positionCovarianceType)
         return w.bytes
     }
 }
 
-extension Array where Element == Double {
-    /// Exactly `n` elements: truncated, or padded with zeros.
-    func padded(_ n: Int) -> [Double] {
-        count == n ? self : Array(prefix(n)) + [Double](repeating: 0, count: Swift.max(0, n - count))
+
+/// A ROS float64[9] covariance (row-major 3x3) held inline: no heap allocation per message.
+public struct Covariance9: Sendable, Equatable, ExpressibleByArrayLiteral, CustomStringConvertible {
+    public var m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0, m4 = 0.0, m5 = 0.0, m6 = 0.0, m7 = 0.0, m8 = 0.0
+
+    public init() {}
+    /// All nine entries equal to `value`.
+    public init(repeating value: Double) {
+        m0 = value; m1 = value; m2 = value; m3 = value; m4 = value; m5 = value; m6 = value; m7 = value; m8 = value
+    }
+    /// From up to nine values, row-major; missing ones are 0 (an empty list means "all zero").
+    public init(_ values: [Double]) {
+        for (i, v) in values.prefix(9).enumerated() { self[i] = v }
+    }
+    public init(arrayLiteral elements: Double...) { self.init(elements) }
+
+    public subscript(i: Int) -> Double {
+        get {
+            switch i {
+            case 0: return m0
+            case 1: return m1
+            case 2: return m2
+            case 3: return m3
+            case 4: return m4
+            case 5: return m5
+            case 6: return m6
+            case 7: return m7
+            default: return m8
+            }
+        }
+        set {
+            switch i {
+            case 0: m0 = newValue
+            case 1: m1 = newValue
+            case 2: m2 = newValue
+            case 3: m3 = newValue
+            case 4: m4 = newValue
+            case 5: m5 = newValue
+            case 6: m6 = newValue
+            case 7: m7 = newValue
+            default: m8 = newValue
+            }
+        }
+    }
+
+    public var array: [Double] { [m0, m1, m2, m3, m4, m5, m6, m7, m8] }
+    public var description: String { array.description }
+
+    init(_ r: inout CDRReader, _ field: String) throws(CDRError) {
+        m0 = try r.float64(field); m1 = try r.float64(field); m2 = try r.float64(field)
+        m3 = try r.float64(field); m4 = try r.float64(field); m5 = try r.float64(field)
+        m6 = try r.float64(field); m7 = try r.float64(field); m8 = try r.float64(field)
+    }
+
+    func encode(_ w: inout CDRWriter) {
+        w.float64(m0); w.float64(m1); w.float64(m2); w.float64(m3); w.float64(m4)
+        w.float64(m5); w.float64(m6); w.float64(m7); w.float64(m8)
     }
 }

@@ -10,9 +10,9 @@ struct CDRTests {
     @Test("Imu round-trips and has the ROS layout")
     func imu() throws {
         let m = ImuMessage(header: header, orientation: Quaternion(w: 0.5, x: 0.5, y: -0.5, z: 0.5),
-                           orientationCovariance: (0..<9).map(Double.init), angularVelocity: Vector3(0.1, -0.2, 0.3),
-                           angularVelocityCovariance: [Double](repeating: 0.01, count: 9), linearAcceleration: Vector3(0, 0.5, 9.81),
-                           linearAccelerationCovariance: [Double](repeating: -1, count: 9))
+                           orientationCovariance: Covariance9((0..<9).map(Double.init)), angularVelocity: Vector3(0.1, -0.2, 0.3),
+                           angularVelocityCovariance: Covariance9(repeating: 0.01), linearAcceleration: Vector3(0, 0.5, 9.81),
+                           linearAccelerationCovariance: Covariance9(repeating: -1))
         let bytes = m.cdr()
         // 4 header + 8 stamp + 4 length + 9 "imu_link\0" = 25, padded to 28 (8-aligned body offset 24),
         // then 4 + 9 + 3 + 9 + 3 + 9 = 37 float64s.
@@ -24,11 +24,11 @@ struct CDRTests {
 
     @Test("MagneticField and NavSatFix round-trip; tesla becomes microtesla in the sample")
     func others() throws {
-        let mag = MagneticFieldMessage(header: header, magneticField: Vector3(20e-6, -5e-6, -44e-6), magneticFieldCovariance: [Double](repeating: 0, count: 9))
+        let mag = MagneticFieldMessage(header: header, magneticField: Vector3(20e-6, -5e-6, -44e-6), magneticFieldCovariance: Covariance9(repeating: 0))
         #expect(try MagneticFieldMessage(cdrBytes: mag.cdr()) == mag)
         #expect((mag.sample.fieldMicrotesla - Vector3(20, -5, -44)).norm < 1e-9)
         let fix = NavSatFixMessage(header: header, status: 0, service: 1, latitude: 52.5, longitude: 13.4, altitude: 35,
-                                   positionCovariance: [Double](repeating: 2, count: 9), positionCovarianceType: 2)
+                                   positionCovariance: Covariance9(repeating: 2), positionCovarianceType: 2)
         #expect(try NavSatFixMessage(cdrBytes: fix.cdr()) == fix)
     }
 

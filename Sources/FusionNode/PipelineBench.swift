@@ -1,0 +1,122 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import MessageBus
+import Pipeline
+import CZeroMQ
+
+/// `fusion-node bench pipeline`: source -> calibration -> gating -> fusion -> sink, in one process
+/// and with every stage in its own process over ipc, next to raw libzmq one-hop throughput measured
+/// in the same run; then source-to-sink latency at a steady 1 kHz across five processes.
+enum PipelineBench {
+    static func pipelineText(samples: Int, rate: Double, realtime: Bool, directory: String?, report: String) -> String {
+        func endpoint(_ name: String) -> String { directory.map { "\n    endpoint: ipc://\($0)/\(name)" } ?? "" }
+        return """
+        stages:
+          source:
+            type: simulator
+            rate_hz: \(rate)
+            duration: \(Double(samples) / rate)
+            realtime: \(realtime)
+            stamp: wall\(endpoint("source"))
+          calibration:
+            type: calibration
+            inputs: [source]
+            hard_iron_ut: [1, -2, 0.5]\(endpoint("calibration"))
+          gating:
+            type: gating
+            inputs: [calibration]\(endpoint("gating"))
+          fusion:
+            type: fusion
+            inputs: [gating]\(endpoint("fusion"))
+          sink:
+            type: measure
+            inputs: [fusion]
+            report_path: \(report)
+        """
+    }
+
+    /// Raw one-hop throughput: XPUB (no-drop, back-pressure) to SUB, 64-byte messages.
+    static func rawZeroMQ(_ endpoint: String, messages: Int) throws -> Double {
+        let context = BusContext()
+        let pub = try BusSocket(context, .xpub)
+        try pub.setOption(ZMQ_XPUB_NODROP, 1)
+        try pub.setOption(ZMQ_SNDHWM, 10_000)
+        try pub.bind(endpoint)
+        let sub = try BusSocket(context, .sub)
+        try sub.setOption(ZMQ_RCVHWM, 10_000)
+        try sub.subscribe([])
+        try sub.connect(endpoint)
+        while try pub.receive(timeoutMilliseconds: 100)?.first != 1 {}
+        let payload = [UInt8](repeating: 7, count: 64)
+        let t0 = monotonicSeconds()
+        var sent = 0, received = 0
+        while received < messages {
+            while sent < messages, try pub.send(payload, blocking: false) { sent += 1 }
+            while let _ = try sub.receive(timeoutMilliseconds: 0) { received += 1 }
+        }
+        return Double(messages) / (monotonicSeconds() - t0)
+    }
+
+    static func runProcesses(_ configPath: String, stages: [String]) throws -> Double {
+        let t0 = monotonicSeconds()
+        var pids: [pid_t] = []
+        for stage in stages.reversed() { pids.append(try spawnSelf(["--config", configPath, "--stage", stage])) }
+        for pid in pids {
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+            guard status == 0 else { throw UsageError(message: "a stage process failed (status \(status))") }
+        }
+        return monotonicSeconds() - t0
+    }
+
+    static func run(_ args: [String]) async throws -> Int32 {
+        let a = try Arguments(args, valued: ["--samples"], flags: [])
+        let samples = try a.integer("--samples", minimum: 1000) ?? 200_000
+        PipelineSignals.install()
+        var dirTemplate = Array("/tmp/gyrocompass-bench-XXXXXX".utf8CString)
+        guard let dirPointer = mkdtemp(&dirTemplate) else { throw UsageError(message: "cannot create a temporary folder") }
+        let dir = String(cString: dirPointer)
+
+        let inproc = try rawZeroMQ("inproc://raw-bench", messages: 1_000_000)
+        let ipc = try rawZeroMQ("ipc://\(dir)/raw", messages: 1_000_000)
+        print("raw libzmq one hop, 64-byte messages: inproc \(fmt(inproc, 0)) msg/s, ipc \(fmt(ipc, 0)) msg/s")
+
+        // Steady-state rate: first to last message at the sink. End to end: including start-up and drain.
+        func sinkReport(_ path: String) -> (rate: Double, p50: Double?, p99: Double?, max: Double?) {
+            guard let text = readWholeFile(path) else { return (0, nil, nil, nil) }
+            func value(_ key: String) -> Double? {
+                guard let r = text.split(separator: ",").first(where: { $0.contains("\"\(key)\"") }) else { return nil }
+                return Double(r.split(separator: ":").last!.filter { "0123456789.e-+".contains($0) })
+            }
+            let n = value("messages") ?? 0, s = value("seconds") ?? 0
+            return (s > 0 ? n / s : 0, value("p50_us"), value("p99_us"), value("max_us"))
+        }
+        let stages = ["source", "calibration", "gating", "fusion", "sink"]
+        let oneReport = dir + "/one.json"
+        let one = try PipelineConfig.parse(pipelineText(samples: samples, rate: 1000, realtime: false, directory: nil, report: oneReport), file: "<bench>", environment: [:])
+        let t0 = monotonicSeconds()
+        let reports = try await PipelineRunner.runAll(one, log: { _ in })
+        let oneSeconds = monotonicSeconds() - t0
+        let fused = reports.first { $0.stage == "fusion" }!.published / 2
+        print("one process, 5 stages (inproc): \(fmt(sinkReport(oneReport).rate, 0)) samples/s steady state; end to end \(fused) samples in \(fmt(oneSeconds, 3)) s = \(fmt(Double(fused) / oneSeconds, 0)) samples/s")
+
+        let multiPath = dir + "/multi.yaml", multiReport = dir + "/multi.json"
+        let w = try TextFileWriter(path: multiPath)
+        try w.write(pipelineText(samples: samples, rate: 1000, realtime: false, directory: dir, report: multiReport))
+        try w.close()
+        let multiSeconds = try runProcesses(multiPath, stages: stages)
+        print("five processes (ipc): \(fmt(sinkReport(multiReport).rate, 0)) samples/s steady state; end to end with process start-up \(fmt(Double(samples) / multiSeconds, 0)) samples/s")
+
+        let latencyPath = dir + "/latency.yaml", latencyReport = dir + "/latency.json"
+        mkdir(dir + "/l", 0o755)
+        let l = try TextFileWriter(path: latencyPath)
+        try l.write(pipelineText(samples: 11_000, rate: 1000, realtime: true, directory: dir + "/l", report: latencyReport))
+        try l.close()
+        _ = try runProcesses(latencyPath, stages: stages)
+        let lat = sinkReport(latencyReport)
+        print("latency at a steady 1 kHz across five processes (source stamp to sink arrival, 10 s after a 1 s warm-up): "
+              + "p50 \(fmt(lat.p50 ?? .nan, 0)) us, p99 \(fmt(lat.p99 ?? .nan, 0)) us, max \(fmt(lat.max ?? .nan, 0)) us")
+        return 0
+    }
+}
