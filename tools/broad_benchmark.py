@@ -81,6 +81,8 @@ def main():
     ap.add_argument('--no-build', action='store_true')
     ap.add_argument('--no-peers', action='store_true')
     ap.add_argument('--out', help='keep the estimate CSVs here (default: a temporary folder)')
+    ap.add_argument('--sensor-latency', type=float, default=None,
+                    help='also run the Kalman filter with this IMU output latency (seconds), as a separate, labelled row')
     args = ap.parse_args()
 
     data = Path(args.data)
@@ -93,6 +95,11 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
 
     estimators = {'GyroCompass Kalman': 'kalman', 'GyroCompass complementary': 'complementary'}
+    extra_args = {name: [] for name in estimators}
+    if args.sensor_latency is not None:
+        name = f'GyroCompass Kalman, --sensor-latency {args.sensor_latency:g} (a sensor setting, not a default)'
+        estimators[name] = 'kalman'
+        extra_args[name] = ['--sensor-latency', str(args.sensor_latency)]
     results = {name: {} for name in estimators}
     cover = {name: [0, 0, 0] for name in estimators}
     trials = []
@@ -100,11 +107,11 @@ def main():
         tid = bag.name[:2]
         trials.append(tid)
         for name, kind in estimators.items():
-            folder = out / kind
+            folder = out / (kind + ('-latency' if extra_args[name] else ''))
             folder.mkdir(exist_ok=True)
             quat, accuracy = folder / f'{tid}.csv', folder / f'{tid}.accuracy.csv'
             subprocess.run([str(node), 'replay', str(bag), '--filter', kind, '--csv', str(quat),
-                            '--accuracy-csv', str(accuracy), '--quiet'], check=True)
+                            '--accuracy-csv', str(accuracy), '--quiet', *extra_args[name]], check=True)
             t, q_ref, movement = scorer.read_truth(data / 'truth' / f'{tid}.csv.gz')
             results[name][tid] = scorer.errors(scorer.read_estimate(quat, t), q_ref, movement)
             s, v, c = coverage(scorer, data, tid, quat, accuracy)

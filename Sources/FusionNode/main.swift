@@ -12,8 +12,8 @@ fusion-node \(gyroCompassVersion): GyroCompass gyro-compass sensor fusion
 
 USAGE
   fusion-node [--duration SECONDS] [--seed N] [--filter kalman|complementary]
-      Run the built-in default pipeline: the seeded IMU simulator feeding a fusion filter, one
-      heading line per update (50 Hz) until Ctrl-C or the duration has passed.
+      Run the built-in default pipeline: the seeded IMU simulator through calibration, gating and
+      fusion, one heading line per update (100 Hz) until Ctrl-C or the duration has passed.
   fusion-node replay BAG [--csv OUT.csv] [--filter NAME] ...     (fusion-node replay --help)
       Run a filter over a recorded ROS 2 bag (MCAP or sqlite3; directory or file).
   fusion-node bag info BAG
@@ -26,45 +26,30 @@ USAGE
       Throughput numbers.
   fusion-node --config pipeline.yaml [--stage NAME | --list-stages | --supervise]
       Run a pipeline of stages (sources, transforms, sinks) over ZeroMQ; see the README.
+  fusion-node stages
+      Every pipeline stage type and its settings (Markdown).
   fusion-node --help | --version
 
 OUTPUT of the default pipeline (one line per update)
-  t=<s> heading=<deg clockwise from magnetic north> (<16-point name>) +-<95 % accuracy, deg>
-  truth=<simulator's true heading> [<flags>]
+  t=<s> heading=<deg clockwise from magnetic north> (<16-point name>) +-<95 % accuracy, deg> [<flags>]
 """
 
-nonisolated(unsafe) var stopRequested: sig_atomic_t = 0
-
-func runDefaultPipeline(_ args: [String]) throws -> Int32 {
+/// No configuration given: the built-in default pipeline on the simulator.
+func runDefaultPipeline(_ args: [String]) async throws -> Int32 {
     let a = try Arguments(args, valued: ["--duration", "--seed", "--filter"], flags: [])
     guard a.positionals.isEmpty else { throw UsageError(message: "unknown argument '\(a.positionals[0])'") }
-    let duration = try a.double("--duration", minimum: 0)
-    guard let seedText = Optional(a.string("--seed") ?? "1"), let seed = UInt64(seedText) else {
+    let duration = try a.double("--duration", minimum: 0) ?? 0
+    guard let seed = UInt64(a.string("--seed") ?? "1") else {
         throw UsageError(message: "--seed expects a non-negative integer, got '\(a.string("--seed") ?? "")'")
     }
-    let kindName = a.string("--filter") ?? "kalman"
-    guard let kind = FilterKind(rawValue: kindName) else {
-        throw UsageError(message: "--filter expects one of \(FilterKind.allCases.map(\.rawValue).joined(separator: ", ")), got '\(kindName)'")
+    let filter = a.string("--filter") ?? "kalman"
+    guard FilterKind(rawValue: filter) != nil else {
+        throw UsageError(message: "--filter expects one of \(FilterKind.allCases.map(\.rawValue).joined(separator: ", ")), got '\(filter)'")
     }
-    signal(SIGINT) { _ in stopRequested = 1 }
-    signal(SIGTERM) { _ in stopRequested = 1 }
-    var scenario = DefaultScenario.make(seed: seed)
-    scenario.loops = true
-    var sim = IMUSimulator(scenario: scenario)
-    var stage = SimulatorFusionStage(filter: kind.make())
-    let rate = scenario.sampleRateHz
-    let outputEvery = max(1, Int((rate / 50).rounded()))
-    let start = monotonicSeconds()
-    var k = 0
-    while stopRequested == 0 {
-        if let d = duration, Double(k) / rate >= d { break }
-        guard let sample = sim.next() else { break }
-        if let line = stage.update(sample), k % outputEvery == 0 { print(line) }
-        k += 1
-        let ahead = Double(k) / rate - (monotonicSeconds() - start)
-        if ahead > 0 { usleep(UInt32(ahead * 1e6)) }
-    }
-    fflush(nil)
+    let config = try PipelineConfig.parse(BuiltInPipelines.defaultText(durationSeconds: duration, filter: filter, seed: seed),
+                                          file: "<built-in default pipeline>", environment: [:])
+    PipelineSignals.install()
+    _ = try await PipelineRunner.runAll(config, log: { _ in })
     return 0
 }
 
@@ -84,15 +69,19 @@ do {
     case "bag":
         switch arguments.dropFirst().first {
         case "info": status = try BagInfoCommand.run(Array(arguments.dropFirst(2)))
-        case "echo": status = try BagEchoCommand.run(Array(arguments.dropFirst(2)))
+        case "stages":
+        status = StagesCommand.run()
+    case "echo": status = try BagEchoCommand.run(Array(arguments.dropFirst(2)))
         default: throw UsageError(message: "usage: fusion-node bag info BAG | fusion-node bag echo BAG [--topic T] [--limit N]")
         }
+    case "stages":
+        status = StagesCommand.run()
     case "echo":
         status = try EchoCommand.run(Array(arguments.dropFirst()))
     case "bench":
         if arguments.contains("--help") { print(BenchCommand.usage) } else { status = try await BenchCommand.run(Array(arguments.dropFirst())) }
     default:
-        status = try runDefaultPipeline(arguments)
+        status = try await runDefaultPipeline(arguments)
     }
 } catch let e as PipelineConfigError {
     writeStandardError("fusion-node: \(e)\n")

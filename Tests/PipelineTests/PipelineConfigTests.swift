@@ -113,3 +113,11 @@ func readWholeFileForTest(_ path: String) -> String? {
     }
     return String(decoding: out, as: UTF8.self)
 }
+
+@Test("the built-in default pipeline parses for every filter")
+func builtInDefault() throws {
+    for filter in ["kalman", "complementary"] {
+        let c = try PipelineConfig.parse(BuiltInPipelines.defaultText(durationSeconds: 3, filter: filter, seed: 2), file: "<builtin>", environment: [:])
+        #expect(c.stages.map(\.name) == ["source", "calibration", "gating", "fusion", "console"])
+    }
+}
