@@ -39,7 +39,7 @@ public final class BagReader: @unchecked Sendable {
     /// directory's .mcap or .db3 files.
     static func readMetadata(directory: String) throws(BagError) -> (Storage, [String]) {
         let metaPath = directory + "/metadata.yaml"
-        guard let text = readText(metaPath) else {
+        guard let text = YAMLParser.readFile(metaPath) else {
             let entries = listDirectory(directory).sorted()
             if let mcaps = Optional(entries.filter { $0.hasSuffix(".mcap") }), !mcaps.isEmpty { return (.mcap, mcaps.map { directory + "/" + $0 }) }
             if let dbs = Optional(entries.filter { $0.hasSuffix(".db3") }), !dbs.isEmpty { return (.sqlite3, dbs.map { directory + "/" + $0 }) }
@@ -94,19 +94,6 @@ public final class BagReader: @unchecked Sendable {
             var st = stat(); return total + (stat(r.path, &st) == 0 ? Int(st.st_size) : 0)
         }
     }
-}
-
-func readText(_ path: String) -> String? {
-    guard let f = fopen(path, "rb") else { return nil }
-    defer { fclose(f) }
-    var out = [UInt8]()
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = fread(&buffer, 1, buffer.count, f)
-        if n <= 0 { break }
-        out.append(contentsOf: buffer[0..<n])
-    }
-    return String(decoding: out, as: UTF8.self)
 }
 
 func listDirectory(_ path: String) -> [String] {

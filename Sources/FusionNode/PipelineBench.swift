@@ -3,6 +3,7 @@ import Glibc
 #endif
 import MessageBus
 import Pipeline
+import YAML
 import CZeroMQ
 
 /// `fusion-node bench pipeline`: source -> calibration -> gating -> fusion -> sink, in one process
@@ -84,7 +85,7 @@ enum PipelineBench {
 
         // Steady-state rate: first to last message at the sink. End to end: including start-up and drain.
         func sinkReport(_ path: String) -> (rate: Double, p50: Double?, p99: Double?, max: Double?) {
-            guard let text = readWholeFile(path) else { return (0, nil, nil, nil) }
+            guard let text = YAMLParser.readFile(path) else { return (0, nil, nil, nil) }
             func value(_ key: String) -> Double? {
                 guard let r = text.split(separator: ",").first(where: { $0.contains("\"\(key)\"") }) else { return nil }
                 return Double(r.split(separator: ":").last!.filter { "0123456789.e-+".contains($0) })

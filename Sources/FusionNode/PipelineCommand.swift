@@ -14,7 +14,6 @@ enum PipelineCommand {
     """
 
     static func load(_ path: String) throws -> PipelineConfig {
-        guard let text = readWholeFile(path) else { throw UsageError(message: "cannot read \(path): \(String(cString: strerror(errno)))") }
         var environment: [String: String] = [:]
         var p = environ
         while let entry = p.pointee {
@@ -22,7 +21,7 @@ enum PipelineCommand {
             if let eq = s.firstIndex(of: "=") { environment[String(s[..<eq])] = String(s[s.index(after: eq)...]) }
             p += 1
         }
-        return try PipelineConfig.parse(text, file: path, environment: environment)
+        return try PipelineConfig.load(path: path, environment: environment)
     }
 
     static func run(_ args: [String]) async throws -> Int32 {
@@ -103,17 +102,4 @@ struct Supervisor {
         }
         return failed ? 1 : 0
     }
-}
-
-func readWholeFile(_ path: String) -> String? {
-    guard let f = fopen(path, "rb") else { return nil }
-    defer { fclose(f) }
-    var out = [UInt8]()
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = fread(&buffer, 1, buffer.count, f)
-        if n <= 0 { break }
-        out.append(contentsOf: buffer[0..<n])
-    }
-    return String(decoding: out, as: UTF8.self)
 }

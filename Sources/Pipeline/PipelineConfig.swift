@@ -29,6 +29,14 @@ public struct PipelineConfig: Sendable {
     /// How many stages read each stage's output.
     public func consumerCount(of name: String) -> Int { stages.filter { $0.inputs.contains(name) }.count }
 
+    /// Reads, parses and validates a pipeline file.
+    public static func load(path: String, environment: [String: String]) throws(PipelineConfigError) -> PipelineConfig {
+        guard let text = YAMLParser.readFile(path) else {
+            throw PipelineConfigError(file: path, mark: YAMLMark(line: 1, column: 1), message: "cannot read the file")
+        }
+        return try parse(text, file: path, environment: environment)
+    }
+
     /// Parses and validates a pipeline file's text. `environment` resolves ${VAR} and ${VAR:-default}.
     public static func parse(_ text: String, file: String, environment: [String: String]) throws(PipelineConfigError) -> PipelineConfig {
         let root: YAMLNode

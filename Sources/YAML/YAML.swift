@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CYAML
 
 /// Where a node starts in its file, 1-based.
@@ -63,6 +66,20 @@ public struct YAMLError: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// libyaml's event parser turned into `YAMLNode`s. Anchors and aliases are resolved; merge keys are not.
 public enum YAMLParser {
+    /// A whole text file (UTF-8), or nil when it cannot be read (`errno` says why).
+    public static func readFile(_ path: String) -> String? {
+        guard let f = fopen(path, "rb") else { return nil }
+        defer { fclose(f) }
+        var out = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = fread(&buffer, 1, buffer.count, f)
+            if n <= 0 { break }
+            out.append(contentsOf: buffer[0..<n])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
     /// Parses the first document of `text`; nil for an empty stream. `file` names the source in errors.
     public static func parse(_ text: String, file: String) throws(YAMLError) -> YAMLNode? {
         var parser = yaml_parser_t()

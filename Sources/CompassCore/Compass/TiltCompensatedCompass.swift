@@ -56,6 +56,17 @@ public enum TiltCompensatedCompass {
                                        orientation: orientation))
     }
 
+    /// The orientation to start a filter from: the compass's when the field is usable, otherwise level
+    /// from gravity alone with an arbitrary heading (`headingKnown` false). nil for unusable gravity.
+    public static func initialOrientation(specificForce: Vector3, field: Vector3?) -> (orientation: Quaternion, headingKnown: Bool)? {
+        if let f = field, case .success(let reading) = reading(field: f, specificForce: specificForce) {
+            return (reading.orientation, true)
+        }
+        guard let up = specificForce.normalized else { return nil }
+        let axis = up.cross(.unitZ)
+        return (Quaternion(axis: axis, angleRadians: atan2(axis.norm, up.z)), false)
+    }
+
     /// Tilt-compensated heading in degrees clockwise from magnetic north, or nil for invalid input.
     @inlinable
     public static func headingDegrees(field: Vector3, specificForce: Vector3) -> Double? {

@@ -23,7 +23,6 @@ public struct ComplementaryFilter: Sendable {
     var lowPassedForceEarth = Vector3.zero
     var secondsSinceCompass = 0.0
     var radiansTurnedSinceCompass = 0.0
-    var lastMagneticTimestamp: Double?
     var latestRate = Vector3.zero
     var forceWeight = LowPassWeight()
 
@@ -44,7 +43,7 @@ public struct ComplementaryFilter: Sendable {
 
     /// The orientation reported: the state, predicted ahead by the sensor latency.
     var reportedOrientation: Quaternion {
-        settings.sensorLatencySeconds > 0 ? orientation * Quaternion(rotationVector: latestRate * settings.sensorLatencySeconds) : orientation
+        orientation.predicted(rate: latestRate, seconds: settings.sensorLatencySeconds)
     }
 
     /// 1-sigma heading uncertainty of the model, degrees: the compass's own plus the drift since it
@@ -101,8 +100,7 @@ public struct ComplementaryFilter: Sendable {
 
         // Heading: a bounded pull toward the compass while the gate trusts it.
         if let m = field {
-            let magneticDt = lastMagneticTimestamp.map { min(settings.maximumStepSeconds, max(0, imu.timestamp - $0)) } ?? dt
-            lastMagneticTimestamp = imu.timestamp
+            let magneticDt = validator.magneticStep(at: imu.timestamp, fallback: dt)
             let earth = orientation.rotate(m)
             let horizontal = (earth.x * earth.x + earth.y * earth.y).squareRoot()
             if horizontal > 1e-3 * m.norm {
@@ -142,12 +140,9 @@ public struct ComplementaryFilter: Sendable {
     }
 
     mutating func start(specificForce: Vector3, field: Vector3?) {
-        if let f = field, case .success(let reading) = TiltCompensatedCompass.reading(field: f, specificForce: specificForce) {
-            orientation = reading.orientation
-            headingFixed = true
-        } else if let up = specificForce.normalized {
-            let axis = up.cross(.unitZ)
-            orientation = Quaternion(axis: axis, angleRadians: atan2(axis.norm, up.z))
+        if let initial = TiltCompensatedCompass.initialOrientation(specificForce: specificForce, field: field) {
+            orientation = initial.orientation
+            headingFixed = initial.headingKnown
         }
         lowPassedForceEarth = orientation.rotate(specificForce)
         started = true

@@ -49,7 +49,6 @@ public struct KalmanFilter: Sendable {
     var elapsed = 0.0
     var lowPassedForceEarth = Vector3.zero
     var secondsSinceMagneticUpdate = 0.0
-    var lastMagneticTimestamp: Double?
     var latestRate = Vector3.zero
     var secondsSinceMeasurementUpdate = 0.0
     var headingSum = 0.0, headingSeconds = 0.0
@@ -105,8 +104,7 @@ public struct KalmanFilter: Sendable {
         // next measurement update.
         secondsSinceMagneticUpdate += dt
         if let m = field {
-            let magneticDt = lastMagneticTimestamp.map { min(settings.maximumStepSeconds, max(0, imu.timestamp - $0)) } ?? dt
-            lastMagneticTimestamp = imu.timestamp
+            let magneticDt = validator.magneticStep(at: imu.timestamp, fallback: dt)
             flags.formUnion(gateMagnetometer(field: m, rotation: r, dt: magneticDt))
         }
         if secondsSinceMagneticUpdate > settings.gyroOnlyAfterSeconds { flags.insert(.gyroOnly) }
@@ -154,7 +152,7 @@ public struct KalmanFilter: Sendable {
 
     /// The orientation reported: the state, predicted ahead by the sensor latency.
     var reportedOrientation: Quaternion {
-        settings.sensorLatencySeconds > 0 ? orientation * Quaternion(rotationVector: latestRate * settings.sensorLatencySeconds) : orientation
+        orientation.predicted(rate: latestRate, seconds: settings.sensorLatencySeconds)
     }
 
     /// 1-sigma heading uncertainty from the state alone, degrees.
@@ -170,13 +168,9 @@ public struct KalmanFilter: Sendable {
     // MARK: - Steps
 
     mutating func start(specificForce: Vector3, field: Vector3?) {
-        if let f = field, case .success(let reading) = TiltCompensatedCompass.reading(field: f, specificForce: specificForce) {
-            orientation = reading.orientation
-        } else if let up = specificForce.normalized {
-            // No usable field yet: level from gravity, heading unknown (large uncertainty below).
-            let axis = up.cross(.unitZ)
-            let angle = atan2(axis.norm, up.z)
-            orientation = Quaternion(axis: axis, angleRadians: angle)
+        // Without a usable field the heading is arbitrary; the large initial uncertainty below covers it.
+        if let initial = TiltCompensatedCompass.initialOrientation(specificForce: specificForce, field: field) {
+            orientation = initial.orientation
         }
         let tilt = 5 * radiansPerDegree, heading = 30 * radiansPerDegree
         attitudeCovariance = Matrix3.diagonal(Vector3(tilt * tilt, tilt * tilt, heading * heading))

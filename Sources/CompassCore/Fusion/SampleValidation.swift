@@ -3,6 +3,8 @@ public struct SampleValidator: Sendable, Equatable {
     /// Longest step integrated as is, seconds; longer gaps are clamped and counted. Default 0.1.
     public var maximumStepSeconds: Double
     public private(set) var lastTimestamp: Double?
+    /// Time of the last magnetometer sample used, seconds.
+    public private(set) var lastMagneticTimestamp: Double?
     public private(set) var skipped = SkippedSampleCounts()
 
     public init(maximumStepSeconds: Double = 0.1) { self.maximumStepSeconds = maximumStepSeconds }
@@ -20,6 +22,13 @@ public struct SampleValidator: Sendable, Equatable {
         lastTimestamp = imu.timestamp
         if dt > maximumStepSeconds { skipped.timeGaps += 1; return maximumStepSeconds }
         return dt
+    }
+
+    /// Seconds since the previous magnetometer sample (clamped to the maximum step), `fallback` for the
+    /// first; remembers `timestamp` as the latest.
+    public mutating func magneticStep(at timestamp: Double, fallback: Double) -> Double {
+        defer { lastMagneticTimestamp = timestamp }
+        return lastMagneticTimestamp.map { Swift.min(maximumStepSeconds, Swift.max(0, timestamp - $0)) } ?? fallback
     }
 
     /// The magnetometer reading if usable (finite, non-zero), else nil with the reason counted.

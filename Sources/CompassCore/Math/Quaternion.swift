@@ -181,6 +181,12 @@ public struct Quaternion: Sendable, Hashable, CustomStringConvertible {
         return Quaternion(w: w * k0 + b.w * k1, x: x * k0 + b.x * k1, y: y * k0 + b.y * k1, z: z * k0 + b.z * k1)
     }
 
+    /// This orientation carried `seconds` further at the sensor-frame angular rate `rate` (rad/s).
+    @inlinable
+    public func predicted(rate: Vector3, seconds: Double) -> Quaternion {
+        seconds > 0 ? self * Quaternion(rotationVector: rate * seconds) : self
+    }
+
     /// The angle in radians of the rotation that takes `self` to `other`.
     @inlinable
     public func angularDistance(to other: Quaternion) -> Double { (conjugate * other).angleRadians }
