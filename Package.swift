@@ -54,7 +54,7 @@ let package = Package(
         .testTarget(name: "CompassCoreTests", dependencies: ["CompassCore", "IMUSimulator"]),
         .testTarget(name: "IMUSimulatorTests", dependencies: ["IMUSimulator", "CompassCore"]),
         .testTarget(name: "WireFormatTests", dependencies: ["WireFormat", "YAML", "CompassCore"]),
-        .testTarget(name: "PipelineTests", dependencies: ["Pipeline", "MessageBus", "WireFormat", "Bags", "CompassCore"]),
+        .testTarget(name: "PipelineTests", dependencies: ["Pipeline", "MessageBus", "WireFormat", "Bags", "CompassCore", "IMUSimulator"]),
         .testTarget(name: "BagsTests", dependencies: ["Bags", "WireFormat", "CompassCore", "IMUSimulator"]),
     ],
     swiftLanguageModes: [.v6]

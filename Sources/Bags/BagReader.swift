@@ -75,6 +75,22 @@ public final class BagReader: @unchecked Sendable {
         return indexes.isEmpty ? nil : Set(indexes.map(\.compression))
     }
 
+    /// The message definition the bag carries for a topic: (type, encoding such as "ros2msg", text), or
+    /// nil when the bag has none (older sqlite3 bags).
+    public func schema(forTopic topic: String) -> (type: String, encoding: String, text: String)? {
+        for r in mcapReaders {
+            if let ch = r.channels.values.first(where: { $0.topic == topic }), let sc = r.schemas[ch.schemaId] {
+                return (sc.name, sc.encoding, String(decoding: sc.data, as: UTF8.self))
+            }
+        }
+        for r in sqliteReaders {
+            if let t = r.topicsById.values.first(where: { $0.name == topic }), let d = r.definitions[t.type] {
+                return (t.type, d.encoding, d.text)
+            }
+        }
+        return nil
+    }
+
     /// Damage met in salvage mode.
     public var damage: [BagError] { mcapReaders.flatMap(\.damage) }
 

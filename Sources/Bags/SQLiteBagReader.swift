@@ -6,6 +6,8 @@ public final class SQLiteBagReader: @unchecked Sendable {
     public let path: String
     let db: OpaquePointer
     public private(set) var topicsById: [Int64: (name: String, type: String, encoding: String)] = [:]
+    /// Message definitions by type (rosbag2 schema 4 and later), empty for older bags.
+    public private(set) var definitions: [String: (encoding: String, text: String)] = [:]
 
     public init(path: String) throws(BagError) {
         self.path = path
@@ -27,6 +29,12 @@ public final class SQLiteBagReader: @unchecked Sendable {
             throw error
         }
         for (id, name, type, enc) in rows { topicsById[id] = (name, type, enc) }
+        let hasDefinitions = (try? query("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'message_definitions'") { _ in true })?.isEmpty == false
+        if hasDefinitions, let defs = try? query("SELECT topic_type, encoding, encoded_message_definition FROM message_definitions") { st in
+            (Self.text(st, 0), Self.text(st, 1), Self.text(st, 2))
+        } {
+            for (type, encoding, text) in defs { definitions[type] = (encoding, text) }
+        }
     }
 
     deinit { sqlite3_close(db) }

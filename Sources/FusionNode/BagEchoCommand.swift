@@ -13,13 +13,27 @@ enum BagEchoCommand {
         options.salvage = a.has("--salvage")
         let limit = try a.integer("--limit", minimum: 1)
         var printed = 0, undecodable = 0
+        // Types this module does not know are decoded through the definition the bag carries.
+        var schemas: [String: MessageSchema?] = [:]
+        func schema(for m: BagMessage) -> MessageSchema? {
+            if let cached = schemas[m.topic] { return cached }
+            let s = bag.schema(forTopic: m.topic).flatMap { $0.encoding == "ros2msg" ? try? MessageSchema(name: m.type, text: $0.text) : nil }
+            schemas[m.topic] = s
+            return s
+        }
         struct Done: Error {}
         do {
             try bag.forEachMessage(options) { m in
                 if let limit, printed >= limit { throw Done() }
                 let body: String
                 do {
-                    body = try jsonFromCDR(type: m.type, m.data).map { "\"message\":" + $0 } ?? "\"bytes\":\(m.data.count)"
+                    if let known = try jsonFromCDR(type: m.type, m.data) {
+                        body = "\"message\":" + known
+                    } else if m.encoding == "cdr", let s = schema(for: m) {
+                        body = "\"message\":" + (try s.decode(m.data)).json
+                    } else {
+                        body = "\"bytes\":\(m.data.count)"
+                    }
                 } catch {
                     undecodable += 1
                     writeStandardError("fusion-node: \(a.positionals[0]): \(m.topic) at log time \(m.logTime): \(error)\n")

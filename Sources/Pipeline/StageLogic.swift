@@ -157,7 +157,10 @@ final class BagSource: StageLogicBase, SourceLogic {
         settings = s
         self.log = log
         bag = try BagReader(path: s.string("path"))
+        super.init()
+        topicsListCache = try bag.topics()
     }
+    var topicsListCache: [BagTopic] = []
 
     func run(emit: ([WireFrame]) throws -> Void) throws {
         let imuTopic = settings.string("imu_topic"), magTopic = settings.string("mag_topic")
@@ -170,6 +173,18 @@ final class BagSource: StageLogicBase, SourceLogic {
         guard let first else { notes.append("no messages on \(imuTopic) or \(magTopic)"); return }
         if settings.number("start") > 0 { options.startTime = first + UInt64(settings.number("start") * 1e9) }
         if settings.number("duration") > 0 { options.endTime = (options.startTime ?? first) + UInt64(settings.number("duration") * 1e9) }
+        // The bag's own definitions decide how its payloads are read (see SchemaAdapter).
+        var adapters: [String: SchemaAdapter] = [:]
+        for topic in topicsListCache where topic.name == imuTopic || topic.name == magTopic {
+            let schema = bag.schema(forTopic: topic.name)
+            do {
+                adapters[topic.name] = try SchemaAdapter(type: topic.type, schemaEncoding: schema?.encoding, schemaText: schema?.text)
+            } catch {
+                throw PipelineRunError.stageFailed(stage: "bag", reason: "\(settings.string("path")): topic \(topic.name): \(error)")
+            }
+            if adapters[topic.name]?.mode == .byName { notes.append("\(topic.name): read through the bag's own \(topic.type) definition") }
+        }
+        var undecodable = 0
         let rate = settings.number("rate")
         let logTime = settings.string("time") == "log"
         let total = try bag.topics().filter { $0.name == imuTopic || $0.name == magTopic }.reduce(0) { $0 + $1.messageCount }
@@ -180,6 +195,13 @@ final class BagSource: StageLogicBase, SourceLogic {
             try bag.forEachMessage(options) { m in
                 let topic = m.topic == imuTopic ? PipelineTopics.imuRaw : PipelineTopics.magnetometer
                 var payload = m.data
+                if let adapter = adapters[m.topic], adapter.mode == .byName {
+                    do { payload = try adapter.standardPayload(m.data) } catch {
+                        undecodable += 1
+                        if undecodable <= 10 { log("bag: \(m.topic) at log time \(m.logTime): \(error)") }
+                        return
+                    }
+                }
                 if logTime && payload.count >= 12 && m.encoding == "cdr" {
                     // The header stamp (int32 sec, uint32 nanosec, little endian) follows the 4-byte encapsulation.
                     let sec = UInt32(truncatingIfNeeded: m.logTime / 1_000_000_000), ns = UInt32(m.logTime % 1_000_000_000)
@@ -200,6 +222,7 @@ final class BagSource: StageLogicBase, SourceLogic {
             for d in bag.damage { log("bag: damage: \(d)") }
         } while settings.bool("loop") && !PipelineSignals.stopRequested
         progress.finish()
+        if undecodable > 0 { notes.append("\(undecodable) undecodable message(s) skipped") }
     }
 
     func finish() throws -> [WireFrame] { [] }

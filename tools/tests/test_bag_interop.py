@@ -207,3 +207,41 @@ def test_damaged_bag_is_reported_not_fatal(node, tmp_path):
     salvaged = subprocess.run([str(node), 'bag', 'echo', str(cut), '--salvage'], capture_output=True, text=True)
     assert salvaged.returncode == 0 and 'damage' in salvaged.stderr
     assert 0 < len(salvaged.stdout.splitlines()) < len(make_messages(n=2000, seed=3))
+
+
+def test_unchunked_mcap_reads_identically(node, tmp_path):
+    """MCAP without chunks (messages directly in the data section), written by the mcap library."""
+    messages = make_messages(n=200, seed=12)
+    path = tmp_path / 'flat.mcap'
+    with open(path, 'wb') as f:
+        w = McapWriter(f, use_chunking=False)
+        w.start(profile='ros2', library='test')
+        channels = {}
+        for topic, msgtype, t, msg in messages:
+            if topic not in channels:
+                schema = w.register_schema(msgtype, 'ros2msg', STORE.generate_msgdef(msgtype)[0].encode())
+                channels[topic] = w.register_channel(topic, 'cdr', schema)
+            w.add_message(channels[topic], t, STORE.serialize_cdr(msg, msgtype), t)
+        w.finish()
+    check_same(messages, echo(node, path))
+
+
+def test_unknown_types_are_decoded_through_the_bags_schema(node, tmp_path):
+    """bag echo renders any type the bag defines, here geometry_msgs/msg/PoseStamped, as JSON."""
+    Pose = STORE.types['geometry_msgs/msg/PoseStamped']
+    Point = STORE.types['geometry_msgs/msg/Point']
+    PoseOnly = STORE.types['geometry_msgs/msg/Pose']
+    bag = tmp_path / 'poses'
+    writer = Writer(bag, version=9, storage_plugin=StoragePlugin.MCAP)
+    with writer:
+        conn = writer.add_connection('/pose', 'geometry_msgs/msg/PoseStamped', typestore=STORE)
+        for k in range(5):
+            msg = Pose(header=Header(stamp=Time(sec=100 + k, nanosec=5), frame_id='map'),
+                       pose=PoseOnly(position=Point(x=1.5 * k, y=-2.0, z=0.25), orientation=Quaternion(x=0.0, y=0.0, z=0.0, w=1.0)))
+            writer.write(conn, (100 + k) * 10**9 + 5, STORE.serialize_cdr(msg, 'geometry_msgs/msg/PoseStamped'))
+    echoed = echo(node, bag)
+    assert len(echoed) == 5
+    m = echoed[3]['message']
+    assert m['header'] == {'stamp': {'sec': 103, 'nanosec': 5}, 'frame_id': 'map'}
+    assert m['pose']['position'] == {'x': 4.5, 'y': -2.0, 'z': 0.25}
+    assert m['pose']['orientation']['w'] == 1.0
