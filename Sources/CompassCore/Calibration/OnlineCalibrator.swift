@@ -1,0 +1,175 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Parameters of `OnlineCalibrator`.
+public struct OnlineCalibrationSettings: Sendable, Equatable {
+    /// Readings kept per direction bin (32 bins over the sphere); older ones are replaced. Default 8.
+    public var readingsPerBin = 8
+    /// Fraction of the 32 direction bins that must hold readings before a fit is tried. Default 0.6.
+    public var minimumCoverage = 0.6
+    /// Coverage from which the ellipsoid (soft-iron) fit is tried instead of the sphere alone. Default 0.8.
+    public var ellipsoidCoverage = 0.8
+    /// A fit is accepted only when its RMS residual is at most this, microtesla. Default 2.
+    public var maximumResidualMicrotesla = 2.0
+    /// Plausible field strengths, microtesla (the earth's field is 22-67 uT everywhere). Default 20...70.
+    public var plausibleRadiusMicrotesla: ClosedRange<Double> = 20...70
+    /// Seconds between fit attempts. Default 0.5.
+    public var refitSeconds = 0.5
+    /// The calibration is declared degraded when new readings miss its sphere by more than
+    /// max(this, 3 x the fit's RMS) microtesla on average for `degradedSeconds`. Default 3.
+    public var degradedResidualMicrotesla = 3.0
+    /// See `degradedResidualMicrotesla`. Default 5.
+    public var degradedSeconds = 5.0
+    public init() {}
+}
+
+/// Hard- and soft-iron calibration learned from normal motion: readings are kept per direction (so
+/// coverage, not count, decides), fitted as a sphere and then an ellipsoid, refined by
+/// Levenberg-Marquardt on the geometric residuals, and accepted only when the fit is good and the
+/// field strength plausible. A later fit replaces the current one only if it is at least as good.
+public struct OnlineCalibrator: Sendable {
+    public enum State: UInt8, Sendable { case uncalibrated = 0, collecting = 1, calibrated = 2, degraded = 3 }
+
+    public var settings: OnlineCalibrationSettings
+    public private(set) var calibration: MagnetometerCalibration?
+    public private(set) var fit: CalibrationFit?
+    public private(set) var state: State = .uncalibrated
+    /// Readings per direction bin (raw, microtesla).
+    var bins: [[Vector3]] = Array(repeating: [], count: 32)
+    var nextSlot: [Int] = Array(repeating: 0, count: 32)
+    var meanSum = Vector3.zero, meanCount = 0.0
+    var lastFitTime: Double?
+    var residualLowPass = 0.0
+    var degradedSince: Double?
+
+    public init(settings: OnlineCalibrationSettings = .init(), initial: MagnetometerCalibration? = nil) {
+        self.settings = settings
+        if let initial {
+            calibration = initial
+            state = .calibrated
+        }
+    }
+
+    /// Fraction of direction bins holding readings (0...1).
+    public var coverage: Double { Double(bins.filter { !$0.isEmpty }.count) / Double(bins.count) }
+
+    /// Progress toward the first (or next) accepted calibration, percent.
+    public var progressPercent: Double { state == .calibrated ? 100 : min(100, 100 * coverage / settings.minimumCoverage) }
+
+    /// True when the user should make the figure-eight motion.
+    public var needsMotion: Bool { state == .uncalibrated || state == .collecting || state == .degraded }
+
+    /// Feeds a raw reading (microtesla) at `time` (seconds). Returns the newly accepted fit, if any.
+    public mutating func add(_ raw: Vector3, time: Double) -> CalibrationFit? {
+        guard raw.isFinite else { return nil }
+        meanSum += raw; meanCount += 1
+        let centre = calibration?.hardIronOffsetMicrotesla ?? meanSum / meanCount
+        if let u = (raw - centre).normalized {
+            var best = 0, bestDot = -2.0
+            for (i, d) in CalibrationFitter.coverageDirections.enumerated() {
+                let dot = d.dot(u)
+                if dot > bestDot { bestDot = dot; best = i }
+            }
+            if bins[best].count < settings.readingsPerBin { bins[best].append(raw) } else {
+                bins[best][nextSlot[best]] = raw
+                nextSlot[best] = (nextSlot[best] + 1) % settings.readingsPerBin
+            }
+        }
+        trackDegradation(raw, time: time)
+        if state == .uncalibrated { state = .collecting }
+        guard coverage >= settings.minimumCoverage, time - (lastFitTime ?? -.infinity) >= settings.refitSeconds else { return nil }
+        lastFitTime = time
+        return tryFit()
+    }
+
+    mutating func trackDegradation(_ raw: Vector3, time: Double) {
+        guard let cal = calibration, let fit else { return }
+        let miss = abs(cal.apply(raw).norm - cal.fieldRadiusMicrotesla)
+        residualLowPass += (miss - residualLowPass) * 0.02
+        let limit = max(settings.degradedResidualMicrotesla, 3 * fit.rmsResidualMicrotesla)
+        if residualLowPass > limit {
+            if degradedSince == nil { degradedSince = time }
+            if time - degradedSince! >= settings.degradedSeconds && state == .calibrated {
+                // The readings collected so far describe a sensor that has changed: start afresh.
+                state = .degraded
+                bins = Array(repeating: [], count: bins.count)
+                nextSlot = Array(repeating: 0, count: bins.count)
+                meanSum = .zero; meanCount = 0
+            }
+        } else {
+            degradedSince = nil
+            if state == .degraded { state = .calibrated }
+        }
+    }
+
+    mutating func tryFit() -> CalibrationFit? {
+        let readings = bins.flatMap { $0 }
+        var candidates: [CalibrationFit] = []
+        if case .success(let s) = CalibrationFitter.fitSphere(readings) { candidates.append(s) }
+        if coverage >= settings.ellipsoidCoverage, case .success(let e) = CalibrationFitter.fitEllipsoid(readings) {
+            candidates.append(refined(e, readings))
+        }
+        guard let best = candidates.filter({ $0.rmsResidualMicrotesla <= settings.maximumResidualMicrotesla
+                && settings.plausibleRadiusMicrotesla.contains($0.calibration.fieldRadiusMicrotesla) })
+            .min(by: { $0.rmsResidualMicrotesla < $1.rmsResidualMicrotesla }) else { return nil }
+        // Keep the current calibration unless the new fit is at least as good (or the current is degraded).
+        if let current = fit, state != .degraded, best.rmsResidualMicrotesla > current.rmsResidualMicrotesla * 1.05 { return nil }
+        calibration = best.calibration
+        fit = best
+        state = .calibrated
+        residualLowPass = 0; degradedSince = nil
+        return best
+    }
+
+    /// Levenberg-Marquardt on r_i = |W (m_i - c)| - R over the centre and the symmetric W (9
+    /// parameters, R held), from the algebraic ellipsoid fit. Falls back to the input if no step helps.
+    func refined(_ start: CalibrationFit, _ readings: [Vector3]) -> CalibrationFit {
+        let radius = start.calibration.fieldRadiusMicrotesla
+        func unpack(_ p: [Double]) -> MagnetometerCalibration {
+            MagnetometerCalibration(hardIronOffsetMicrotesla: Vector3(p[0], p[1], p[2]),
+                                    softIronCorrection: Matrix3(p[3], p[6], p[7], p[6], p[4], p[8], p[7], p[8], p[5]),
+                                    fieldRadiusMicrotesla: radius)
+        }
+        func residuals(_ p: [Double]) -> [Double] { let c = unpack(p); return readings.map { c.apply($0).norm - radius } }
+        let c0 = start.calibration.hardIronOffsetMicrotesla, w0 = start.calibration.softIronCorrection
+        var p = [c0.x, c0.y, c0.z, w0.m00, w0.m11, w0.m22, w0.m01, w0.m02, w0.m12]
+        var r = residuals(p)
+        var cost = r.reduce(0) { $0 + $1 * $1 }
+        var lambda = 1e-3
+        for _ in 0..<20 {
+            // Numerical Jacobian (9 columns), then the damped step from an augmented least-squares problem.
+            var jacobian = [Double](repeating: 0, count: (readings.count + 9) * 9)
+            for j in 0..<9 {
+                var q = p
+                let h = 1e-6 * max(1, abs(p[j]))
+                q[j] += h
+                let rj = residuals(q)
+                for i in 0..<readings.count { jacobian[i * 9 + j] = (rj[i] - r[i]) / h }
+            }
+            for j in 0..<9 { jacobian[(readings.count + j) * 9 + j] = lambda.squareRoot() }
+            let rhs = r.map { -$0 } + [Double](repeating: 0, count: 9)
+            guard case .success(let step) = LeastSquares.solve(rowMajor: jacobian, unknowns: 9, rhs: rhs, minimumConditioning: 1e-14) else { break }
+            let trial = zip(p, step.x).map(+)
+            let rt = residuals(trial)
+            let trialCost = rt.reduce(0) { $0 + $1 * $1 }
+            if trialCost < cost {
+                p = trial; r = rt
+                let improvement = cost - trialCost
+                cost = trialCost
+                lambda = max(1e-9, lambda / 5)
+                if improvement < 1e-10 * cost { break }
+            } else {
+                lambda *= 10
+                if lambda > 1e6 { break }
+            }
+        }
+        guard cost.isFinite, cost < start.rmsResidualMicrotesla * start.rmsResidualMicrotesla * Double(readings.count) else { return start }
+        if case .success(let assessed) = CalibrationFitter.assess(unpack(p), model: .ellipsoid, readings: readings, settings: .init()) {
+            return assessed
+        }
+        return start
+    }
+}
