@@ -68,7 +68,8 @@ public struct WireFrame: Sendable, Equatable {
     /// otherwise be a heap allocation per frame.
     static let knownTypes: [(bytes: [UInt8], name: String)] = [
         "sensor_msgs/msg/Imu", "sensor_msgs/msg/MagneticField", "sensor_msgs/msg/NavSatFix",
-        "gyrocompass_msgs/msg/Heading", batchType, endOfStreamType,
+        "gyrocompass_msgs/msg/Heading", "gyrocompass_msgs/msg/CalibrationStatus", "gyrocompass_msgs/msg/InterferenceStatus",
+        batchType, endOfStreamType,
     ].map { (Array($0.utf8), $0) }
     /// Common topics and encodings: already-validated strings, no UTF-8 validation per frame.
     static let knownTopics: [(bytes: [UInt8], name: String)] = ["imu/data_raw", "imu/mag", "heading", "imu/data", ""].map { (Array($0.utf8), $0) }

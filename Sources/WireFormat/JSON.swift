@@ -84,6 +84,8 @@ public func jsonFromCDR(type: String, _ data: [UInt8]) throws(CDRError) -> Strin
     case MagneticFieldMessage.typeName: return try MagneticFieldMessage(cdrBytes: data).json
     case NavSatFixMessage.typeName: return try NavSatFixMessage(cdrBytes: data).json
     case HeadingMessage.typeName: return try HeadingMessage(cdrBytes: data).json
+    case CalibrationStatusMessage.typeName: return try CalibrationStatusMessage(cdrBytes: data).json
+    case InterferenceStatusMessage.typeName: return try InterferenceStatusMessage(cdrBytes: data).json
     default: return nil
     }
 }

@@ -60,6 +60,39 @@ public enum MessageDefinitions {
         + dependency("builtin_interfaces/Time", time) + dependency("geometry_msgs/Quaternion", quaternion)
         + dependency("geometry_msgs/Vector3", vector3)
 
+    /// The .msg files of gyrocompass_msgs without comments (checked against the files by a test).
+    public static let calibrationStatusText = """
+    uint8 STATE_UNCALIBRATED=0
+    uint8 STATE_COLLECTING=1
+    uint8 STATE_CALIBRATED=2
+    uint8 STATE_DEGRADED=3
+    std_msgs/Header header
+    uint8 state
+    bool prompt
+    float64 progress
+    float64 coverage
+    float64 rms_residual
+    float64 field_strength
+    geometry_msgs/Vector3 hard_iron
+    float64[9] soft_iron
+    geometry_msgs/Vector3 gyro_bias
+    """
+    public static let interferenceStatusText = """
+    std_msgs/Header header
+    bool disturbed
+    uint16 flags
+    uint32 samples_assessed
+    uint32 samples_flagged
+    uint32 disturbed_periods
+    float64 disturbed_seconds
+    float64 expected_strength
+    float64 expected_dip
+    """
+    public static let calibrationStatus = calibrationStatusText + dependency("std_msgs/Header", header)
+        + dependency("builtin_interfaces/Time", time) + dependency("geometry_msgs/Vector3", vector3)
+    public static let interferenceStatus = interferenceStatusText + dependency("std_msgs/Header", header)
+        + dependency("builtin_interfaces/Time", time)
+
     /// The definition for a type name, if this module knows it.
     public static func definition(for typeName: String) -> String? {
         switch typeName {
@@ -67,6 +100,8 @@ public enum MessageDefinitions {
         case MagneticFieldMessage.typeName: return magneticField
         case NavSatFixMessage.typeName: return navSatFix
         case HeadingMessage.typeName: return heading
+        case CalibrationStatusMessage.typeName: return calibrationStatus
+        case InterferenceStatusMessage.typeName: return interferenceStatus
         default: return nil
         }
     }
