@@ -42,6 +42,8 @@ public enum PipelineTopics {
     public static let magnetometer = "imu/mag"
     public static let heading = "heading"
     public static let imuFused = "imu/data"
+    public static let calibrationStatus = "calibration/status"
+    public static let interferenceStatus = "interference/status"
 }
 
 func makeStageLogic(_ config: StageConfig, log: @escaping @Sendable (String) -> Void) throws -> StageLogicBase {
@@ -50,7 +52,7 @@ func makeStageLogic(_ config: StageConfig, log: @escaping @Sendable (String) -> 
     case .simulator: return SimulatorSource(s)
     case .bag: return try BagSource(s, log: log)
     case .lines: return try LinesSource(s, log: log)
-    case .calibration: return CalibrationStage(s)
+    case .calibration: return CalibrationStage(s, log: log)
     case .gating: return GatingStage(s)
     case .fusion: return FusionStage(s)
     case .stdout: return StdoutSink(s)
@@ -102,7 +104,7 @@ final class SimulatorSource: StageLogicBase, SourceLogic {
         s.sampleRateHz = settings.number("rate_hz")
         s.startHeadingDegrees = 30
         switch settings.string("scenario") {
-        case "figure_eight": s.motion = [.rest(seconds: 2), .figureEight(seconds: 10)]
+        case "figure_eight": s.motion = [.rest(seconds: 3), .figureEight(seconds: 12), .turn(degreesPerSecond: 30, seconds: 6)]
         case "walking": s.motion = [.rest(seconds: 2), .walking(seconds: 30, stepsPerSecond: 1.8), .turn(degreesPerSecond: 30, seconds: 6)]
         case "rest": s.motion = [.rest(seconds: 60)]
         default:
@@ -112,6 +114,8 @@ final class SimulatorSource: StageLogicBase, SourceLogic {
                         .moveTo(headingDegrees: 30, pitchDegrees: 0, rollDegrees: 0, seconds: 2)]
             s.disturbances = [ScheduledDisturbance(startSeconds: 16, durationSeconds: 3, fieldMicrotesla: Vector3(20, 0, 0))]
         }
+        let h = settings.numberList("hard_iron_ut")
+        s.sensors.hardIronMicrotesla = Vector3(h[0], h[1], h[2])
         s.loops = true
         s.startTime = 1_700_000_000
         return s

@@ -22,6 +22,7 @@ public enum StageType: String, Sendable, CaseIterable {
             SettingSpec("duration", .number, "0", "seconds to run; 0 = until stopped"),
             SettingSpec("realtime", .bool, "true", "pace samples to the wall clock; false = as fast as possible"),
             SettingSpec("stamp", .string, "simulated", "simulated: header stamps from simulation time; wall: the wall clock at sending (for latency measurements)"),
+            SettingSpec("hard_iron_ut", .numberList(3), "0,0,0", "hard-iron offset the simulated magnetometer adds, microtesla"),
         ]
         case .bag: return [
             SettingSpec("path", .string, nil, "rosbag2 directory or .mcap / .db3 file"),
@@ -40,8 +41,13 @@ public enum StageType: String, Sendable, CaseIterable {
             SettingSpec("baud", .integer, "115200", "serial speed (devices only)"),
         ]
         case .calibration: return [
-            SettingSpec("hard_iron_ut", .numberList(3), "0,0,0", "hard-iron offset subtracted from the field, microtesla"),
-            SettingSpec("soft_iron", .numberList(9), "1,0,0,0,1,0,0,0,1", "row-major matrix applied after the offset"),
+            SettingSpec("hard_iron_ut", .numberList(3), "0,0,0", "fixed hard-iron offset subtracted from the field, microtesla"),
+            SettingSpec("soft_iron", .numberList(9), "1,0,0,0,1,0,0,0,1", "fixed row-major matrix applied after the offset"),
+            SettingSpec("online", .bool, "false", "learn hard and soft iron from normal motion (the fixed values are the start)"),
+            SettingSpec("file", .string, "", "calibration file: loaded at start, saved (atomically) when a better calibration is accepted"),
+            SettingSpec("prompt", .bool, "true", "allow the status to ask for the figure-eight motion"),
+            SettingSpec("status_seconds", .number, "1", "publish calibration/status this often (and on every change)"),
+            SettingSpec("gyro_bias", .bool, "true", "measure the gyro bias at rest and remove it before fusion"),
         ]
         case .gating: return [
             SettingSpec("expected_strength_ut", .number, "0", "expected field strength, microtesla; 0 = learn from the first second"),

@@ -29,25 +29,176 @@ func magneticSample(_ frame: WireFrame) throws -> (header: RosHeader, field: Vec
 
 // MARK: - Transforms
 
-/// Applies a fixed hard- and soft-iron calibration to the magnetometer; everything else passes.
+/// Magnetometer calibration as a stage: fixed, or learned online from normal motion (OnlineCalibrator),
+/// persisted to a file; publishes calibration/status (progress, fit quality, the figure-eight prompt);
+/// measures the gyro bias at rest and removes it before fusion.
 final class CalibrationStage: StageLogicBase, TransformLogic {
-    let calibration: MagnetometerCalibration
-    var isIdentity: Bool { calibration.hardIronOffsetMicrotesla == .zero && calibration.softIronCorrection == .identity }
+    let fixed: MagnetometerCalibration
+    var online: OnlineCalibrator?
+    let file: String
+    let promptAllowed: Bool
+    let statusSeconds: Double
+    let removeGyroBias: Bool
+    let log: @Sendable (String) -> Void
+    var rest = RestDetector()
+    var gyroBias: Vector3?
+    var lastImuTime: Double?
+    var lastStatusTime: Double?
+    var lastStatusState: (UInt8, Bool)?
+    var savedResidual: Double?
+
+    init(_ s: StageSettings, log: @escaping @Sendable (String) -> Void) {
+        let h = s.numberList("hard_iron_ut"), m = s.numberList("soft_iron")
+        fixed = MagnetometerCalibration(hardIronOffsetMicrotesla: Vector3(h[0], h[1], h[2]),
+                                        softIronCorrection: Matrix3(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8]),
+                                        fieldRadiusMicrotesla: 0)
+        file = s.string("file")
+        promptAllowed = s.bool("prompt")
+        statusSeconds = s.number("status_seconds")
+        removeGyroBias = s.bool("gyro_bias")
+        self.log = log
+        super.init()
+        var start: MagnetometerCalibration? = fixed == Self.identity ? nil : fixed
+        if !file.isEmpty {
+            switch CalibrationFile.load(file) {
+            case .success(let stored): start = stored; notes.append("loaded the calibration in \(file)")
+            case .failure(let why):
+                if why.exists {
+                    log("calibration: \(file) is refused (\(why.reason)); starting uncalibrated")
+                    notes.append("refused \(file): \(why.reason)")
+                }
+            }
+        }
+        if s.bool("online") {
+            online = OnlineCalibrator(initial: start)
+        } else if let start, start != fixed {
+            online = OnlineCalibrator(initial: start)   // a loaded file, applied as is
+            online?.settings.minimumCoverage = 2        // never refits: fixed mode
+        }
+    }
+
+    static let identity = MagnetometerCalibration(hardIronOffsetMicrotesla: .zero, fieldRadiusMicrotesla: 0)
+    var current: MagnetometerCalibration { online?.calibration ?? fixed }
+    var isIdentity: Bool { online == nil && !removeGyroBias && fixed == Self.identity }
     override var forwardsUnchanged: Bool { isIdentity }
     override var observesFrames: Bool { !isIdentity }
-    init(_ s: StageSettings) {
-        let h = s.numberList("hard_iron_ut"), m = s.numberList("soft_iron")
-        calibration = MagnetometerCalibration(hardIronOffsetMicrotesla: Vector3(h[0], h[1], h[2]),
-                                              softIronCorrection: Matrix3(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8]),
-                                              fieldRadiusMicrotesla: 0)
-    }
+
     func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
-        guard frame.topic == PipelineTopics.magnetometer, !isIdentity else { output.append(frame); return }
-        var m = try decoded(frame, as: MagneticFieldMessage.self)
-        m.magneticField = calibration.apply(m.magneticField * 1e6) * 1e-6
-        output.append(magFrame(m))
+        switch frame.topic {
+        case PipelineTopics.imuRaw where removeGyroBias:
+            var m = try decoded(frame, as: ImuMessage.self)
+            let t = m.header.stamp.seconds
+            let dt = lastImuTime.map { min(0.1, max(0, t - $0)) } ?? 0
+            lastImuTime = t
+            if rest.update(rate: m.angularVelocity, specificForce: m.linearAcceleration, dt: dt) {
+                gyroBias = rest.lowPassedRate
+            }
+            if let b = gyroBias { m.angularVelocity = m.angularVelocity - b }
+            output.append(imuFrame(m))
+        case PipelineTopics.magnetometer where !isIdentity:
+            var m = try decoded(frame, as: MagneticFieldMessage.self)
+            let raw = m.magneticField * 1e6
+            let t = m.header.stamp.seconds
+            if var calibrator = online {
+                if let fit = calibrator.add(raw, time: t) { accepted(fit) }
+                online = calibrator
+            }
+            m.magneticField = current.apply(raw) * 1e-6
+            output.append(magFrame(m))
+            status(m.header, into: &output, force: false)
+        default:
+            output.append(frame)
+        }
     }
-    func finish() throws -> [WireFrame] { [] }
+
+    func accepted(_ fit: CalibrationFit) {
+        log("calibration: accepted a \(fit.model.rawValue) fit, field \(format(fit.calibration.fieldRadiusMicrotesla, 1)) uT, rms \(format(fit.rmsResidualMicrotesla, 2)) uT, coverage \(format(fit.directionCoverage * 100, 0)) %")
+        guard !file.isEmpty, savedResidual.map({ fit.rmsResidualMicrotesla < $0 }) ?? true else { return }
+        do {
+            try CalibrationFile.save(fit, to: file)
+            savedResidual = fit.rmsResidualMicrotesla
+        } catch {
+            log("calibration: cannot save \(file): \(error)")
+        }
+    }
+
+    func status(_ header: RosHeader, into output: inout [WireFrame], force: Bool) {
+        let t = header.stamp.seconds
+        let state = online?.state ?? (fixed == Self.identity ? .uncalibrated : .calibrated)
+        let prompt = promptAllowed && (online?.needsMotion ?? false)
+        let changed = lastStatusState.map { $0 != (state.rawValue, prompt) } ?? true
+        guard force || changed || t - (lastStatusTime ?? -.infinity) >= statusSeconds else { return }
+        lastStatusTime = t
+        lastStatusState = (state.rawValue, prompt)
+        let fit = online?.fit
+        let c = current
+        let w = c.softIronCorrection
+        let message = CalibrationStatusMessage(
+            header: header, state: state.rawValue, prompt: prompt, progress: online?.progressPercent ?? 100, coverage: online?.coverage ?? .nan,
+            rmsResidual: fit?.rmsResidualMicrotesla ?? .nan, fieldStrength: fit?.calibration.fieldRadiusMicrotesla ?? .nan,
+            hardIron: c.hardIronOffsetMicrotesla, softIron: Covariance9([w.m00, w.m01, w.m02, w.m10, w.m11, w.m12, w.m20, w.m21, w.m22]),
+            gyroBias: gyroBias ?? Vector3(.nan, .nan, .nan))
+        output.append(WireFrame(topic: PipelineTopics.calibrationStatus, type: CalibrationStatusMessage.typeName, encoding: "cdr", payload: message.cdr()))
+    }
+
+    func finish() throws -> [WireFrame] {
+        if let b = gyroBias { notes.append("gyro bias at rest \(format(b.x, 5)), \(format(b.y, 5)), \(format(b.z, 5)) rad/s") }
+        if let o = online { notes.append("calibration \(o.state) (progress \(format(o.progressPercent, 0)) %)") }
+        return []
+    }
+}
+
+/// A calibration file: JSON, written to a temporary name, synced and renamed, so a crash never leaves
+/// a broken file.
+enum CalibrationFile {
+    struct Stored: Codable {
+        var version: Int
+        var hard_iron_ut: [Double]
+        var soft_iron: [Double]
+        var field_ut: Double
+        var rms_ut: Double
+        var coverage: Double
+    }
+    struct Refusal: Error { let exists: Bool; let reason: String }
+
+    static func load(_ path: String) -> Result<MagnetometerCalibration, Refusal> {
+        guard FileManager.default.fileExists(atPath: path) else { return .failure(Refusal(exists: false, reason: "no such file")) }
+        guard let data = FileManager.default.contents(atPath: path) else { return .failure(Refusal(exists: true, reason: "unreadable")) }
+        let stored: Stored
+        do { stored = try JSONDecoder().decode(Stored.self, from: data) } catch {
+            return .failure(Refusal(exists: true, reason: "not a calibration file: \(error)"))
+        }
+        guard stored.version == 1 else { return .failure(Refusal(exists: true, reason: "version \(stored.version) is unknown")) }
+        guard stored.hard_iron_ut.count == 3, stored.soft_iron.count == 9,
+              (stored.hard_iron_ut + stored.soft_iron + [stored.field_ut]).allSatisfy(\.isFinite) else {
+            return .failure(Refusal(exists: true, reason: "fields missing or not finite"))
+        }
+        let m = stored.soft_iron
+        let matrix = Matrix3(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8])
+        guard matrix.inverse != nil, (15...80).contains(stored.field_ut) else {
+            return .failure(Refusal(exists: true, reason: "implausible values (singular matrix or field \(stored.field_ut) uT)"))
+        }
+        let h = stored.hard_iron_ut
+        return .success(MagnetometerCalibration(hardIronOffsetMicrotesla: Vector3(h[0], h[1], h[2]), softIronCorrection: matrix,
+                                                fieldRadiusMicrotesla: stored.field_ut))
+    }
+
+    static func save(_ fit: CalibrationFit, to path: String) throws {
+        let c = fit.calibration, w = c.softIronCorrection
+        let stored = Stored(version: 1, hard_iron_ut: [c.hardIronOffsetMicrotesla.x, c.hardIronOffsetMicrotesla.y, c.hardIronOffsetMicrotesla.z],
+                            soft_iron: [w.m00, w.m01, w.m02, w.m10, w.m11, w.m12, w.m20, w.m21, w.m22],
+                            field_ut: c.fieldRadiusMicrotesla, rms_ut: fit.rmsResidualMicrotesla, coverage: fit.directionCoverage)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let data = try encoder.encode(stored)
+        let temporary = path + ".tmp-\(getpid())"
+        guard FileManager.default.createFile(atPath: temporary, contents: data), let h = FileHandle(forWritingAtPath: temporary) else {
+            throw PipelineRunError.stageFailed(stage: "calibration", reason: "cannot write \(temporary)")
+        }
+        try h.synchronize()
+        try h.close()
+        guard rename(temporary, path) == 0 else { throw PipelineRunError.stageFailed(stage: "calibration", reason: "cannot rename to \(path): \(String(cString: strerror(errno)))") }
+    }
 }
 
 /// Flags magnetometer samples whose strength or dip disagrees with the expected field (tilt from the
@@ -132,6 +283,8 @@ final class FusionStage: StageLogicBase, TransformLogic {
         case PipelineTopics.magnetometer:
             let m = try magneticSample(frame)
             output += try fuse(aligner.magnetometer(MagnetometerSample(timestamp: m.header.stamp.seconds, fieldMicrotesla: m.field * 1e6)))
+        case PipelineTopics.calibrationStatus, PipelineTopics.interferenceStatus:
+            output.append(frame)   // status travels on to the sinks
         default:
             throw UnexpectedFrame(reason: "fusion reads \(PipelineTopics.imuRaw) and \(PipelineTopics.magnetometer) only")
         }
