@@ -53,7 +53,7 @@ func makeStageLogic(_ config: StageConfig, log: @escaping @Sendable (String) -> 
     case .bag: return try BagSource(s, log: log)
     case .lines: return try LinesSource(s, log: log)
     case .calibration: return CalibrationStage(s, log: log)
-    case .gating: return GatingStage(s)
+    case .gating: return try GatingStage(s, log: log)
     case .fusion: return FusionStage(s)
     case .stdout: return StdoutSink(s)
     case .csv: return try CSVSink(s)
@@ -107,6 +107,12 @@ final class SimulatorSource: StageLogicBase, SourceLogic {
         case "figure_eight": s.motion = [.rest(seconds: 3), .figureEight(seconds: 12), .turn(degreesPerSecond: 30, seconds: 6)]
         case "walking": s.motion = [.rest(seconds: 2), .walking(seconds: 30, stepsPerSecond: 1.8), .turn(degreesPerSecond: 30, seconds: 6)]
         case "rest": s.motion = [.rest(seconds: 60)]
+        case "plausible_disturbance":
+            // Heading 30, pitch 10; from 20 s a field of 1.5 uT south and 8 uT east: strength and dip stay
+            // within tolerance, the compass turns by 24 degrees.
+            s.motion = [.rest(seconds: 40)]
+            s.startPitchDegrees = 10
+            s.disturbances = [ScheduledDisturbance(startSeconds: 20, durationSeconds: 10, fieldMicrotesla: Vector3(8, -1.5, 0), rampSeconds: 0.2)]
         default:
             s.motion = [.rest(seconds: 3), .turn(degreesPerSecond: 45, seconds: 4),
                         .moveTo(headingDegrees: 120, pitchDegrees: 20, rollDegrees: -15, seconds: 2), .rest(seconds: 2),

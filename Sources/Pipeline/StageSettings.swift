@@ -16,7 +16,7 @@ public enum StageType: String, Sendable, CaseIterable {
     public var schema: [SettingSpec] {
         switch self {
         case .simulator: return [
-            SettingSpec("scenario", .string, "default", "default | figure_eight | walking | rest"),
+            SettingSpec("scenario", .string, "default", "default | figure_eight | walking | rest | plausible_disturbance"),
             SettingSpec("seed", .integer, "1", "simulator seed"),
             SettingSpec("rate_hz", .number, "100", "samples per second"),
             SettingSpec("duration", .number, "0", "seconds to run; 0 = until stopped"),
@@ -50,11 +50,16 @@ public enum StageType: String, Sendable, CaseIterable {
             SettingSpec("gyro_bias", .bool, "true", "measure the gyro bias at rest and remove it before fusion"),
         ]
         case .gating: return [
-            SettingSpec("expected_strength_ut", .number, "0", "expected field strength, microtesla; 0 = learn from the first second"),
+            SettingSpec("expected_strength_ut", .number, "0", "expected field strength, microtesla; 0 = from the World Magnetic Model position below, else the calibration radius, else learned"),
             SettingSpec("expected_dip_deg", .number, "0", "expected dip, degrees; used with expected_strength_ut"),
-            SettingSpec("strength_tolerance", .number, "0.15", "relative strength tolerance"),
+            SettingSpec("latitude", .string, "", "WGS-84 latitude, degrees, for the World Magnetic Model's expected field"),
+            SettingSpec("longitude", .string, "", "longitude, degrees (with latitude)"),
+            SettingSpec("height_km", .number, "0", "height above the ellipsoid, km"),
+            SettingSpec("date", .string, "", "decimal year for the model; '' = today"),
+            SettingSpec("strength_tolerance", .number, "0.1", "relative strength tolerance"),
             SettingSpec("dip_tolerance_deg", .number, "5", "dip tolerance, degrees"),
             SettingSpec("drop", .bool, "false", "drop flagged magnetometer samples instead of passing them on"),
+            SettingSpec("status_seconds", .number, "1", "publish interference/status this often (and on every change)"),
         ]
         case .fusion: return [
             SettingSpec("filter", .string, "kalman", "kalman | complementary"),
@@ -201,7 +206,7 @@ public struct StageSettings: Sendable {
     /// Settings with a fixed set of values.
     func validateChoices(type: StageType, stage: String, given: [String: YAMLNode], file: String) throws(PipelineConfigError) {
         let choices: [String: [String]] = [
-            "scenario": ["default", "figure_eight", "walking", "rest"], "filter": ["kalman", "complementary"],
+            "scenario": ["default", "figure_eight", "walking", "rest", "plausible_disturbance"], "filter": ["kalman", "complementary"],
             "format": ["text", "json"], "time": ["header", "log"], "stamp": ["simulated", "wall"], "storage": ["mcap", "sqlite3"], "compression": ["zstd", "lz4", "none"], "encoding": ["cdr", "json"],
         ]
         for (key, allowed) in choices {

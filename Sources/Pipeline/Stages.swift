@@ -201,61 +201,121 @@ enum CalibrationFile {
     }
 }
 
-/// Flags magnetometer samples whose strength or dip disagrees with the expected field (tilt from the
-/// accelerometer of the latest IMU sample); counts them and optionally drops them.
+/// Interference gating: runs its own complementary filter and magnetic gate over the stream, so every
+/// magnetometer sample is flagged for strength, dip and consistency with the gyro (the disturbance
+/// that keeps strength and dip still turns the compass against the gyro). Counts and durations go out
+/// on interference/status; with `drop`, flagged samples do not reach fusion.
 final class GatingStage: StageLogicBase, TransformLogic {
-    var check: InterferenceCheck?
+    var filter: ComplementaryFilter
+    var aligner = SampleAligner()
     let drop: Bool
-    var latestForce: Vector3?
-    var learning: [(Double, Double)] = []
-    var learningStart: Double?
-    var flagged = 0, assessed = 0, periods = 0, inPeriod = false
-    init(_ s: StageSettings) {
-        drop = s.bool("drop")
-        super.init()
+    let statusSeconds: Double
+    var explicitReference: Bool
+    var assessed: UInt32 = 0, flagged: UInt32 = 0, periods: UInt32 = 0
+    var disturbedSeconds = 0.0, disturbedSince: Double?
+    var lastFlags: FusionFlags = []
+    var lastStatusTime: Double?, lastStatusDisturbed: Bool?
+    var header = RosHeader(stamp: RosTime(sec: 0, nanosec: 0), frameId: "")
+
+    init(_ s: StageSettings, log: @escaping @Sendable (String) -> Void) throws {
+        var settings = ComplementaryFilterSettings()
+        settings.magneticGate.strengthTolerance = s.number("strength_tolerance")
+        settings.magneticGate.dipToleranceDegrees = s.number("dip_tolerance_deg")
+        explicitReference = false
         if s.number("expected_strength_ut") > 0 {
-            check = InterferenceCheck(expectedStrengthMicrotesla: s.number("expected_strength_ut"), expectedDipDegrees: s.number("expected_dip_deg"),
-                                      strengthTolerance: s.number("strength_tolerance"), dipToleranceDegrees: s.number("dip_tolerance_deg"))
-        } else {
-            check = nil
-            tolerance = (s.number("strength_tolerance"), s.number("dip_tolerance_deg"))
+            settings.magneticGate.referenceFieldMicrotesla = s.number("expected_strength_ut")
+            settings.magneticGate.referenceDipDegrees = s.number("expected_dip_deg")
+            explicitReference = true
+        } else if !s.string("latitude").isEmpty || !s.string("longitude").isEmpty {
+            guard let lat = Double(s.string("latitude")), let lon = Double(s.string("longitude")) else {
+                throw PipelineRunError.stageFailed(stage: "gating", reason: "latitude and longitude must both be numbers")
+            }
+            let elements = try worldMagneticModel(latitude: lat, longitude: lon, heightKm: s.number("height_km"), date: s.string("date"))
+            settings.magneticGate.referenceFieldMicrotesla = elements.totalNanotesla / 1000
+            settings.magneticGate.referenceDipDegrees = elements.inclinationDegrees
+            explicitReference = true
         }
+        filter = ComplementaryFilter(settings: settings)
+        drop = s.bool("drop")
+        statusSeconds = s.number("status_seconds")
     }
-    var tolerance = (0.15, 5.0)
-    override var forwardsUnchanged: Bool { !drop }
 
     func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
-        if frame.topic == PipelineTopics.imuRaw {
-            latestForce = try imuSample(frame).linearAcceleration
-            output.append(frame); return
-        }
-        guard frame.topic == PipelineTopics.magnetometer, let force = latestForce else { output.append(frame); return }
-        let m = try magneticSample(frame)
-        let field = m.field * 1e6
-        guard let check else {
-            // Learn the expected field from the first second.
-            let t = m.header.stamp.seconds
-            if learningStart == nil { learningStart = t }
-            if let r = try? TiltCompensatedCompass.reading(field: field, specificForce: force).get() { learning.append((r.fieldStrength, r.dipDegrees)) }
-            if t - learningStart! >= 1, !learning.isEmpty {
-                let n = Double(learning.count)
-                self.check = InterferenceCheck(expectedStrengthMicrotesla: learning.map(\.0).reduce(0, +) / n,
-                                               expectedDipDegrees: learning.map(\.1).reduce(0, +) / n,
-                                               strengthTolerance: tolerance.0, dipToleranceDegrees: tolerance.1)
+        switch frame.topic {
+        case PipelineTopics.imuRaw:
+            let m = try imuSample(frame)
+            header = m.header
+            output.append(frame)
+            if let pair = aligner.imu(ImuSample(timestamp: m.header.stamp.seconds, angularVelocity: m.angularVelocity, specificForce: m.linearAcceleration)) {
+                _ = filter.update(imu: pair.imu, magnetometer: pair.magnetometer)
             }
-            output.append(frame); return
+        case PipelineTopics.magnetometer:
+            let m = try magneticSample(frame)
+            var clean = true
+            if let pair = aligner.magnetometer(MagnetometerSample(timestamp: m.header.stamp.seconds, fieldMicrotesla: m.field * 1e6)),
+               let o = filter.update(imu: pair.imu, magnetometer: pair.magnetometer), !o.flags.contains(.initialising) {
+                assessed += 1
+                let reasons = o.flags.intersection([.magneticStrengthDisturbed, .magneticDipDisturbed, .magneticGyroInconsistent, .magnetometerRejected])
+                clean = reasons.isEmpty
+                track(clean: clean, time: m.header.stamp.seconds, flags: reasons)
+            }
+            if clean || !drop { output.append(frame) }
+            status(m.header, into: &output, force: false)
+        case PipelineTopics.calibrationStatus:
+            // A calibration's radius is the expected strength unless one was given.
+            if !explicitReference, let c = try? CalibrationStatusMessage(cdrBytes: frame.payload), c.state == 2, c.fieldStrength.isFinite,
+               let dip = filter.magneticGate.referenceDipDegrees {
+                filter.setMagneticReference(strengthMicrotesla: c.fieldStrength, dipDegrees: dip)
+            }
+            output.append(frame)
+        default:
+            output.append(frame)
         }
-        assessed += 1
-        let clean = check.assess(fieldMicrotesla: field, specificForce: force).isClean
-        if !clean { flagged += 1; if !inPeriod { periods += 1 } }
-        inPeriod = !clean
-        if clean || !drop { output.append(frame) }
+    }
+
+    func track(clean: Bool, time: Double, flags: FusionFlags) {
+        lastFlags = flags
+        if clean {
+            if let since = disturbedSince { disturbedSeconds += time - since; disturbedSince = nil }
+        } else {
+            flagged += 1
+            if disturbedSince == nil { disturbedSince = time; periods += 1 }
+        }
+    }
+
+    func status(_ header: RosHeader, into output: inout [WireFrame], force: Bool) {
+        let t = header.stamp.seconds
+        let disturbed = disturbedSince != nil
+        guard force || lastStatusDisturbed != disturbed || t - (lastStatusTime ?? -.infinity) >= statusSeconds else { return }
+        lastStatusTime = t; lastStatusDisturbed = disturbed
+        let running = disturbedSince.map { t - $0 } ?? 0
+        let m = InterferenceStatusMessage(header: header, disturbed: disturbed, flags: lastFlags.rawValue, samplesAssessed: assessed,
+                                          samplesFlagged: flagged, disturbedPeriods: periods, disturbedSeconds: disturbedSeconds + running,
+                                          expectedStrength: filter.magneticGate.referenceFieldMicrotesla ?? .nan,
+                                          expectedDip: filter.magneticGate.referenceDipDegrees ?? .nan)
+        output.append(WireFrame(topic: PipelineTopics.interferenceStatus, type: InterferenceStatusMessage.typeName, encoding: "cdr", payload: m.cdr()))
     }
 
     func finish() throws -> [WireFrame] {
+        var out: [WireFrame] = []
+        status(header, into: &out, force: true)
         notes.append("\(flagged) of \(assessed) magnetometer samples flagged in \(periods) disturbed period(s)\(drop ? " and dropped" : "")")
-        return []
+        return out
     }
+}
+
+/// The World Magnetic Model's elements at a position; `date` is a decimal year or "" for today.
+func worldMagneticModel(latitude: Double, longitude: Double, heightKm: Double, date: String) throws -> GeomagneticElements {
+    let year: Double
+    if date.isEmpty {
+        guard let y = decimalYear(unixSeconds: Date().timeIntervalSince1970) else { throw PipelineRunError.stageFailed(stage: "wmm", reason: "no clock") }
+        year = y
+    } else {
+        guard let y = Double(date) else { throw PipelineRunError.stageFailed(stage: "wmm", reason: "date '\(date)' is not a decimal year such as 2026.9") }
+        year = y
+    }
+    do { return try WorldMagneticModel.wmm2025.elements(latitudeDegrees: latitude, longitudeDegrees: longitude, heightKilometres: heightKm, decimalYear: year) }
+    catch { throw PipelineRunError.stageFailed(stage: "wmm", reason: "\(error)") }
 }
 
 /// The fusion filter as a stage: imu/data_raw + imu/mag in, heading + imu/data out.

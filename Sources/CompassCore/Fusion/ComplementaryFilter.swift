@@ -26,6 +26,11 @@ public struct ComplementaryFilter: Sendable {
     var latestRate = Vector3.zero
     var forceWeight = LowPassWeight()
 
+    /// Sets the magnetic reference the gate compares strength and dip with.
+    public mutating func setMagneticReference(strengthMicrotesla: Double, dipDegrees: Double) {
+        magneticGate.setReference(strengthMicrotesla: strengthMicrotesla, dipDegrees: dipDegrees)
+    }
+
     /// Samples skipped so far, by reason.
     public var skipped: SkippedSampleCounts { validator.skipped }
 

@@ -54,6 +54,11 @@ public struct KalmanFilter: Sendable {
     var headingSum = 0.0, headingSeconds = 0.0
     var forceWeight = LowPassWeight()
 
+    /// Sets the magnetic reference the gate compares strength and dip with.
+    public mutating func setMagneticReference(strengthMicrotesla: Double, dipDegrees: Double) {
+        magneticGate.setReference(strengthMicrotesla: strengthMicrotesla, dipDegrees: dipDegrees)
+    }
+
     /// Samples skipped so far, by reason.
     public var skipped: SkippedSampleCounts { validator.skipped }
 

@@ -149,6 +149,14 @@ public struct MagneticDisturbanceGate: Sendable {
         return (true, flags)
     }
 
+    /// Sets the reference strength and dip (from a calibration, the World Magnetic Model or a user).
+    public mutating func setReference(strengthMicrotesla: Double, dipDegrees: Double) {
+        referenceFieldMicrotesla = strengthMicrotesla
+        referenceDipDegrees = dipDegrees
+        strengthLowPass = strengthMicrotesla
+        dipLowPass = dipDegrees
+    }
+
     /// Tells the gate a reading was used (resets the scale-error allowance).
     public mutating func noteApplied() { radiansTurnedSinceAccepted = 0 }
 
