@@ -78,6 +78,7 @@ struct ReplayCommand {
             stages.append(("publish", .mapping([("type", .string("publish")), fromFusion, ("bind", .string(endpoint)),
                                                 ("encoding", .string(a.string("--encoding") ?? "cdr")),
                                                 ("latest_only", .string(a.has("--latest-only") ? "true" : "false")),
+                                                ("min_change_deg", .string("0")),
                                                 ("wait_for_subscribers", .string(String(try a.integer("--wait-for-subscribers") ?? 0)))])))
         }
         let text = try YAMLEmitter.emit(.mapping([("name", .string("replay")), ("stages", .mapping(stages))]))

@@ -42,6 +42,8 @@ public enum PipelineTopics {
     public static let magnetometer = "imu/mag"
     public static let heading = "heading"
     public static let imuFused = "imu/data"
+    public static let fix = "fix"
+    public static let direction = "direction"
     public static let calibrationStatus = "calibration/status"
     public static let interferenceStatus = "interference/status"
 }
@@ -55,6 +57,7 @@ func makeStageLogic(_ config: StageConfig, log: @escaping @Sendable (String) -> 
     case .calibration: return CalibrationStage(s, log: log)
     case .gating: return try GatingStage(s, log: log)
     case .fusion: return FusionStage(s)
+    case .direction: return DirectionStage(s)
     case .stdout: return StdoutSink(s)
     case .csv: return try CSVSink(s)
     case .record: return try RecordSink(s)
@@ -173,9 +176,9 @@ final class BagSource: StageLogicBase, SourceLogic {
     var topicsListCache: [BagTopic] = []
 
     func run(emit: ([WireFrame]) throws -> Void) throws {
-        let imuTopic = settings.string("imu_topic"), magTopic = settings.string("mag_topic")
+        let imuTopic = settings.string("imu_topic"), magTopic = settings.string("mag_topic"), fixTopic = settings.string("fix_topic")
         var options = BagReadOptions()
-        options.topics = [imuTopic, magTopic]
+        options.topics = fixTopic.isEmpty ? [imuTopic, magTopic] : [imuTopic, magTopic, fixTopic]
         options.salvage = settings.bool("salvage")
         var first: UInt64?
         struct Stop: Error {}
@@ -203,7 +206,7 @@ final class BagSource: StageLogicBase, SourceLogic {
             var batch: [WireFrame] = []
             var startWall: Double?, startLog: UInt64 = 0
             try bag.forEachMessage(options) { m in
-                let topic = m.topic == imuTopic ? PipelineTopics.imuRaw : PipelineTopics.magnetometer
+                let topic = m.topic == imuTopic ? PipelineTopics.imuRaw : m.topic == magTopic ? PipelineTopics.magnetometer : PipelineTopics.fix
                 var payload = m.data
                 if let adapter = adapters[m.topic], adapter.mode == .byName {
                     do { payload = try adapter.standardPayload(m.data) } catch {

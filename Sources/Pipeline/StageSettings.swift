@@ -5,7 +5,7 @@ public enum StageType: String, Sendable, CaseIterable {
     // Sources
     case simulator, bag, lines
     // Transforms
-    case calibration, gating, fusion
+    case calibration, gating, fusion, direction
     // Sinks
     case stdout, csv, record, publish, measure
 
@@ -34,6 +34,7 @@ public enum StageType: String, Sendable, CaseIterable {
             SettingSpec("loop", .bool, "false", "start again at the end"),
             SettingSpec("salvage", .bool, "false", "read past damage, reporting it"),
             SettingSpec("time", .string, "header", "header: keep the header stamps; log: stamp each message with its log time"),
+            SettingSpec("fix_topic", .string, "", "bag topic with sensor_msgs/msg/NavSatFix to pass on as 'fix' ('' = none)"),
             SettingSpec("progress", .bool, "true", "progress bar on stderr when it is a terminal"),
         ]
         case .lines: return [
@@ -66,11 +67,21 @@ public enum StageType: String, Sendable, CaseIterable {
             SettingSpec("sensor_latency", .number, "0", "IMU output latency to predict over, seconds"),
             SettingSpec("reference_offset_deg", .number, "0", "subtracted from the heading ('this direction is zero')"),
             SettingSpec("frame_id", .string, "", "frame_id of the outputs; '' = that of the IMU messages"),
+            SettingSpec("latitude", .string, "", "WGS-84 latitude for the declination (true heading); '' = from fix messages if any"),
+            SettingSpec("longitude", .string, "", "longitude, degrees (with latitude)"),
+            SettingSpec("height_km", .number, "0", "height above the ellipsoid, km"),
+            SettingSpec("date", .string, "", "decimal year for the model; '' = the date of each sample"),
+        ]
+        case .direction: return [
+            SettingSpec("min_speed", .number, "2", "GPS course only above this speed, m/s"),
+            SettingSpec("max_course_accuracy_deg", .number, "15", "GPS course only with an accuracy at least this good, degrees"),
+            SettingSpec("max_compass_accuracy_deg", .number, "30", "compass heading only with an accuracy at least this good, degrees"),
+            SettingSpec("default_position_sigma_m", .number, "5", "position error assumed when a fix gives no covariance, metres"),
         ]
         case .stdout: return [
             SettingSpec("format", .string, "text", "text | json"),
             SettingSpec("topics", .stringList, "heading", "topics to print"),
-            SettingSpec("min_change_deg", .number, "0", "print a heading only after it changed this much (0 = every update)"),
+            SettingSpec("min_change_deg", .number, "1", "print a heading only after it changed this much (0 = every update)"),
         ]
         case .csv: return [
             SettingSpec("path", .string, nil, "output file: t,qw,qx,qy,qz per imu/data message (BROAD scorer contract)"),
@@ -94,6 +105,7 @@ public enum StageType: String, Sendable, CaseIterable {
             SettingSpec("latest_only", .bool, "false", "live use: never queue; a slow subscriber sees the newest message (drops counted)"),
             SettingSpec("high_water_mark", .integer, "10000", "messages queued per subscriber before back-pressure (or drops when latest_only)"),
             SettingSpec("wait_for_subscribers", .integer, "0", "hold the stream until this many subscribers are connected"),
+            SettingSpec("min_change_deg", .number, "1", "publish a heading (or direction) only after it changed this much (0 = every update)"),
         ]
         }
     }

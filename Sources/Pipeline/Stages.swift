@@ -321,6 +321,12 @@ func worldMagneticModel(latitude: Double, longitude: Double, heightKm: Double, d
 /// The fusion filter as a stage: imu/data_raw + imu/mag in, heading + imu/data out.
 final class FusionStage: StageLogicBase, TransformLogic {
     var filter: any OrientationFilter
+    /// Declination source: a fixed position from the settings, or the latest fix message.
+    var position: (latitude: Double, longitude: Double, heightKm: Double)?
+    let fixedPosition: Bool
+    let fixedYear: Double?
+    var declination: (declination: Double, flags: UInt16)?
+    var declinationKey: (Double, Double, Int)?
     var aligner = SampleAligner()
     let frameOverride: String
     /// Header of every IMU sample not fused yet (exact stamps, frame id), in order.
@@ -332,6 +338,30 @@ final class FusionStage: StageLogicBase, TransformLogic {
         filter = (FilterKind(rawValue: s.string("filter")) ?? .kalman).make(
             CommonFilterOptions(sensorLatencySeconds: s.number("sensor_latency"), referenceOffsetDegrees: s.number("reference_offset_deg")))
         frameOverride = s.string("frame_id")
+        fixedYear = Double(s.string("date"))
+        if let lat = Double(s.string("latitude")), let lon = Double(s.string("longitude")) {
+            position = (lat, lon, s.number("height_km"))
+            fixedPosition = true
+        } else {
+            fixedPosition = false
+        }
+    }
+
+    /// Declination (degrees east) and true-north flags for a time, cached per position and day.
+    func trueNorth(at time: Double) -> (declination: Double, flags: UInt16) {
+        guard let p = position else { return (.nan, HeadingMessage.flagNoPosition) }
+        guard let year = fixedYear ?? decimalYear(unixSeconds: time) else { return (.nan, HeadingMessage.flagModelOutOfRange) }
+        let key = (p.latitude, p.longitude, Int(year * 365))
+        if let k = declinationKey, k == key, let d = declination { return d }
+        declinationKey = key
+        do {
+            let e = try WorldMagneticModel.wmm2025.elements(latitudeDegrees: p.latitude, longitudeDegrees: p.longitude,
+                                                             heightKilometres: p.heightKm, decimalYear: year)
+            declination = (e.declinationDegrees, e.isInCautionZone ? HeadingMessage.flagModelCautionZone : 0)
+        } catch {
+            declination = (.nan, HeadingMessage.flagModelOutOfRange)
+        }
+        return declination!
     }
 
     func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
@@ -343,6 +373,12 @@ final class FusionStage: StageLogicBase, TransformLogic {
         case PipelineTopics.magnetometer:
             let m = try magneticSample(frame)
             output += try fuse(aligner.magnetometer(MagnetometerSample(timestamp: m.header.stamp.seconds, fieldMicrotesla: m.field * 1e6)))
+        case PipelineTopics.fix:
+            let f = try decoded(frame, as: NavSatFixMessage.self)
+            if !fixedPosition, f.status >= 0, f.latitude.isFinite, f.longitude.isFinite {
+                position = (f.latitude, f.longitude, f.altitude.isFinite ? f.altitude / 1000 : 0)
+            }
+            output.append(frame)   // the direction stage uses the fixes too
         case PipelineTopics.calibrationStatus, PipelineTopics.interferenceStatus:
             output.append(frame)   // status travels on to the sinks
         default:
@@ -357,7 +393,11 @@ final class FusionStage: StageLogicBase, TransformLogic {
         if head > 1024 { pendingHeaders.removeFirst(head); head = 0 }
         if !frameOverride.isEmpty { header.frameId = frameOverride }
         guard let o = filter.update(imu: pair.imu, magnetometer: pair.magnetometer) else { return [] }
-        let h = FusionMessages.heading(o, header: header, field: pair.magnetometer?.fieldMicrotesla)
+        var h = FusionMessages.heading(o, header: header, field: pair.magnetometer?.fieldMicrotesla)
+        let north = trueNorth(at: header.stamp.seconds)
+        h.declination = north.declination
+        h.trueHeading = h.magneticHeading.isFinite && north.declination.isFinite ? normalizedDegrees(h.magneticHeading + north.declination) : .nan
+        h.flags |= north.flags
         let imu = FusionMessages.imu(o, header: header, sample: pair.imu)
         return [WireFrame(topic: PipelineTopics.heading, type: HeadingMessage.typeName, encoding: "cdr", payload: h.cdr()),
                 imuFrame(imu, topic: PipelineTopics.imuFused)]
@@ -368,6 +408,75 @@ final class FusionStage: StageLogicBase, TransformLogic {
         let k = filter.skipped
         if k.total > 0 { notes.append("filter skipped \(k.total) sample(s): \(k)") }
         return out
+    }
+}
+
+/// The best direction of travel: the GPS course (from successive fixes) when moving fast and straight
+/// with a good course accuracy, the compass heading when its accuracy is good, otherwise nothing.
+/// Publishes gyrocompass_msgs/Heading on `direction` with `source` saying which.
+final class DirectionStage: StageLogicBase, TransformLogic {
+    var selector: DirectionSourceSelector
+    let defaultSigma: Double
+    var previousFix: (t: Double, lat: Double, lon: Double, sigma: Double)?
+    var course: CourseOverGround?
+    var previousCourse: Double?
+    var published = (gps: 0, compass: 0, none: 0)
+
+    init(_ s: StageSettings) {
+        selector = DirectionSourceSelector(minimumSpeedMetresPerSecond: s.number("min_speed"),
+                                           maximumCourseAccuracyDegrees: s.number("max_course_accuracy_deg"),
+                                           maximumCompassAccuracyDegrees: s.number("max_compass_accuracy_deg"))
+        defaultSigma = s.number("default_position_sigma_m")
+    }
+
+    func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
+        switch frame.topic {
+        case PipelineTopics.fix:
+            let f = try decoded(frame, as: NavSatFixMessage.self)
+            guard f.status >= 0, f.latitude.isFinite, f.longitude.isFinite else { course = nil; return }
+            let t = f.header.stamp.seconds
+            let sigma = f.positionCovarianceType > 0 ? ((f.positionCovariance.m0 + f.positionCovariance.m4) / 2).squareRoot() : defaultSigma
+            if let p = previousFix, t - p.t >= 0.5 {
+                // Local flat-earth displacement: fixes are close together.
+                let north = (f.latitude - p.lat) * radiansPerDegree * 6_371_000
+                let east = (f.longitude - p.lon) * radiansPerDegree * 6_371_000 * cos(f.latitude * radiansPerDegree)
+                let distance = (north * north + east * east).squareRoot()
+                let bearing = normalizedDegrees(atan2(east, north) * degreesPerRadian)
+                // Both fixes' errors across the track, plus how much the course is still turning.
+                var accuracy = atan2(2 * max(sigma, p.sigma), max(distance, 1e-9)) * degreesPerRadian
+                if let previous = previousCourse { accuracy = max(accuracy, abs(signedDegrees(bearing - previous))) }
+                course = CourseOverGround(courseDegrees: bearing, speedMetresPerSecond: distance / (t - p.t), courseAccuracyDegrees: accuracy)
+                previousCourse = bearing
+                previousFix = (t, f.latitude, f.longitude, sigma)
+            } else if previousFix == nil {
+                previousFix = (t, f.latitude, f.longitude, sigma)
+            }
+        case PipelineTopics.heading:
+            var h = try decoded(frame, as: HeadingMessage.self)
+            let compass = h.trueHeading.isFinite ? h.trueHeading : h.magneticHeading
+            switch selector.choose(gps: course, compassHeadingDegrees: compass, compassAccuracyDegrees: h.headingAccuracy) {
+            case .gpsCourse(let degrees, let accuracy):
+                h.trueHeading = degrees
+                h.magneticHeading = h.declination.isFinite ? normalizedDegrees(degrees - h.declination) : .nan
+                h.headingAccuracy = accuracy
+                h.source = HeadingMessage.Source.gpsCourse.rawValue
+                published.gps += 1
+            case .compass:
+                h.source = HeadingMessage.Source.compass.rawValue
+                published.compass += 1
+            case .unknown:
+                published.none += 1
+                return
+            }
+            output.append(WireFrame(topic: PipelineTopics.direction, type: HeadingMessage.typeName, encoding: "cdr", payload: h.cdr()))
+        default:
+            return
+        }
+    }
+
+    func finish() throws -> [WireFrame] {
+        notes.append("direction from GPS course \(published.gps), compass \(published.compass), none \(published.none)")
+        return []
     }
 }
 
@@ -513,6 +622,8 @@ final class PublishSink: StageLogicBase, TransformLogic {
     let topics: Set<String>
     let json: Bool
     let latestOnly: Bool
+    var changeFilters: [String: HeadingChangeFilter] = [:]
+    let minimumChange: Double
     var pending: [UInt8]?
     var dropped = 0, sent = 0
     init(_ s: StageSettings, log: @escaping @Sendable (String) -> Void) throws {
@@ -521,6 +632,7 @@ final class PublishSink: StageLogicBase, TransformLogic {
         topics = Set(s.list("topics"))
         json = s.string("encoding") == "json"
         latestOnly = s.bool("latest_only")
+        minimumChange = s.number("min_change_deg")
         try socket.setOption(ZMQ_SNDHWM, latestOnly ? 1 : Int32(clamping: s.integer("high_water_mark")))
         try socket.setOption(ZMQ_XPUB_NODROP, 1)
         try socket.setOption(ZMQ_XPUB_VERBOSE, 1)
@@ -537,6 +649,15 @@ final class PublishSink: StageLogicBase, TransformLogic {
     }
     func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
         guard topics.contains(frame.topic) else { return }
+        if minimumChange > 0, frame.type == HeadingMessage.typeName {
+            // Deliver a heading only once it changed enough since the last one delivered on this topic.
+            let h = try decoded(frame, as: HeadingMessage.self)
+            let value = h.trueHeading.isFinite ? h.trueHeading : h.magneticHeading
+            var filter = changeFilters[frame.topic] ?? HeadingChangeFilter(minimumChangeDegrees: minimumChange)
+            let deliver = filter.offer(value) != nil
+            changeFilters[frame.topic] = filter
+            if !deliver { return }
+        }
         var out = frame
         if json {
             do {

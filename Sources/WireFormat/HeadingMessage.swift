@@ -19,8 +19,15 @@ public struct HeadingMessage: RosMessage, Equatable {
     /// Calibrated field, tesla, sensor frame.
     public var magneticField: Vector3
     public var source: UInt8
-    /// `FusionFlags` raw value.
+    /// `FusionFlags` raw value, plus the true-north bits below.
     public var flags: UInt16
+
+    /// No position is known, so there is no declination and true_heading is NaN.
+    public static let flagNoPosition: UInt16 = 1024
+    /// The position or date is outside the World Magnetic Model's validity: true_heading is NaN.
+    public static let flagModelOutOfRange: UInt16 = 2048
+    /// Near a magnetic pole (horizontal field below 6000 nT): declination and true_heading degrade.
+    public static let flagModelCautionZone: UInt16 = 4096
 
     public init(header: RosHeader, magneticHeading: Double, trueHeading: Double, headingAccuracy: Double, declination: Double,
                 orientation: Quaternion, magneticField: Vector3, source: UInt8, flags: UInt16) {
@@ -68,6 +75,9 @@ public struct HeadingMessage: RosMessage, Equatable {
     uint16 FLAG_MAGNETIC_DIP=64
     uint16 FLAG_MAGNETIC_GYRO_INCONSISTENT=128
     uint16 FLAG_MAGNETIC_REFERENCE_CHANGED=256
+    uint16 FLAG_NO_POSITION=1024
+    uint16 FLAG_WMM_OUT_OF_RANGE=2048
+    uint16 FLAG_WMM_CAUTION_ZONE=4096
     std_msgs/Header header
     float64 magnetic_heading
     float64 true_heading
