@@ -100,7 +100,7 @@ final class CalibrationStage: StageLogicBase, TransformLogic {
             let raw = m.magneticField * 1e6
             let t = m.header.stamp.seconds
             if var calibrator = online {
-                if let fit = calibrator.add(raw, time: t) { accepted(fit) }
+                if let fit = calibrator.add(raw, time: t) { accepted(fit, at: t) }
                 online = calibrator
             }
             m.magneticField = current.apply(raw) * 1e-6
@@ -111,8 +111,8 @@ final class CalibrationStage: StageLogicBase, TransformLogic {
         }
     }
 
-    func accepted(_ fit: CalibrationFit) {
-        log("calibration: accepted a \(fit.model.rawValue) fit, field \(format(fit.calibration.fieldRadiusMicrotesla, 1)) uT, rms \(format(fit.rmsResidualMicrotesla, 2)) uT, coverage \(format(fit.directionCoverage * 100, 0)) %")
+    func accepted(_ fit: CalibrationFit, at time: Double) {
+        log("calibration: at \(format(time, 2)) s accepted a \(fit.model.rawValue) fit, offset \(format(fit.calibration.hardIronOffsetMicrotesla.x, 1)), \(format(fit.calibration.hardIronOffsetMicrotesla.y, 1)), \(format(fit.calibration.hardIronOffsetMicrotesla.z, 1)) uT, field \(format(fit.calibration.fieldRadiusMicrotesla, 1)) uT, rms \(format(fit.rmsResidualMicrotesla, 2)) uT, coverage \(format(fit.directionCoverage * 100, 0)) %")
         guard !file.isEmpty, savedResidual.map({ fit.rmsResidualMicrotesla < $0 }) ?? true else { return }
         do {
             try CalibrationFile.save(fit, to: file)

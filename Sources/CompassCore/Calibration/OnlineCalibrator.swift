@@ -16,6 +16,9 @@ public struct OnlineCalibrationSettings: Sendable, Equatable {
     public var maximumResidualMicrotesla = 2.0
     /// Plausible field strengths, microtesla (the earth's field is 22-67 uT everywhere). Default 20...70.
     public var plausibleRadiusMicrotesla: ClosedRange<Double> = 20...70
+    /// Readings older than this are not used, seconds: a fit describes the sensor as it is now (a magnet
+    /// attached or removed changes it). Default 30.
+    public var maximumReadingAgeSeconds = 30.0
     /// Seconds between fit attempts. Default 0.5.
     public var refitSeconds = 0.5
     /// The calibration is declared degraded when new readings miss its sphere by more than
@@ -37,10 +40,13 @@ public struct OnlineCalibrator: Sendable {
     public private(set) var calibration: MagnetometerCalibration?
     public private(set) var fit: CalibrationFit?
     public private(set) var state: State = .uncalibrated
-    /// Readings per direction bin (raw, microtesla).
-    var bins: [[Vector3]] = Array(repeating: [], count: 32)
+    /// Readings per direction bin (raw, microtesla) with their times.
+    var bins: [[(field: Vector3, time: Double)]] = Array(repeating: [], count: 32)
+    var latestTime = -Double.infinity
     var nextSlot: [Int] = Array(repeating: 0, count: 32)
     var meanSum = Vector3.zero, meanCount = 0.0
+    /// The centre directions are measured from: the latest sphere fit's, else the mean reading.
+    var centreEstimate: Vector3?
     var lastFitTime: Double?
     var residualLowPass = 0.0
     var degradedSince: Double?
@@ -53,8 +59,17 @@ public struct OnlineCalibrator: Sendable {
         }
     }
 
-    /// Fraction of direction bins holding readings (0...1).
-    public var coverage: Double { Double(bins.filter { !$0.isEmpty }.count) / Double(bins.count) }
+    /// Fraction of direction bins holding recent readings (0...1). Zero while the recent readings hardly
+    /// spread (RMS distance from their mean below 5 uT): around a resting cluster, noise points every way.
+    public var coverage: Double {
+        let oldest = latestTime - settings.maximumReadingAgeSeconds
+        let recent = bins.flatMap { $0 }.filter { $0.time >= oldest }.map(\.field)
+        guard recent.count > 1 else { return 0 }
+        let mean = recent.reduce(Vector3.zero, +) / Double(recent.count)
+        let spread = (recent.reduce(0.0) { $0 + ($1 - mean).squaredNorm } / Double(recent.count)).squareRoot()
+        guard spread >= 5 else { return 0 }
+        return Double(bins.filter { $0.contains { $0.time >= oldest } }.count) / Double(bins.count)
+    }
 
     /// Progress toward the first (or next) accepted calibration, percent.
     public var progressPercent: Double { state == .calibrated ? 100 : min(100, 100 * coverage / settings.minimumCoverage) }
@@ -65,24 +80,48 @@ public struct OnlineCalibrator: Sendable {
     /// Feeds a raw reading (microtesla) at `time` (seconds). Returns the newly accepted fit, if any.
     public mutating func add(_ raw: Vector3, time: Double) -> CalibrationFit? {
         guard raw.isFinite else { return nil }
+        latestTime = time
         meanSum += raw; meanCount += 1
-        let centre = calibration?.hardIronOffsetMicrotesla ?? meanSum / meanCount
-        if let u = (raw - centre).normalized {
-            var best = 0, bestDot = -2.0
-            for (i, d) in CalibrationFitter.coverageDirections.enumerated() {
-                let dot = d.dot(u)
-                if dot > bestDot { bestDot = dot; best = i }
-            }
-            if bins[best].count < settings.readingsPerBin { bins[best].append(raw) } else {
-                bins[best][nextSlot[best]] = raw
-                nextSlot[best] = (nextSlot[best] + 1) % settings.readingsPerBin
-            }
-        }
+        insert(raw, time: time, centre: centreEstimate ?? calibration?.hardIronOffsetMicrotesla ?? meanSum / meanCount)
         trackDegradation(raw, time: time)
         if state == .uncalibrated { state = .collecting }
-        guard coverage >= settings.minimumCoverage, time - (lastFitTime ?? -.infinity) >= settings.refitSeconds else { return nil }
+        guard time - (lastFitTime ?? -.infinity) >= settings.refitSeconds else { return nil }
         lastFitTime = time
+        // Directions are judged from the sphere the recent readings describe, not from their mean
+        // (after a long rest the mean is a point on the sphere).
+        let oldest = latestTime - settings.maximumReadingAgeSeconds
+        if case .success(let sphere) = CalibrationFitter.fitSphere(bins.flatMap { $0.filter { $0.time >= oldest }.map(\.field) }),
+           settings.plausibleRadiusMicrotesla.contains(sphere.calibration.fieldRadiusMicrotesla), sphere.directionCoverage >= 0.5 {
+            let centre = sphere.calibration.hardIronOffsetMicrotesla
+            if centreEstimate.map({ ($0 - centre).norm > 1 }) ?? true {
+                centreEstimate = centre
+                rebin(around: centre)
+            }
+        }
+        guard coverage >= settings.minimumCoverage else { return nil }
         return tryFit()
+    }
+
+    mutating func insert(_ raw: Vector3, time: Double, centre: Vector3) {
+        guard let u = (raw - centre).normalized else { return }
+        var best = 0, bestDot = -2.0
+        for (i, d) in CalibrationFitter.coverageDirections.enumerated() {
+            let dot = d.dot(u)
+            if dot > bestDot { bestDot = dot; best = i }
+        }
+        if bins[best].count < settings.readingsPerBin { bins[best].append((raw, time)) } else {
+            bins[best][nextSlot[best]] = (raw, time)
+            nextSlot[best] = (nextSlot[best] + 1) % settings.readingsPerBin
+        }
+    }
+
+    /// Sorts the recent readings into bins again, by direction from `centre`.
+    mutating func rebin(around centre: Vector3) {
+        let oldest = latestTime - settings.maximumReadingAgeSeconds
+        let recent = bins.flatMap { $0 }.filter { $0.time >= oldest }.sorted { $0.time < $1.time }
+        bins = Array(repeating: [], count: bins.count)
+        nextSlot = Array(repeating: 0, count: bins.count)
+        for r in recent { insert(r.field, time: r.time, centre: centre) }
     }
 
     mutating func trackDegradation(_ raw: Vector3, time: Double) {
@@ -98,6 +137,7 @@ public struct OnlineCalibrator: Sendable {
                 bins = Array(repeating: [], count: bins.count)
                 nextSlot = Array(repeating: 0, count: bins.count)
                 meanSum = .zero; meanCount = 0
+                centreEstimate = nil
             }
         } else {
             degradedSince = nil
@@ -106,7 +146,8 @@ public struct OnlineCalibrator: Sendable {
     }
 
     mutating func tryFit() -> CalibrationFit? {
-        let readings = bins.flatMap { $0 }
+        let oldest = latestTime - settings.maximumReadingAgeSeconds
+        let readings = bins.flatMap { $0.filter { $0.time >= oldest }.map(\.field) }
         var candidates: [CalibrationFit] = []
         if case .success(let s) = CalibrationFitter.fitSphere(readings) { candidates.append(s) }
         if coverage >= settings.ellipsoidCoverage, case .success(let e) = CalibrationFitter.fitEllipsoid(readings) {
