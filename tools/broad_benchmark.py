@@ -11,7 +11,7 @@ and runs the peers on the same bags: VQF (pip `vqf`, real-time `updateBatch` and
 Usage: tools/.venv/bin/python tools/broad_benchmark.py [--data ../shared/data/broad] [--bench ../shared/bench]
                                                        [--no-build] [--no-peers] [--out DIR]
 """
-import argparse, importlib.util, subprocess, sys, tempfile
+import argparse, importlib.util, os, subprocess, sys, tempfile
 from pathlib import Path
 
 import numpy as np
@@ -94,7 +94,8 @@ def main():
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix='gyrocompass-broad-'))
     out.mkdir(parents=True, exist_ok=True)
 
-    estimators = {'GyroCompass Kalman': 'kalman', 'GyroCompass complementary': 'complementary'}
+    estimators = {'GyroCompass Kalman': 'kalman', 'GyroCompass complementary': 'complementary',
+                  'GyroCompass Kalman + online calibration and gating (Pipelines/replay-bag-calibrated.yaml)': 'calibrated'}
     extra_args = {name: [] for name in estimators}
     if args.sensor_latency is not None:
         name = f'GyroCompass Kalman, --sensor-latency {args.sensor_latency:g} (a sensor setting, not a default)'
@@ -110,6 +111,14 @@ def main():
             folder = out / (kind + ('-latency' if extra_args[name] else ''))
             folder.mkdir(exist_ok=True)
             quat, accuracy = folder / f'{tid}.csv', folder / f'{tid}.accuracy.csv'
+            if kind == 'calibrated':
+                # The whole pipeline file: bag, online calibration, gating, fusion, direction, CSV.
+                env = dict(os.environ, BAG=str(bag), CSV=str(quat))
+                subprocess.run([str(node), '--config', str(ROOT / 'Pipelines' / 'replay-bag-calibrated.yaml')], check=True, env=env,
+                               stderr=subprocess.DEVNULL)
+                t, q_ref, movement = scorer.read_truth(data / 'truth' / f'{tid}.csv.gz')
+                results[name][tid] = scorer.errors(scorer.read_estimate(quat, t), q_ref, movement)
+                continue
             subprocess.run([str(node), 'replay', str(bag), '--filter', kind, '--csv', str(quat),
                             '--accuracy-csv', str(accuracy), '--quiet', *extra_args[name]], check=True)
             t, q_ref, movement = scorer.read_truth(data / 'truth' / f'{tid}.csv.gz')
@@ -157,7 +166,7 @@ def main():
     print('|---|---:|---:|---:|---:|')
     for name, per in results.items():
         means = [np.mean([per[t][m] for t in trials]) for m in metrics]
-        cov = f'{100 * cover[name][2] / cover[name][1]:.1f} % of {cover[name][1]} samples' if name in cover else 'n/a'
+        cov = f'{100 * cover[name][2] / cover[name][1]:.1f} % of {cover[name][1]} samples' if cover.get(name, [0, 0, 0])[1] else 'n/a'
         print(f'| {name} | ' + ' | '.join(f'{x:.2f}' for x in means) + f' | {cov} |')
     print('\nHeading RMSE per trial, degrees:\n')
     print('| estimator | ' + ' | '.join(trials) + ' |')
@@ -165,6 +174,8 @@ def main():
     for name, per in results.items():
         print(f'| {name} | ' + ' | '.join(f'{per[t]["heading"]:.2f}' for t in trials) + ' |')
     for name in estimators:
+        if not cover[name][1]:
+            continue
         print(f'\n{name}: accuracy coverage per trial: ' +
               ', '.join(f'{t} {100 * results[name][t]["coverage"]:.0f} %' for t in trials))
 

@@ -88,7 +88,7 @@ struct PipelineConfigTests {
         #expect(e?.message.contains("share the endpoint") == true)
     }
 
-    @Test("every shipped pipeline in Pipelines/ parses", arguments: ["default", "replay-bag", "replay-bag-multiprocess", "live-lines"])
+    @Test("every shipped pipeline in Pipelines/ parses", arguments: ["default", "replay-bag", "replay-bag-multiprocess", "replay-bag-calibrated", "live-lines"])
     func shipped(_ name: String) throws {
         let path = #filePath.split(separator: "/").dropLast(3).joined(separator: "/")
         let file = "/" + path + "/Pipelines/\(name).yaml"
