@@ -27,6 +27,7 @@ public enum BuiltInPipelines {
           console:
             type: stdout
             inputs: [fusion]
+            min_change_deg: 0
         """
     }
 }
