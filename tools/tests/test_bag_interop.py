@@ -83,8 +83,13 @@ def write_rosbags(path, messages, plugin, zstd_chunks=False):
 
 
 def write_mcap_lz4(path, messages):
+    write_mcap(path, messages, compression=CompressionType.LZ4, chunk_size=16384)
+
+
+def write_mcap(path, messages, **writer_options):
+    """A ROS 2 profile MCAP written by the `mcap` library with the given writer options."""
     with open(path, 'wb') as f:
-        w = McapWriter(f, compression=CompressionType.LZ4, chunk_size=16384)
+        w = McapWriter(f, **writer_options)
         w.start(profile='ros2', library='test')
         channels = {}
         for topic, msgtype, t, msg in messages:
@@ -213,16 +218,7 @@ def test_unchunked_mcap_reads_identically(node, tmp_path):
     """MCAP without chunks (messages directly in the data section), written by the mcap library."""
     messages = make_messages(n=200, seed=12)
     path = tmp_path / 'flat.mcap'
-    with open(path, 'wb') as f:
-        w = McapWriter(f, use_chunking=False)
-        w.start(profile='ros2', library='test')
-        channels = {}
-        for topic, msgtype, t, msg in messages:
-            if topic not in channels:
-                schema = w.register_schema(msgtype, 'ros2msg', STORE.generate_msgdef(msgtype)[0].encode())
-                channels[topic] = w.register_channel(topic, 'cdr', schema)
-            w.add_message(channels[topic], t, STORE.serialize_cdr(msg, msgtype), t)
-        w.finish()
+    write_mcap(path, messages, use_chunking=False)
     check_same(messages, echo(node, path))
 
 
