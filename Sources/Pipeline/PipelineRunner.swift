@@ -6,7 +6,7 @@ import MessageBus
 public enum PipelineRunner {
     /// Logs to stderr, one line per call.
     public static let standardErrorLog: @Sendable (String) -> Void = { line in
-        FileHandle.standardError.write(Data(("fusion-node: " + line + "\n").utf8))
+        try? FileHandle.standardError.write(contentsOf: Data(("fusion-node: " + line + "\n").utf8))
     }
 
     /// All stages in this process. Returns each stage's report once every stage has finished.

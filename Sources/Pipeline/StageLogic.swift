@@ -357,13 +357,13 @@ struct Progress {
         let filled = Int(fraction * 30)
         let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: 30 - filled)
         let numbers = String(format: "%5.1f%% %6.1fs %9.0f msg/s ETA %5.1fs ", fraction * 100, elapsed, rate, max(0, eta))
-        FileHandle.standardError.write(Data("\r[\(bar)] \(numbers)".utf8))
+        try? FileHandle.standardError.write(contentsOf: Data("\r[\(bar)] \(numbers)".utf8))
     }
 
     func finish() {
         guard enabled else { return }
         draw(ProcessInfo.processInfo.systemUptime)
-        FileHandle.standardError.write(Data("\n".utf8))
+        try? FileHandle.standardError.write(contentsOf: Data("\n".utf8))
     }
 }
 

@@ -512,11 +512,17 @@ final class StdoutSink: StageLogicBase, TransformLogic {
         if buffer.utf8.count > 8192 { flush() }
         return
     }
+    /// Writes what is buffered. If stdout has gone away (`| head`), the pipeline stops cleanly.
     func flush() {
-        guard !buffer.isEmpty else { return }
-        FileHandle.standardOutput.write(Data(buffer.utf8))
+        guard !buffer.isEmpty, !outputClosed else { buffer = ""; return }
+        do { try FileHandle.standardOutput.write(contentsOf: Data(buffer.utf8)) } catch {
+            outputClosed = true
+            notes.append("stdout closed; stopping the pipeline")
+            PipelineSignals.requestStop()
+        }
         buffer = ""
     }
+    var outputClosed = false
     func finish() throws -> [WireFrame] { flush(); return [] }
 }
 

@@ -194,3 +194,14 @@ def test_lines_source_counts_malformed_lines(node, tmp_path):
     outputs = [json.loads(l) for l in p.stdout.splitlines()]
     assert len(outputs) == 301 and all(o['topic'] == 'heading' for o in outputs)
     assert 'line 52' in p.stderr and 'checksum' in p.stderr and '2 malformed line(s)' in p.stderr
+
+
+def test_closed_stdout_stops_the_pipeline_cleanly(node):
+    """`fusion-node | head -2`: the console goes away, the pipeline stops with status 0, no crash."""
+    p = subprocess.Popen([str(node), '--duration', '5'], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = [p.stdout.readline() for _ in range(2)]
+    p.stdout.close()
+    code = p.wait(timeout=30)
+    err = p.stderr.read().decode()
+    assert all(line.startswith(b't=') for line in first)
+    assert code == 0 and 'crash' not in err.lower(), err
