@@ -111,8 +111,13 @@ public final class MCAPReader: @unchecked Sendable {
         if let stats = statistics, !stats.channelMessageCounts.isEmpty {
             for (k, v) in stats.channelMessageCounts { counts[k] = Int(v) }
         } else {
+            // No statistics (an unfinished file): count what can be read; damage does not stop a listing.
             var byTopic: [String: Int] = [:]
-            try forEachMessage { byTopic[$0.topic, default: 0] += 1 }
+            var options = BagReadOptions()
+            options.salvage = true
+            let earlier = damage
+            try forEachMessage(options) { byTopic[$0.topic, default: 0] += 1 }
+            damage = earlier
             for (id, ch) in channels { counts[id] = byTopic[ch.topic] ?? 0 }
         }
         return channels.values.sorted { $0.topic < $1.topic }.map { ch in

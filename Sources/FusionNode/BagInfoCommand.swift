@@ -3,12 +3,14 @@ import Bags
 /// `fusion-node bag info BAG`: what `ros2 bag info` users expect.
 enum BagInfoCommand {
     static func run(_ args: [String]) throws -> Int32 {
-        let a = try Arguments(args, valued: [], flags: [])
-        guard a.positionals.count == 1 else { throw UsageError(message: "usage: fusion-node bag info BAG") }
+        let a = try Arguments(args, valued: [], flags: ["--salvage"])
+        guard a.positionals.count == 1 else { throw UsageError(message: "usage: fusion-node bag info BAG [--salvage]") }
+        var options = BagReadOptions()
+        options.salvage = a.has("--salvage")
         let bag = try BagReader(path: a.positionals[0])
         var first = UInt64.max, last = UInt64.min, count = 0
         var perTopic: [String: (count: Int, first: UInt64, last: UInt64)] = [:]
-        try bag.forEachMessage { m in
+        try bag.forEachMessage(options) { m in
             first = min(first, m.logTime); last = max(last, m.logTime); count += 1
             var t = perTopic[m.topic] ?? (0, .max, .min)
             t.count += 1; t.first = min(t.first, m.logTime); t.last = max(t.last, m.logTime)

@@ -16,7 +16,7 @@ USAGE
       fusion, one heading line per update (100 Hz) until Ctrl-C or the duration has passed.
   fusion-node replay BAG [--csv OUT.csv] [--filter NAME] ...     (fusion-node replay --help)
       Run a filter over a recorded ROS 2 bag (MCAP or sqlite3; directory or file).
-  fusion-node bag info BAG
+  fusion-node bag info BAG [--salvage]
       Duration, start and end, message counts, topics with types and rates, compression, size.
   fusion-node bag echo BAG [--topic TOPIC] [--limit N]
       Every message as a JSON line.
