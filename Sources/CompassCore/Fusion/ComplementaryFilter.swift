@@ -153,6 +153,8 @@ public struct ComplementaryFilter: Sendable {
         started = true
     }
 
+    /// Always inlined: as a call it copied the whole filter per sample.
+    @inline(__always)
     func output(_ timestamp: Double, flags: FusionFlags) -> FusionOutput {
         FusionOutput(timestamp: timestamp, orientation: reportedOrientation, referenceOffsetDegrees: settings.referenceOffsetDegrees,
                      headingVarianceDegrees2: flags.contains(.initialising) ? nil : headingSigmaDegrees * headingSigmaDegrees,
