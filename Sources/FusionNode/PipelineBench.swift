@@ -19,7 +19,8 @@ enum PipelineBench {
             rate_hz: \(rate)
             duration: \(Double(samples) / rate)
             realtime: \(realtime)
-            stamp: wall\(endpoint("source"))
+            hard_iron_ut: [1, -2, 0.5]
+            stamp: \(realtime ? "wall" : "simulated")\(endpoint("source"))
           calibration:
             type: calibration
             inputs: [source]
