@@ -621,7 +621,9 @@ final class RecordSink: StageLogicBase, TransformLogic {
 
 /// Publishes topics to external subscribers on their own endpoint, one frame per message, in CDR or
 /// JSON. Lossless by default (back-pressure); `latest_only` keeps just the newest message for a slow
-/// subscriber and counts what it replaced.
+/// subscriber and counts what it replaced. It follows the subscriptions (XPUB, verbose both ways): a
+/// message offered while nobody subscribes is not sent and is counted as such, so "published" only
+/// counts messages a subscriber could receive.
 final class PublishSink: StageLogicBase, TransformLogic {
     let socket: BusSocket
     let context: BusContext
@@ -631,7 +633,10 @@ final class PublishSink: StageLogicBase, TransformLogic {
     var changeFilters: [String: HeadingChangeFilter] = [:]
     let minimumChange: Double
     var pending: [UInt8]?
-    var dropped = 0, sent = 0
+    var dropped = 0, sent = 0, withoutSubscriber = 0
+    /// Live subscriptions: +1 per subscribe message, -1 per unsubscribe (including a subscriber's
+    /// subscriptions when it disconnects).
+    var subscriptions = 0
     init(_ s: StageSettings, log: @escaping @Sendable (String) -> Void) throws {
         context = BusContext()
         socket = try BusSocket(context, .xpub)
@@ -642,16 +647,23 @@ final class PublishSink: StageLogicBase, TransformLogic {
         try socket.setOption(ZMQ_SNDHWM, latestOnly ? 1 : Int32(clamping: s.integer("high_water_mark")))
         try socket.setOption(ZMQ_XPUB_NODROP, 1)
         try socket.setOption(ZMQ_XPUB_VERBOSE, 1)
+        try socket.setOption(ZMQ_XPUB_VERBOSER, 1)
         let endpoint = s.string("bind")
         do { try socket.bind(endpoint) } catch { throw PipelineRunError.cannotBind(stage: "publish", endpoint: endpoint, reason: "\(error)") }
         super.init()
-        var subscribers = 0
         let wanted = s.integer("wait_for_subscribers")
-        while subscribers < wanted && !PipelineSignals.stopRequested {
-            if let m = try socket.receive(timeoutMilliseconds: 1000) { if m.first == 1 { subscribers += 1 } } else {
-                log("publish: waiting for \(wanted - subscribers) subscriber(s) on \(endpoint)")
+        while subscriptions < wanted && !PipelineSignals.stopRequested {
+            if let m = try socket.receive(timeoutMilliseconds: 1000) { count(subscriptionMessage: m) } else {
+                log("publish: waiting for \(wanted - subscriptions) subscriber(s) on \(endpoint)")
             }
         }
+    }
+    func count(subscriptionMessage m: [UInt8]) {
+        if m.first == 1 { subscriptions += 1 } else if m.first == 0 { subscriptions = max(0, subscriptions - 1) }
+    }
+    /// Reads the subscription changes queued since the last call.
+    func followSubscriptions() throws {
+        while let m = try socket.receive(timeoutMilliseconds: 0) { count(subscriptionMessage: m) }
     }
     func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
         guard topics.contains(frame.topic) else { return }
@@ -671,6 +683,12 @@ final class PublishSink: StageLogicBase, TransformLogic {
                 out = WireFrame(topic: frame.topic, type: frame.type, encoding: "json", payload: Array(text.utf8))
             } catch let e as UnexpectedFrame { throw e } catch { throw UnexpectedFrame(reason: "undecodable \(frame.type): \(error)") }
         }
+        try followSubscriptions()
+        guard subscriptions > 0 else {
+            withoutSubscriber += 1
+            if pending != nil { dropped += 1; pending = nil }   // held for a subscriber who left
+            return
+        }
         let bytes = out.encoded()
         if latestOnly {
             if pending != nil { dropped += 1 }
@@ -678,7 +696,7 @@ final class PublishSink: StageLogicBase, TransformLogic {
             if try socket.send(pending!, blocking: false) { pending = nil; sent += 1 }
         } else {
             while try !socket.send(bytes, blocking: false) {
-                _ = try socket.receive(timeoutMilliseconds: 1)
+                if let m = try socket.receive(timeoutMilliseconds: 1) { count(subscriptionMessage: m) }
                 if PipelineSignals.stopRequested { dropped += 1; return }
             }
             sent += 1
@@ -687,7 +705,8 @@ final class PublishSink: StageLogicBase, TransformLogic {
     }
     func finish() throws -> [WireFrame] {
         if let p = pending, try socket.send(p, blocking: false) { sent += 1; pending = nil }
-        notes.append("published \(sent) message(s)" + (dropped > 0 ? ", \(dropped) superseded or dropped" : ""))
+        notes.append("published \(sent) message(s)" + (dropped > 0 ? ", \(dropped) superseded or dropped" : "")
+                     + (withoutSubscriber > 0 ? ", \(withoutSubscriber) not sent while nobody subscribed" : ""))
         socket.close()
         return []
     }
