@@ -11,9 +11,15 @@ public struct WireFrame: Sendable, Equatable {
     public var type: String
     /// "cdr" (ROS 2 CDR with its encapsulation header) or "json".
     public var encoding: String
-    public var payload: [UInt8]
+    /// The message bytes. A received frame shares the storage of the bus message it came in (no
+    /// copy per frame); changing it copies.
+    public var payload: ArraySlice<UInt8>
 
     public init(topic: String, type: String, encoding: String, payload: [UInt8]) {
+        self.topic = topic; self.type = type; self.encoding = encoding; self.payload = payload[...]
+    }
+
+    public init(topic: String, type: String, encoding: String, payload: ArraySlice<UInt8>) {
         self.topic = topic; self.type = type; self.encoding = encoding; self.payload = payload
     }
 
@@ -29,6 +35,9 @@ public struct WireFrame: Sendable, Equatable {
     public static func endOfStream(from stage: String) -> WireFrame {
         WireFrame(topic: stage, type: endOfStreamType, encoding: "none", payload: [])
     }
+
+    /// A placeholder (no topic, type or payload), e.g. to move a frame out of an array.
+    public static let empty = WireFrame(topic: "", type: "", encoding: "", payload: [])
 
     public var isEndOfStream: Bool { type == Self.endOfStreamType }
 
@@ -60,49 +69,124 @@ public struct WireFrame: Sendable, Equatable {
 
     public static func decode(_ bytes: [UInt8]) throws(DecodeError) -> WireFrame {
         guard bytes.count <= maximumBytes else { throw .oversized(bytes: bytes.count, limit: maximumBytes) }
-        let result = bytes.withUnsafeBytes { raw in Result { () throws(DecodeError) in try decode(raw) } }
-        return try result.get()
+        return try frame(in: bytes[...])
     }
 
-    /// Type names seen on every message, kept as static strings: a name longer than 15 bytes would
-    /// otherwise be a heap allocation per frame.
-    static let knownTypes: [(bytes: [UInt8], name: String)] = [
+    /// Names seen on every message, matched against the received bytes without allocating: a type
+    /// name longer than 15 bytes would otherwise be a heap string per frame, and every other string
+    /// would be validated as UTF-8 per frame. The strings are literals (immortal, never freed).
+    static let knownTypes = KnownNames([
         "sensor_msgs/msg/Imu", "sensor_msgs/msg/MagneticField", "sensor_msgs/msg/NavSatFix",
         "gyrocompass_msgs/msg/Heading", "gyrocompass_msgs/msg/CalibrationStatus", "gyrocompass_msgs/msg/InterferenceStatus",
-        batchType, endOfStreamType,
-    ].map { (Array($0.utf8), $0) }
-    /// Common topics and encodings: already-validated strings, no UTF-8 validation per frame.
-    static let knownTopics: [(bytes: [UInt8], name: String)] = ["imu/data_raw", "imu/mag", "heading", "imu/data", ""].map { (Array($0.utf8), $0) }
-    static let knownEncodings: [(bytes: [UInt8], name: String)] = ["cdr", "json", "frames", "none"].map { (Array($0.utf8), $0) }
+        "gyrocompass/batch", "gyrocompass/end_of_stream",
+    ])
+    static let knownTopics = KnownNames(["imu/data_raw", "imu/mag", "heading", "imu/data", "fix", "calibration/status", "interference/status", ""])
+    static let knownEncodings = KnownNames(["cdr", "json", "frames", "none"])
 
-    static func known(_ field: UnsafeRawBufferPointer, in table: [(bytes: [UInt8], name: String)]) -> String? {
-        if field.isEmpty { return table.first { $0.bytes.isEmpty }?.name }
-        guard let base = field.baseAddress else { return nil }
-        for t in table where t.bytes.count == field.count {
-            if t.bytes.withUnsafeBytes({ memcmp($0.baseAddress!, base, field.count) == 0 }) { return t.name }
+    /// A small table of names: their bytes (static, no reference counting) and the same names as
+    /// Strings made once.
+    struct KnownNames: Sendable {
+        let bytes: [StaticString]
+        let names: [String]
+        init(_ list: [StaticString]) { bytes = list; names = list.map { $0.description } }
+
+        @inline(__always)
+        func match(_ field: UnsafeRawBufferPointer) -> String? {
+            for (i, t) in bytes.enumerated() where t.utf8CodeUnitCount == field.count {
+                if field.isEmpty || memcmp(t.utf8Start, field.baseAddress!, field.count) == 0 { return names[i] }
+            }
+            return nil
         }
-        return nil
     }
 
-    /// Decodes one frame from raw bytes (copying the payload once).
-    static func decode(_ raw: UnsafeRawBufferPointer) throws(DecodeError) -> WireFrame {
-        var fields: [String] = []
-        fields.reserveCapacity(3)
-        var start = 0
-        for (index, name) in ["topic", "type", "encoding"].enumerated() {
-            var end = start
-            while end < raw.count && raw[end] != 0 { end += 1 }
-            guard end < raw.count else { throw .missingSeparator(field: name) }
-            let field = UnsafeRawBufferPointer(rebasing: raw[start..<end])
-            if let known = Self.known(field, in: index == 0 ? Self.knownTopics : index == 1 ? Self.knownTypes : Self.knownEncodings) {
-                fields.append(known)
-            } else {
-                guard let s = String(validating: field, as: UTF8.self) else { throw .invalidUTF8(field: name) }
-                fields.append(s)
-            }
-            start = end + 1
+    /// One header field (topic, type or encoding) ending at a NUL at or after `start`.
+    @inline(__always)
+    static func field(_ raw: UnsafeRawBufferPointer, from start: Int, _ name: String, _ table: KnownNames) throws(DecodeError) -> (String, next: Int) {
+        var end = start
+        while end < raw.count && raw[end] != 0 { end += 1 }
+        guard end < raw.count else { throw .missingSeparator(field: name) }
+        let bytes = UnsafeRawBufferPointer(rebasing: raw[start..<end])
+        if let known = table.match(bytes) { return (known, end + 1) }
+        guard let s = String(validating: bytes, as: UTF8.self) else { throw .invalidUTF8(field: name) }
+        return (s, end + 1)
+    }
+
+    /// The header fields of an encoded frame and where its payload starts.
+    static func header(_ raw: UnsafeRawBufferPointer) throws(DecodeError) -> (topic: String, type: String, encoding: String, payloadStart: Int) {
+        let (topic, afterTopic) = try field(raw, from: 0, "topic", knownTopics)
+        let (type, afterType) = try field(raw, from: afterTopic, "type", knownTypes)
+        let (encoding, start) = try field(raw, from: afterType, "encoding", knownEncodings)
+        return (topic, type, encoding, start)
+    }
+
+    /// Decodes one encoded frame; its payload shares the storage of `bytes`.
+    static func frame(in bytes: ArraySlice<UInt8>) throws(DecodeError) -> WireFrame {
+        let parsed = bytes.withUnsafeBytes { raw in Result { () throws(DecodeError) in try header(raw) } }
+        let h = try parsed.get()
+        return WireFrame(topic: h.topic, type: h.type, encoding: h.encoding, payload: bytes[(bytes.startIndex + h.payloadStart)...])
+    }
+
+    /// The frames of one bus message (a lone frame or a batch), decoded in place: the payloads share
+    /// the received storage, nothing is copied.
+    public static func frames(in bytes: [UInt8]) throws(DecodeError) -> [WireFrame] {
+        guard bytes.count <= maximumBytes else { throw .oversized(bytes: bytes.count, limit: maximumBytes) }
+        let first = try frame(in: bytes[...])
+        guard first.type == batchType else { return [first] }
+        var out: [WireFrame] = []
+        try unpack(first.payload, into: &out)
+        return out
+    }
+
+    /// Appends the frames of a batch payload: repeated (u32 little-endian length, encoded frame).
+    static func unpack(_ batch: ArraySlice<UInt8>, into out: inout [WireFrame]) throws(DecodeError) {
+        var i = 0
+        while i < batch.count {
+            guard i + 4 <= batch.count else { throw .malformedBatch(offset: i) }
+            let at = i
+            let n = Int(UInt32(littleEndian: batch.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: at, as: UInt32.self) }))
+            guard n <= batch.count - i - 4 else { throw .malformedBatch(offset: i) }
+            let start = batch.startIndex + i + 4
+            out.append(try frame(in: batch[start..<(start + n)]))
+            i += 4 + n
         }
-        return WireFrame(topic: fields[0], type: fields[1], encoding: fields[2], payload: Array(raw[start...]))
+    }
+
+    /// The bytes of one bus message carrying `frames`: the lone frame, or a batch of them, written in
+    /// one pass into one buffer (what `batch(_:).encoded()` gives, without the intermediate copy).
+    public static func encodedMessage(_ frames: ArraySlice<WireFrame>) -> [UInt8] {
+        if frames.count == 1 { return frames.first!.encoded() }
+        let header: StaticString = "\0gyrocompass/batch\0frames\0"
+        var total = header.utf8CodeUnitCount
+        for f in frames { total += 4 + f.topic.utf8.count + f.type.utf8.count + f.encoding.utf8.count + 3 + f.payload.count }
+        return [UInt8](unsafeUninitializedCapacity: total) { buffer, initialized in
+            var at = UnsafeMutableRawPointer(buffer.baseAddress!)
+            at.copyMemory(from: header.utf8Start, byteCount: header.utf8CodeUnitCount)
+            at += header.utf8CodeUnitCount
+            for f in frames {
+                let length = UInt32(f.topic.utf8.count + f.type.utf8.count + f.encoding.utf8.count + 3 + f.payload.count)
+                at.storeBytes(of: length.littleEndian, as: UInt32.self)
+                at += 4
+                at = append(f.topic, at)
+                at = append(f.type, at)
+                at = append(f.encoding, at)
+                at = f.payload.withUnsafeBytes { p in
+                    if let base = p.baseAddress { at.copyMemory(from: base, byteCount: p.count) }
+                    return at + p.count
+                }
+            }
+            initialized = at - UnsafeMutableRawPointer(buffer.baseAddress!)
+        }
+    }
+
+    /// Copies a string's UTF-8 and a NUL to `at`; returns the position after them.
+    @inline(__always)
+    static func append(_ s: String, _ at: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer {
+        var s = s
+        return s.withUTF8 { utf8 in
+            if let base = utf8.baseAddress { at.copyMemory(from: base, byteCount: utf8.count) }
+            at.storeBytes(of: 0, toByteOffset: utf8.count, as: UInt8.self)
+            return at + utf8.count + 1
+        }
     }
 
     /// Packs frames as one batch frame: payload = repeated (u32 little-endian length, encoded frame).
@@ -141,18 +225,8 @@ public struct WireFrame: Sendable, Equatable {
     /// The frames of a batch (or this frame alone).
     public func unbatched() throws(DecodeError) -> [WireFrame] {
         guard type == Self.batchType else { return [self] }
-        let result = payload.withUnsafeBytes { raw in Result { () throws(DecodeError) -> [WireFrame] in
-            var out: [WireFrame] = []
-            var i = 0
-            while i < raw.count {
-                guard i + 4 <= raw.count else { throw .malformedBatch(offset: i) }
-                let n = Int(UInt32(raw[i]) | UInt32(raw[i + 1]) << 8 | UInt32(raw[i + 2]) << 16 | UInt32(raw[i + 3]) << 24)
-                guard n <= raw.count - i - 4 else { throw .malformedBatch(offset: i) }
-                out.append(try Self.decode(UnsafeRawBufferPointer(rebasing: raw[(i + 4)..<(i + 4 + n)])))
-                i += 4 + n
-            }
-            return out
-        } }
-        return try result.get()
+        var out: [WireFrame] = []
+        try Self.unpack(payload, into: &out)
+        return out
     }
 }

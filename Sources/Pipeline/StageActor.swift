@@ -113,30 +113,35 @@ actor StageActor {
                         try publisher.forward(bytes, frames: count, report: &report)
                         continue
                     }
-                    let frames: [WireFrame]
-                    do { frames = try WireFrame.decode(bytes).unbatched() } catch {
+                    var frames: [WireFrame]
+                    do { frames = try WireFrame.frames(in: bytes) } catch {
                         report.malformed += 1
                         log("\(config.name): malformed frame from '\(wiring.inputs[i].name)' (\(bytes.count) bytes): \(error)")
                         continue
                     }
                     var ended = false
                     let before = outgoing.count
-                    for frame in frames {
+                    let count = frames.count
+                    for index in 0..<count {
+                        // Moved out of the array, so a stage that patches the payload owns it alone.
+                        var frame = WireFrame.empty
+                        swap(&frame, &frames[index])
                         if frame.isEndOfStream { open.remove(i); ended = true; continue }
                         report.received += 1
+                        let topic = frame.topic
                         do {
                             try transform.process(frame, into: &outgoing)
                         } catch let e as UnexpectedFrame {
                             report.unexpected += 1
-                            if report.unexpected <= 10 { log("\(config.name): \(e) on topic '\(frame.topic)' from '\(wiring.inputs[i].name)'") }
+                            if report.unexpected <= 10 { log("\(config.name): \(e) on topic '\(topic)' from '\(wiring.inputs[i].name)'") }
                         }
                     }
-                    if transform.forwardsUnchanged && !ended && outgoing.count - before == frames.count {
+                    if transform.forwardsUnchanged && !ended && outgoing.count - before == count {
                         // Nothing changed: pass this bus message on as it came, after what came before it.
-                        outgoing.removeLast(frames.count)
+                        outgoing.removeLast(count)
                         try publisher.publish(outgoing, report: &report)
                         outgoing.removeAll(keepingCapacity: true)
-                        try publisher.forward(bytes, frames: frames.count, report: &report)
+                        try publisher.forward(bytes, frames: count, report: &report)
                     }
                 }
                 try publisher.publish(outgoing, report: &report)
@@ -178,7 +183,7 @@ struct Publisher {
                 end += 1
             }
             let slice = frames[start..<end]
-            try send(slice.count == 1 ? slice.first! : WireFrame.batch(Array(slice)), counted: counted)
+            try send(bytes: WireFrame.encodedMessage(slice), counted: counted)
             if counted { report.published += slice.count }
             start = end
         }
@@ -188,10 +193,6 @@ struct Publisher {
     func forward(_ bytes: [UInt8], frames: Int, report: inout StageReport) throws {
         try send(bytes: bytes, counted: true)
         report.published += frames
-    }
-
-    func send(_ message: WireFrame, counted: Bool) throws {
-        try send(bytes: message.encoded(), counted: counted)
     }
 
     func send(bytes: [UInt8], counted: Bool) throws {

@@ -25,7 +25,7 @@ protocol SourceLogic: StageLogicBase {
 /// A transform or sink: turns each input frame into output frames (none for sinks), appended to
 /// `output` (one buffer per drained batch, not an array per frame).
 protocol TransformLogic: StageLogicBase {
-    func process(_ frame: WireFrame, into output: inout [WireFrame]) throws
+    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws
     /// Called once every input has ended: flush and return the last frames.
     func finish() throws -> [WireFrame]
 }
@@ -87,10 +87,11 @@ public enum FusionMessages {
 
     /// Orientation covariance: only the heading (about z) is estimated; x and y stay 0 (unknown).
     public static func imu(_ o: FusionOutput, header: RosHeader, sample: ImuSample) -> ImuMessage {
-        let zVariance = o.headingVarianceDegrees2.map { $0 * radiansPerDegree * radiansPerDegree } ?? 0
-        return ImuMessage(header: header, orientation: o.orientation, orientationCovariance: [0, 0, 0, 0, 0, 0, 0, 0, zVariance],
-                          angularVelocity: sample.angularVelocity - o.gyroBias, angularVelocityCovariance: Covariance9(repeating: 0),
-                          linearAcceleration: sample.specificForce, linearAccelerationCovariance: Covariance9(repeating: 0))
+        var zCovariance = Covariance9.zero
+        zCovariance.m8 = o.headingVarianceDegrees2.map { $0 * radiansPerDegree * radiansPerDegree } ?? 0
+        return ImuMessage(header: header, orientation: o.orientation, orientationCovariance: zCovariance,
+                          angularVelocity: sample.angularVelocity - o.gyroBias, angularVelocityCovariance: .zero,
+                          linearAcceleration: sample.specificForce, linearAccelerationCovariance: .zero)
     }
 }
 
@@ -142,9 +143,9 @@ final class SimulatorSource: StageLogicBase, SourceLogic {
         while k < total, let x = sim.next() {
             let header = RosHeader(stamp: wallStamps ? wallClockNow() : RosTime(seconds: x.imu.timestamp), frameId: "imu_link")
             batch.append(imuFrame(ImuMessage(header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0),
-                                              orientationCovariance: [-1, 0, 0, 0, 0, 0, 0, 0, 0], angularVelocity: x.imu.angularVelocity,
-                                              angularVelocityCovariance: [], linearAcceleration: x.imu.specificForce, linearAccelerationCovariance: [])))
-            batch.append(magFrame(MagneticFieldMessage(header: header, magneticField: x.magnetometer.fieldMicrotesla * 1e-6, magneticFieldCovariance: [])))
+                                              orientationCovariance: .notProvided, angularVelocity: x.imu.angularVelocity,
+                                              angularVelocityCovariance: .zero, linearAcceleration: x.imu.specificForce, linearAccelerationCovariance: .zero)))
+            batch.append(magFrame(MagneticFieldMessage(header: header, magneticField: x.magnetometer.fieldMicrotesla * 1e-6, magneticFieldCovariance: .zero)))
             k += 1
             if realtime {
                 try emit(batch); batch.removeAll(keepingCapacity: true)
@@ -227,7 +228,7 @@ final class BagSource: StageLogicBase, SourceLogic {
                     let due = Double(m.logTime - startLog) * 1e-9 / rate
                     let ahead = due - (ProcessInfo.processInfo.systemUptime - startWall!)
                     if ahead > 0.0005 { try emit(batch); batch.removeAll(keepingCapacity: true); usleep(UInt32(ahead * 1e6)) }
-                } else if batch.count >= 128 {
+                } else if batch.count >= 64 {
                     try emit(batch); batch.removeAll(keepingCapacity: true)
                 }
             }
@@ -315,9 +316,9 @@ final class LinesSource: StageLogicBase, SourceLogic {
                 case .success(let (t, gyro, accel, mag)):
                     let header = RosHeader(stamp: RosTime(seconds: t), frameId: "imu_link")
                     frames.append(imuFrame(ImuMessage(header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0),
-                                                      orientationCovariance: [-1, 0, 0, 0, 0, 0, 0, 0, 0], angularVelocity: gyro,
-                                                      angularVelocityCovariance: [], linearAcceleration: accel, linearAccelerationCovariance: [])))
-                    frames.append(magFrame(MagneticFieldMessage(header: header, magneticField: mag, magneticFieldCovariance: [])))
+                                                      orientationCovariance: .notProvided, angularVelocity: gyro,
+                                                      angularVelocityCovariance: .zero, linearAcceleration: accel, linearAccelerationCovariance: .zero)))
+                    frames.append(magFrame(MagneticFieldMessage(header: header, magneticField: mag, magneticFieldCovariance: .zero)))
                 case .failure(let why):
                     malformed += 1
                     if malformed <= 20 { log("lines: \(device) line \(lineNumber): \(why)") }

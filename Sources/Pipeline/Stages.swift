@@ -5,26 +5,38 @@ import Bags
 import MessageBus
 import CZeroMQ
 
-func requireCDR(_ frame: WireFrame, _ type: String) throws -> [UInt8] {
+func requireCDR(_ frame: borrowing WireFrame, _ type: String) throws {
     guard frame.type == type else { throw UnexpectedFrame(reason: "expected \(type), got \(frame.type)") }
     guard frame.encoding == "cdr" else { throw UnexpectedFrame(reason: "expected cdr encoding, got \(frame.encoding)") }
-    return frame.payload
 }
 
-func decoded<M: RosMessage>(_ frame: WireFrame, as _: M.Type) throws -> M {
-    let bytes = try requireCDR(frame, M.typeName)
-    do { return try M(cdrBytes: bytes) } catch { throw UnexpectedFrame(reason: "undecodable \(M.typeName): \(error)") }
+func decoded<M: RosMessage>(_ frame: borrowing WireFrame, as _: M.Type) throws -> M {
+    try requireCDR(frame, M.typeName)
+    do { return try M(cdrBytes: frame.payload) } catch { throw UnexpectedFrame(reason: "undecodable \(M.typeName): \(error)") }
 }
 
 /// Partial decoding of input frames (see `CDRSamples`), with the type checked first.
-func imuSample(_ frame: WireFrame) throws -> (header: RosHeader, angularVelocity: Vector3, linearAcceleration: Vector3) {
-    let bytes = try requireCDR(frame, ImuMessage.typeName)
-    do { return try CDRSamples.imu(bytes) } catch { throw UnexpectedFrame(reason: "undecodable \(ImuMessage.typeName): \(error)") }
+func imuSample(_ frame: borrowing WireFrame) throws -> (header: RosHeader, angularVelocity: Vector3, linearAcceleration: Vector3, angularVelocityOffset: Int?) {
+    try requireCDR(frame, ImuMessage.typeName)
+    do { return try frame.payload.withUnsafeBytes { raw in Result { () throws(CDRError) in try CDRSamples.imu(raw) } }.get() } catch {
+        throw UnexpectedFrame(reason: "undecodable \(ImuMessage.typeName): \(error)")
+    }
 }
 
-func magneticSample(_ frame: WireFrame) throws -> (header: RosHeader, field: Vector3) {
-    let bytes = try requireCDR(frame, MagneticFieldMessage.typeName)
-    do { return try CDRSamples.magneticField(bytes) } catch { throw UnexpectedFrame(reason: "undecodable \(MagneticFieldMessage.typeName): \(error)") }
+func magneticSample(_ frame: borrowing WireFrame) throws -> (header: RosHeader, field: Vector3, fieldOffset: Int?) {
+    try requireCDR(frame, MagneticFieldMessage.typeName)
+    do { return try frame.payload.withUnsafeBytes { raw in Result { () throws(CDRError) in try CDRSamples.magneticField(raw) } }.get() } catch {
+        throw UnexpectedFrame(reason: "undecodable \(MagneticFieldMessage.typeName): \(error)")
+    }
+}
+
+/// The header stamp of a little-endian CDR payload (sec, nanosec right after the 4-byte
+/// encapsulation), read without decoding the rest; nil when the payload is too short.
+func headerStamp(_ payload: ArraySlice<UInt8>) -> (sec: Int32, nanosec: UInt32)? {
+    guard payload.count >= 12 else { return nil }
+    return payload.withUnsafeBytes { raw in
+        (Int32(littleEndian: raw.loadUnaligned(fromByteOffset: 4, as: Int32.self)), UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
+    }
 }
 
 // MARK: - Transforms
@@ -83,28 +95,42 @@ final class CalibrationStage: StageLogicBase, TransformLogic {
     override var forwardsUnchanged: Bool { isIdentity }
     override var observesFrames: Bool { !isIdentity }
 
-    func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
+    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
         switch frame.topic {
         case PipelineTopics.imuRaw where removeGyroBias:
-            var m = try decoded(frame, as: ImuMessage.self)
+            let m = try imuSample(frame)
             let t = m.header.stamp.seconds
             let dt = lastImuTime.map { min(0.1, max(0, t - $0)) } ?? 0
             lastImuTime = t
             if rest.update(rate: m.angularVelocity, specificForce: m.linearAcceleration, dt: dt) {
                 gyroBias = rest.lowPassedRate
             }
-            if let b = gyroBias { m.angularVelocity = m.angularVelocity - b }
-            output.append(imuFrame(m))
+            guard let b = gyroBias else { output.append(frame); return }
+            if let offset = m.angularVelocityOffset {
+                CDRSamples.overwrite(m.angularVelocity - b, at: offset, in: &frame.payload)   // unique here: no copy
+                output.append(frame)
+            } else {
+                var full = try decoded(frame, as: ImuMessage.self)   // big endian: re-encoded as little endian
+                full.angularVelocity = full.angularVelocity - b
+                output.append(imuFrame(full))
+            }
         case PipelineTopics.magnetometer where !isIdentity:
-            var m = try decoded(frame, as: MagneticFieldMessage.self)
-            let raw = m.magneticField * 1e6
+            let m = try magneticSample(frame)
+            let raw = m.field * 1e6
             let t = m.header.stamp.seconds
             if var calibrator = online {
                 if let fit = calibrator.add(raw, time: t) { accepted(fit, at: t) }
                 online = calibrator
             }
-            m.magneticField = current.apply(raw) * 1e-6
-            output.append(magFrame(m))
+            let calibrated = current.apply(raw) * 1e-6
+            if let offset = m.fieldOffset {
+                CDRSamples.overwrite(calibrated, at: offset, in: &frame.payload)
+                output.append(frame)
+            } else {
+                var full = try decoded(frame, as: MagneticFieldMessage.self)
+                full.magneticField = calibrated
+                output.append(magFrame(full))
+            }
             status(m.header, into: &output, force: false)
         default:
             output.append(frame)
@@ -240,7 +266,7 @@ final class GatingStage: StageLogicBase, TransformLogic {
         statusSeconds = s.number("status_seconds")
     }
 
-    func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
+    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
         switch frame.topic {
         case PipelineTopics.imuRaw:
             let m = try imuSample(frame)
@@ -364,15 +390,15 @@ final class FusionStage: StageLogicBase, TransformLogic {
         return declination!
     }
 
-    func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
+    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
         switch frame.topic {
         case PipelineTopics.imuRaw:
             let m = try imuSample(frame)
             pendingHeaders.append(m.header)
-            output += try fuse(aligner.imu(ImuSample(timestamp: m.header.stamp.seconds, angularVelocity: m.angularVelocity, specificForce: m.linearAcceleration)))
+            try fuse(aligner.imu(ImuSample(timestamp: m.header.stamp.seconds, angularVelocity: m.angularVelocity, specificForce: m.linearAcceleration)), into: &output)
         case PipelineTopics.magnetometer:
             let m = try magneticSample(frame)
-            output += try fuse(aligner.magnetometer(MagnetometerSample(timestamp: m.header.stamp.seconds, fieldMicrotesla: m.field * 1e6)))
+            try fuse(aligner.magnetometer(MagnetometerSample(timestamp: m.header.stamp.seconds, fieldMicrotesla: m.field * 1e6)), into: &output)
         case PipelineTopics.fix:
             let f = try decoded(frame, as: NavSatFixMessage.self)
             if !fixedPosition, f.status >= 0, f.latitude.isFinite, f.longitude.isFinite {
@@ -386,25 +412,26 @@ final class FusionStage: StageLogicBase, TransformLogic {
         }
     }
 
-    func fuse(_ pair: (imu: ImuSample, magnetometer: MagnetometerSample?)?) throws -> [WireFrame] {
-        guard let pair else { return [] }
+    func fuse(_ pair: (imu: ImuSample, magnetometer: MagnetometerSample?)?, into output: inout [WireFrame]) throws {
+        guard let pair else { return }
         var header = head < pendingHeaders.count ? pendingHeaders[head] : RosHeader(stamp: RosTime(seconds: pair.imu.timestamp), frameId: "imu_link")
         head += 1
         if head > 1024 { pendingHeaders.removeFirst(head); head = 0 }
         if !frameOverride.isEmpty { header.frameId = frameOverride }
-        guard let o = filter.update(imu: pair.imu, magnetometer: pair.magnetometer) else { return [] }
+        guard let o = filter.update(imu: pair.imu, magnetometer: pair.magnetometer) else { return }
         var h = FusionMessages.heading(o, header: header, field: pair.magnetometer?.fieldMicrotesla)
         let north = trueNorth(at: header.stamp.seconds)
         h.declination = north.declination
         h.trueHeading = h.magneticHeading.isFinite && north.declination.isFinite ? normalizedDegrees(h.magneticHeading + north.declination) : .nan
         h.flags |= north.flags
         let imu = FusionMessages.imu(o, header: header, sample: pair.imu)
-        return [WireFrame(topic: PipelineTopics.heading, type: HeadingMessage.typeName, encoding: "cdr", payload: h.cdr()),
-                imuFrame(imu, topic: PipelineTopics.imuFused)]
+        output.append(WireFrame(topic: PipelineTopics.heading, type: HeadingMessage.typeName, encoding: "cdr", payload: h.cdr()))
+        output.append(imuFrame(imu, topic: PipelineTopics.imuFused))
     }
 
     func finish() throws -> [WireFrame] {
-        let out = try fuse(aligner.finish())
+        var out: [WireFrame] = []
+        try fuse(aligner.finish(), into: &out)
         let k = filter.skipped
         if k.total > 0 { notes.append("filter skipped \(k.total) sample(s): \(k)") }
         return out
@@ -429,7 +456,7 @@ final class DirectionStage: StageLogicBase, TransformLogic {
         defaultSigma = s.number("default_position_sigma_m")
     }
 
-    func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
+    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
         switch frame.topic {
         case PipelineTopics.fix:
             let f = try decoded(frame, as: NavSatFixMessage.self)
@@ -493,7 +520,7 @@ final class StdoutSink: StageLogicBase, TransformLogic {
         topics = Set(s.list("topics"))
         changeFilter = HeadingChangeFilter(minimumChangeDegrees: s.number("min_change_deg"))
     }
-    func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
+    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
         guard topics.contains(frame.topic) else { return }
         if json {
             let body: String
@@ -536,7 +563,7 @@ final class CSVSink: StageLogicBase, TransformLogic {
         quaternions = try CSVFile(path: s.string("path"), header: "t,qw,qx,qy,qz")
         accuracy = s.string("accuracy_path").isEmpty ? nil : try CSVFile(path: s.string("accuracy_path"), header: "t,heading_deg,accuracy_deg,flags")
     }
-    func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
+    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
         if frame.topic == PipelineTopics.imuFused {
             let m = try decoded(frame, as: ImuMessage.self)
             let q = m.orientation
@@ -596,17 +623,15 @@ final class RecordSink: StageLogicBase, TransformLogic {
         recorder = try BagRecorder(path: s.string("path"), storage: s.string("storage") == "sqlite3" ? .sqlite3 : .mcap, compression: compression)
         topics = Set(s.list("topics"))
     }
-    func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
+    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
         guard topics.contains(frame.topic) else { return }
         guard frame.encoding == "cdr", let definition = MessageDefinitions.definition(for: frame.type) else {
             throw UnexpectedFrame(reason: "cannot record \(frame.type) in \(frame.encoding)")
         }
         // Log time = header stamp, read straight from the CDR header (sec, nanosec after the 4-byte encapsulation).
-        let p = frame.payload
-        guard p.count >= 12 else { throw UnexpectedFrame(reason: "payload too short for a header") }
-        let sec = UInt64(UInt32(p[4]) | UInt32(p[5]) << 8 | UInt32(p[6]) << 16 | UInt32(p[7]) << 24)
-        let ns = UInt64(UInt32(p[8]) | UInt32(p[9]) << 8 | UInt32(p[10]) << 16 | UInt32(p[11]) << 24)
-        try recorder.write(topic: "/" + frame.topic, type: frame.type, definition: definition, logTime: sec * 1_000_000_000 + ns, data: p)
+        guard let stamp = headerStamp(frame.payload) else { throw UnexpectedFrame(reason: "payload too short for a header") }
+        let logTime = UInt64(UInt32(bitPattern: stamp.sec)) * 1_000_000_000 + UInt64(stamp.nanosec)
+        try recorder.write(topic: "/" + frame.topic, type: frame.type, definition: definition, logTime: logTime, data: Array(frame.payload))
         // Flush at least once a second so a crash elsewhere loses at most the last second.
         let now = ProcessInfo.processInfo.systemUptime
         if now - lastFlush > 1 { try recorder.flush(); lastFlush = now }
@@ -665,7 +690,7 @@ final class PublishSink: StageLogicBase, TransformLogic {
     func followSubscriptions() throws {
         while let m = try socket.receive(timeoutMilliseconds: 0) { count(subscriptionMessage: m) }
     }
-    func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
+    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
         guard topics.contains(frame.topic) else { return }
         if minimumChange > 0, frame.type == HeadingMessage.typeName {
             // Deliver a heading only once it changed enough since the last one delivered on this topic.
@@ -679,9 +704,9 @@ final class PublishSink: StageLogicBase, TransformLogic {
         var out = frame
         if json {
             do {
-                guard let text = try jsonFromCDR(type: frame.type, frame.payload) else { throw UnexpectedFrame(reason: "no JSON form for \(frame.type)") }
-                out = WireFrame(topic: frame.topic, type: frame.type, encoding: "json", payload: Array(text.utf8))
-            } catch let e as UnexpectedFrame { throw e } catch { throw UnexpectedFrame(reason: "undecodable \(frame.type): \(error)") }
+                guard let text = try jsonFromCDR(type: out.type, out.payload) else { throw UnexpectedFrame(reason: "no JSON form for \(out.type)") }
+                out = WireFrame(topic: out.topic, type: out.type, encoding: "json", payload: Array(text.utf8))
+            } catch let e as UnexpectedFrame { throw e } catch { throw UnexpectedFrame(reason: "undecodable \(out.type): \(error)") }
         }
         try followSubscriptions()
         guard subscriptions > 0 else {
@@ -723,16 +748,14 @@ final class MeasureSink: StageLogicBase, TransformLogic {
     var latencies: [Double] = []
     init(_ s: StageSettings) { topic = s.string("topic"); skipSeconds = s.number("skip_seconds"); reportPath = s.string("report_path") }
 
-    func process(_ frame: WireFrame, into output: inout [WireFrame]) throws {
+    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
         guard frame.topic == topic else { return }
         let now = ProcessInfo.processInfo.systemUptime
         if first == nil { first = now }
         last = now
         count += 1
-        let p = frame.payload
-        guard p.count >= 12 else { return }
-        let sec = Double(Int32(bitPattern: UInt32(p[4]) | UInt32(p[5]) << 8 | UInt32(p[6]) << 16 | UInt32(p[7]) << 24))
-        let ns = Double(UInt32(p[8]) | UInt32(p[9]) << 8 | UInt32(p[10]) << 16 | UInt32(p[11]) << 24)
+        guard let stamp = headerStamp(frame.payload) else { return }
+        let sec = Double(stamp.sec), ns = Double(stamp.nanosec)
         let wall = wallClockNow()
         let latency = (Double(wall.sec) - sec) + (Double(wall.nanosec) - ns) * 1e-9
         // Only meaningful for wall-clock stamps, and after the warm-up.

@@ -76,7 +76,11 @@ public struct CDRReader {
         guard length > 0 else { return "" }   // some writers encode "" as length 0
         guard bytes[offset + length - 1] == 0 else { throw .invalidString(field: field, offset: offset) }
         let slice = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length - 1)])
-        guard let s = String(validating: slice, as: UTF8.self) else { throw .invalidString(field: field, offset: offset) }
+        // Frame ids are ASCII in practice: checked byte by byte, then taken without a second pass.
+        var ascii = true
+        for b in slice where b >= 0x80 { ascii = false; break }
+        let text = ascii ? String(decoding: slice.assumingMemoryBound(to: UInt8.self), as: UTF8.self) : String(validating: slice, as: UTF8.self)
+        guard let s = text else { throw .invalidString(field: field, offset: offset) }
         offset += length
         return s
     }
@@ -90,7 +94,8 @@ public struct CDRReader {
 }
 
 /// Writes little-endian ROS 2 CDR with the 4-byte encapsulation header (0x00 0x01 0x00 0x00), into a
-/// pre-sized buffer (grown by doubling): values are stored in place, not appended byte by byte.
+/// pre-sized, zero-filled buffer (grown by doubling): values are stored in place, padding is the
+/// zeros already there.
 public struct CDRWriter {
     var storage: [UInt8]
     var count = 4
@@ -100,12 +105,21 @@ public struct CDRWriter {
         storage[1] = 0x01
     }
 
-    /// The encoded message.
+    /// The encoded message (a copy; `take()` hands over the buffer instead).
     public var bytes: [UInt8] { Array(storage[0..<count]) }
+
+    /// The encoded message, without copying: the writer is empty afterwards.
+    public mutating func take() -> [UInt8] {
+        var out: [UInt8] = []
+        swap(&out, &storage)
+        out.removeLast(out.count - count)
+        count = 0
+        return out
+    }
 
     @inline(__always)
     mutating func reserve(_ n: Int) {
-        if count + n > storage.count { storage.append(contentsOf: [UInt8](repeating: 0, count: Swift.max(storage.count, n))) }
+        if count + n > storage.count { storage.append(contentsOf: repeatElement(0, count: Swift.max(storage.count, n))) }
     }
 
     /// Aligns to `n` (a power of two) relative to the body start; padding bytes are zero.
@@ -113,7 +127,6 @@ public struct CDRWriter {
     mutating func align(_ n: Int) {
         let pad = (4 - count) & (n - 1)
         reserve(pad)
-        for i in 0..<pad { storage[count + i] = 0 }
         count += pad
     }
 
@@ -126,21 +139,35 @@ public struct CDRWriter {
         count += MemoryLayout<T>.size
     }
 
-    public mutating func uint8(_ v: UInt8) { reserve(1); storage[count] = v; count += 1 }
-    public mutating func int8(_ v: Int8) { uint8(UInt8(bitPattern: v)) }
-    public mutating func uint16(_ v: UInt16) { raw(v) }
-    public mutating func int32(_ v: Int32) { raw(UInt32(bitPattern: v)) }
-    public mutating func uint32(_ v: UInt32) { raw(v) }
-    public mutating func float64(_ v: Double) { raw(v.bitPattern) }
+    @inline(__always) public mutating func uint8(_ v: UInt8) { reserve(1); storage[count] = v; count += 1 }
+    @inline(__always) public mutating func int8(_ v: Int8) { uint8(UInt8(bitPattern: v)) }
+    @inline(__always) public mutating func uint16(_ v: UInt16) { raw(v) }
+    @inline(__always) public mutating func int32(_ v: Int32) { raw(UInt32(bitPattern: v)) }
+    @inline(__always) public mutating func uint32(_ v: UInt32) { raw(v) }
+    @inline(__always) public mutating func float64(_ v: Double) { raw(v.bitPattern) }
     public mutating func string(_ s: String) {
-        let utf8 = Array(s.utf8)
-        uint32(UInt32(utf8.count + 1))
-        reserve(utf8.count + 1)
-        for (i, b) in utf8.enumerated() { storage[count + i] = b }
-        storage[count + utf8.count] = 0
-        count += utf8.count + 1
+        var s = s
+        s.withUTF8 { utf8 in
+            uint32(UInt32(utf8.count + 1))
+            reserve(utf8.count + 1)
+            let at = count
+            storage.withUnsafeMutableBytes { out in
+                if utf8.count > 0 { UnsafeMutableRawBufferPointer(rebasing: out[at..<(at + utf8.count)]).copyMemory(from: UnsafeRawBufferPointer(utf8)) }
+                out[at + utf8.count] = 0
+            }
+            count += utf8.count + 1
+        }
     }
     public mutating func float64Array(_ values: [Double]) { for v in values { float64(v) } }
+
+    /// Little-endian float64 values already laid out in memory, copied as one block (8-aligned).
+    mutating func float64Block(_ values: UnsafeRawBufferPointer) {
+        align(8)
+        reserve(values.count)
+        let at = count
+        storage.withUnsafeMutableBytes { $0.baseAddress!.advanced(by: at).copyMemory(from: values.baseAddress!, byteCount: values.count) }
+        count += values.count
+    }
 }
 
 extension CDRReader {
@@ -156,34 +183,42 @@ extension CDRReader {
 /// Decoding only what the fusion path needs from the two input types (the header and the vectors),
 /// skipping orientation and covariances: most of an Imu message's bytes.
 public enum CDRSamples {
-    /// sensor_msgs/msg/Imu: header, angular velocity (rad/s), linear acceleration (m/s^2).
-    public static func imu(_ payload: [UInt8]) throws(CDRError) -> (header: RosHeader, angularVelocity: Vector3, linearAcceleration: Vector3) {
-        let result = payload.withUnsafeBytes { buffer in
-            Result { () throws(CDRError) in
-                var r = try CDRReader(buffer)
-                let header = try RosHeader(&r)
-                try r.skipFloat64(4 + 9, "orientation")
-                let w = Vector3(try r.float64("angular_velocity.x"), try r.float64("angular_velocity.y"), try r.float64("angular_velocity.z"))
-                try r.skipFloat64(9, "angular_velocity_covariance")
-                let a = Vector3(try r.float64("linear_acceleration.x"), try r.float64("linear_acceleration.y"), try r.float64("linear_acceleration.z"))
-                try r.skipFloat64(9, "linear_acceleration_covariance")
-                return (header, w, a)
-            }
-        }
-        return try result.get()
+    /// sensor_msgs/msg/Imu: header, angular velocity (rad/s), linear acceleration (m/s^2) and, for a
+    /// little-endian payload, the byte offset of the angular velocity, so a stage that changes only
+    /// that (the gyro bias removal) patches the payload instead of decoding and re-encoding all of
+    /// it (see `overwrite`).
+    public static func imu(_ payload: UnsafeRawBufferPointer) throws(CDRError) -> (header: RosHeader, angularVelocity: Vector3, linearAcceleration: Vector3, angularVelocityOffset: Int?) {
+        var r = try CDRReader(payload)
+        let header = try RosHeader(&r)
+        try r.skipFloat64(4 + 9, "orientation")
+        r.align(8)
+        let offset = r.offset
+        let w = Vector3(try r.float64("angular_velocity.x"), try r.float64("angular_velocity.y"), try r.float64("angular_velocity.z"))
+        try r.skipFloat64(9, "angular_velocity_covariance")
+        let a = Vector3(try r.float64("linear_acceleration.x"), try r.float64("linear_acceleration.y"), try r.float64("linear_acceleration.z"))
+        try r.skipFloat64(9, "linear_acceleration_covariance")
+        return (header, w, a, r.littleEndian ? offset : nil)
     }
 
-    /// sensor_msgs/msg/MagneticField: header and field (tesla).
-    public static func magneticField(_ payload: [UInt8]) throws(CDRError) -> (header: RosHeader, field: Vector3) {
-        let result = payload.withUnsafeBytes { buffer in
-            Result { () throws(CDRError) in
-                var r = try CDRReader(buffer)
-                let header = try RosHeader(&r)
-                let f = Vector3(try r.float64("magnetic_field.x"), try r.float64("magnetic_field.y"), try r.float64("magnetic_field.z"))
-                try r.skipFloat64(9, "magnetic_field_covariance")
-                return (header, f)
-            }
-        }
-        return try result.get()
+    /// sensor_msgs/msg/MagneticField: header, field (tesla) and, for a little-endian payload, the
+    /// byte offset of the field.
+    public static func magneticField(_ payload: UnsafeRawBufferPointer) throws(CDRError) -> (header: RosHeader, field: Vector3, fieldOffset: Int?) {
+        var r = try CDRReader(payload)
+        let header = try RosHeader(&r)
+        r.align(8)
+        let offset = r.offset
+        let f = Vector3(try r.float64("magnetic_field.x"), try r.float64("magnetic_field.y"), try r.float64("magnetic_field.z"))
+        try r.skipFloat64(9, "magnetic_field_covariance")
+        return (header, f, r.littleEndian ? offset : nil)
     }
+
+    /// Overwrites three little-endian float64 at `offset` (an offset the functions above returned).
+    public static func overwrite(_ v: Vector3, at offset: Int, in payload: inout ArraySlice<UInt8>) {
+        payload.withUnsafeMutableBytes { out in
+            out.storeBytes(of: v.x.bitPattern.littleEndian, toByteOffset: offset, as: UInt64.self)
+            out.storeBytes(of: v.y.bitPattern.littleEndian, toByteOffset: offset + 8, as: UInt64.self)
+            out.storeBytes(of: v.z.bitPattern.littleEndian, toByteOffset: offset + 16, as: UInt64.self)
+        }
+    }
+
 }

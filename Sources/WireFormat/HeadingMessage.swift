@@ -57,7 +57,7 @@ public struct HeadingMessage: RosMessage, Equatable {
         w.float64(orientation.x); w.float64(orientation.y); w.float64(orientation.z); w.float64(orientation.w)
         w.float64(magneticField.x); w.float64(magneticField.y); w.float64(magneticField.z)
         w.uint8(source); w.uint16(flags)
-        return w.bytes
+        return w.take()
     }
 
     /// The .msg text (the file in gyrocompass_msgs/msg/, comments removed) with its dependencies, as

@@ -79,6 +79,11 @@ extension HeadingMessage: JSONRepresentable {
 /// Decodes a CDR payload of a known type and renders it as JSON; nil for a type this module does
 /// not know.
 public func jsonFromCDR(type: String, _ data: [UInt8]) throws(CDRError) -> String? {
+    try jsonFromCDR(type: type, data[...])
+}
+
+/// As above, for a payload inside a larger buffer.
+public func jsonFromCDR(type: String, _ data: ArraySlice<UInt8>) throws(CDRError) -> String? {
     switch type {
     case ImuMessage.typeName: return try ImuMessage(cdrBytes: data).json
     case MagneticFieldMessage.typeName: return try MagneticFieldMessage(cdrBytes: data).json

@@ -49,6 +49,13 @@ extension RosMessage {
         let result = cdrBytes.withUnsafeBytes { buffer in Result { () throws(CDRError) in try Self(cdr: buffer) } }
         self = try result.get()
     }
+
+    /// Decodes from part of a byte array (a payload inside a received bus message).
+    @inlinable
+    public init(cdrBytes: ArraySlice<UInt8>) throws(CDRError) {
+        let result = cdrBytes.withUnsafeBytes { buffer in Result { () throws(CDRError) in try Self(cdr: buffer) } }
+        self = try result.get()
+    }
 }
 
 /// sensor_msgs/msg/Imu (REP-145: rad/s, m/s^2; covariance[0] = -1 marks an absent field).
@@ -92,7 +99,7 @@ public struct ImuMessage: RosMessage, Equatable {
         angularVelocityCovariance.encode(&w)
         w.float64(linearAcceleration.x); w.float64(linearAcceleration.y); w.float64(linearAcceleration.z)
         linearAccelerationCovariance.encode(&w)
-        return w.bytes
+        return w.take()
     }
 
     /// The core sample (timestamp from the header stamp).
@@ -125,7 +132,7 @@ public struct MagneticFieldMessage: RosMessage, Equatable {
         header.encode(&w)
         w.float64(magneticField.x); w.float64(magneticField.y); w.float64(magneticField.z)
         magneticFieldCovariance.encode(&w)
-        return w.bytes
+        return w.take()
     }
 
     /// The core sample in microtesla.
@@ -172,7 +179,7 @@ public struct NavSatFixMessage: RosMessage, Equatable {
         w.float64(latitude); w.float64(longitude); w.float64(altitude)
         positionCovariance.encode(&w)
         w.uint8(positionCovarianceType)
-        return w.bytes
+        return w.take()
     }
 }
 
@@ -182,6 +189,11 @@ public struct Covariance9: Sendable, Equatable, ExpressibleByArrayLiteral, Custo
     public var m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0, m4 = 0.0, m5 = 0.0, m6 = 0.0, m7 = 0.0, m8 = 0.0
 
     public init() {}
+    /// All zero ("known, no uncertainty given" in ROS terms). A constant: an array literal would
+    /// allocate per message.
+    public static let zero = Covariance9()
+    /// -1 in the first entry: ROS's "this field is not provided".
+    public static let notProvided: Covariance9 = { var c = Covariance9(); c.m0 = -1; return c }()
     /// All nine entries equal to `value`.
     public init(repeating value: Double) {
         m0 = value; m1 = value; m2 = value; m3 = value; m4 = value; m5 = value; m6 = value; m7 = value; m8 = value
@@ -231,7 +243,12 @@ public struct Covariance9: Sendable, Equatable, ExpressibleByArrayLiteral, Custo
     }
 
     func encode(_ w: inout CDRWriter) {
+        #if _endian(little)
+        // Nine stored Doubles in declaration order: one aligned block copy.
+        withUnsafeBytes(of: self) { w.float64Block($0) }
+        #else
         w.float64(m0); w.float64(m1); w.float64(m2); w.float64(m3); w.float64(m4)
         w.float64(m5); w.float64(m6); w.float64(m7); w.float64(m8)
+        #endif
     }
 }

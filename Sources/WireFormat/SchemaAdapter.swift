@@ -58,13 +58,13 @@ public struct SchemaAdapter: Sendable {
         let header = RosHeader(stamp: RosTime(sec: stampSec, nanosec: stampNs), frameId: frame)
         switch type {
         case ImuMessage.typeName:
-            return ImuMessage(header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0), orientationCovariance: [-1],
+            return ImuMessage(header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0), orientationCovariance: .notProvided,
                               angularVelocity: Vector3(d("angular_velocity.x"), d("angular_velocity.y"), d("angular_velocity.z")),
-                              angularVelocityCovariance: [], linearAcceleration: Vector3(d("linear_acceleration.x"), d("linear_acceleration.y"), d("linear_acceleration.z")),
-                              linearAccelerationCovariance: []).cdr()
+                              angularVelocityCovariance: .zero, linearAcceleration: Vector3(d("linear_acceleration.x"), d("linear_acceleration.y"), d("linear_acceleration.z")),
+                              linearAccelerationCovariance: .zero).cdr()
         default:
             return MagneticFieldMessage(header: header, magneticField: Vector3(d("magnetic_field.x"), d("magnetic_field.y"), d("magnetic_field.z")),
-                                        magneticFieldCovariance: []).cdr()
+                                        magneticFieldCovariance: .zero).cdr()
         }
     }
 }

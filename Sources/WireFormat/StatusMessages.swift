@@ -49,7 +49,7 @@ public struct CalibrationStatusMessage: RosMessage, Equatable {
         w.float64(hardIron.x); w.float64(hardIron.y); w.float64(hardIron.z)
         softIron.encode(&w)
         w.float64(gyroBias.x); w.float64(gyroBias.y); w.float64(gyroBias.z)
-        return w.bytes
+        return w.take()
     }
 }
 
@@ -92,7 +92,7 @@ public struct InterferenceStatusMessage: RosMessage, Equatable {
         w.uint8(disturbed ? 1 : 0); w.uint16(flags)
         w.uint32(samplesAssessed); w.uint32(samplesFlagged); w.uint32(disturbedPeriods)
         w.float64(disturbedSeconds); w.float64(expectedStrength); w.float64(expectedDip)
-        return w.bytes
+        return w.take()
     }
 }
 
