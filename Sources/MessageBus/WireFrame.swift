@@ -83,17 +83,26 @@ public struct WireFrame: Sendable, Equatable {
     static let knownTopics = KnownNames(["imu/data_raw", "imu/mag", "heading", "imu/data", "fix", "calibration/status", "interference/status", ""])
     static let knownEncodings = KnownNames(["cdr", "json", "frames", "none"])
 
-    /// A small table of names: their bytes (static, no reference counting) and the same names as
-    /// Strings made once.
-    struct KnownNames: Sendable {
-        let bytes: [StaticString]
+    /// A small table of names: the names as given (string literals, which are immortal: handing one
+    /// out costs no reference counting, unlike a String built at run time, whose count every stage
+    /// thread would then update) and a copy of their bytes to compare against, made once.
+    struct KnownNames: @unchecked Sendable {
         let names: [String]
-        init(_ list: [StaticString]) { bytes = list; names = list.map { $0.description } }
+        let bytes: [UnsafeRawBufferPointer]
+        init(_ names: [String]) {
+            self.names = names
+            bytes = names.map { name in
+                let utf8 = Array(name.utf8)
+                let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, utf8.count), alignment: 1)
+                utf8.withUnsafeBytes { copy.copyMemory(from: $0) }
+                return UnsafeRawBufferPointer(rebasing: copy[0..<utf8.count])   // lives as long as the program
+            }
+        }
 
         @inline(__always)
         func match(_ field: UnsafeRawBufferPointer) -> String? {
-            for (i, t) in bytes.enumerated() where t.utf8CodeUnitCount == field.count {
-                if field.isEmpty || memcmp(t.utf8Start, field.baseAddress!, field.count) == 0 { return names[i] }
+            for (i, t) in bytes.enumerated() where t.count == field.count {
+                if field.isEmpty || memcmp(t.baseAddress!, field.baseAddress!, field.count) == 0 { return names[i] }
             }
             return nil
         }
@@ -154,27 +163,45 @@ public struct WireFrame: Sendable, Equatable {
     /// The bytes of one bus message carrying `frames`: the lone frame, or a batch of them, written in
     /// one pass into one buffer (what `batch(_:).encoded()` gives, without the intermediate copy).
     public static func encodedMessage(_ frames: ArraySlice<WireFrame>) -> [UInt8] {
-        if frames.count == 1 { return frames.first!.encoded() }
-        let header: StaticString = "\0gyrocompass/batch\0frames\0"
-        var total = header.utf8CodeUnitCount
-        for f in frames { total += 4 + f.topic.utf8.count + f.type.utf8.count + f.encoding.utf8.count + 3 + f.payload.count }
-        return [UInt8](unsafeUninitializedCapacity: total) { buffer, initialized in
-            var at = UnsafeMutableRawPointer(buffer.baseAddress!)
-            at.copyMemory(from: header.utf8Start, byteCount: header.utf8CodeUnitCount)
-            at += header.utf8CodeUnitCount
-            for f in frames {
+        let size = encodedSize(frames)
+        return [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
+            encode(frames, into: UnsafeMutableRawBufferPointer(buffer))
+            initialized = size
+        }
+    }
+
+    static let batchHeader: StaticString = "\0gyrocompass/batch\0frames\0"
+
+    /// Bytes `encode(_:into:)` writes.
+    public static func encodedSize(_ frames: ArraySlice<WireFrame>) -> Int {
+        var total = frames.count == 1 ? 0 : batchHeader.utf8CodeUnitCount
+        for f in frames { total += (frames.count == 1 ? 0 : 4) + f.topic.utf8.count + f.type.utf8.count + f.encoding.utf8.count + 3 + f.payload.count }
+        return total
+    }
+
+    /// Writes one bus message carrying `frames` (a lone frame, or a batch) into `buffer`, which holds
+    /// exactly `encodedSize(frames)` bytes.
+    public static func encode(_ frames: ArraySlice<WireFrame>, into buffer: UnsafeMutableRawBufferPointer) {
+        precondition(buffer.count == encodedSize(frames))
+        guard var at = buffer.baseAddress else { return }
+        let batched = frames.count != 1
+        if batched {
+            at.copyMemory(from: batchHeader.utf8Start, byteCount: batchHeader.utf8CodeUnitCount)
+            at += batchHeader.utf8CodeUnitCount
+        }
+        for f in frames {
+            if batched {
                 let length = UInt32(f.topic.utf8.count + f.type.utf8.count + f.encoding.utf8.count + 3 + f.payload.count)
                 at.storeBytes(of: length.littleEndian, as: UInt32.self)
                 at += 4
-                at = append(f.topic, at)
-                at = append(f.type, at)
-                at = append(f.encoding, at)
-                at = f.payload.withUnsafeBytes { p in
-                    if let base = p.baseAddress { at.copyMemory(from: base, byteCount: p.count) }
-                    return at + p.count
-                }
             }
-            initialized = at - UnsafeMutableRawPointer(buffer.baseAddress!)
+            at = append(f.topic, at)
+            at = append(f.type, at)
+            at = append(f.encoding, at)
+            at = f.payload.withUnsafeBytes { p in
+                if let base = p.baseAddress { at.copyMemory(from: base, byteCount: p.count) }
+                return at + p.count
+            }
         }
     }
 

@@ -111,6 +111,20 @@ public final class BusSocket: @unchecked Sendable {
         }
     }
 
+    /// Sends a message built in libzmq's own buffer (no copy). Returns false when it would block;
+    /// the message is then still unsent and may be offered again.
+    @discardableResult
+    public func send(_ message: OutgoingMessage, blocking: Bool = true) throws(BusError) -> Bool {
+        precondition(!message.sent, "an outgoing message is sent once")
+        while true {
+            if zmq_msg_send(message.message, handle, blocking ? 0 : ZMQ_DONTWAIT) >= 0 { message.sent = true; return true }
+            let e = zmq_errno()
+            if e == EAGAIN { return false }
+            if e == EINTR { continue }
+            throw BusError(operation: "zmq_msg_send", endpoint: nil, errorNumber: e)
+        }
+    }
+
     /// Receives one frame, waiting at most `timeoutMilliseconds` (-1 = forever); nil on timeout or
     /// interruption.
     public func receive(timeoutMilliseconds: Int32) throws(BusError) -> [UInt8]? {
@@ -129,6 +143,27 @@ public final class BusSocket: @unchecked Sendable {
         let size = zmq_msg_size(message)
         guard size > 0, let data = zmq_msg_data(message) else { return [] }
         return Array(UnsafeRawBufferPointer(start: data, count: size))
+    }
+}
+
+/// A message written straight into a buffer libzmq allocated, so sending it copies nothing (and an
+/// inproc receiver gets the same buffer).
+public final class OutgoingMessage {
+    let message = UnsafeMutablePointer<zmq_msg_t>.allocate(capacity: 1)
+    fileprivate(set) var sent = false
+
+    public init(size: Int) throws(BusError) {
+        guard zmq_msg_init_size(message, size) == 0 else { message.deallocate(); throw .last("zmq_msg_init_size") }
+    }
+
+    deinit {
+        zmq_msg_close(message)
+        message.deallocate()
+    }
+
+    /// The buffer to fill, before sending.
+    public var bytes: UnsafeMutableRawBufferPointer {
+        UnsafeMutableRawBufferPointer(start: zmq_msg_data(message), count: zmq_msg_size(message))
     }
 }
 

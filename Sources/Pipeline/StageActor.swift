@@ -183,7 +183,13 @@ struct Publisher {
                 end += 1
             }
             let slice = frames[start..<end]
-            try send(bytes: WireFrame.encodedMessage(slice), counted: counted)
+            if let socket {
+                let message = try OutgoingMessage(size: WireFrame.encodedSize(slice))
+                WireFrame.encode(slice, into: message.bytes)
+                while try !socket.send(message, blocking: false) {
+                    if try waitForRoom(counted: counted) { return }
+                }
+            }
             if counted { report.published += slice.count }
             start = end
         }
@@ -198,10 +204,15 @@ struct Publisher {
     func send(bytes: [UInt8], counted: Bool) throws {
         guard let socket else { return }
         while try !socket.send(bytes, blocking: false) {
-            // The slowest subscriber's queue is full: wait for room, draining subscription messages.
-            _ = try socket.receive(timeoutMilliseconds: 1)
-            if PipelineSignals.stopRequested && !counted { return }
+            if try waitForRoom(counted: counted) { return }
         }
+    }
+
+    /// The slowest subscriber's queue is full: waits for room, draining subscription messages. True
+    /// when the send should be given up (an uncounted message while stopping).
+    func waitForRoom(counted: Bool) throws -> Bool {
+        _ = try socket?.receive(timeoutMilliseconds: 1)
+        return PipelineSignals.stopRequested && !counted
     }
 }
 
