@@ -54,6 +54,7 @@ actor StageActor {
             try s.setOption(ZMQ_SNDHWM, 10_000)
             try s.setOption(ZMQ_XPUB_NODROP, 1)      // back-pressure instead of silent drops
             try s.setOption(ZMQ_XPUB_VERBOSE, 1)     // see every subscription
+            try s.setOption(ZMQ_XPUB_VERBOSER, 1)    // and every unsubscription (a reader gone)
             do { try s.bind(endpoint) } catch { throw PipelineRunError.cannotBind(stage: config.name, endpoint: endpoint, reason: "\(error)") }
             return s
         }
@@ -67,13 +68,15 @@ actor StageActor {
             try s.connect(endpoint)
             inputs.append(s)
         }
-        if let output { try waitForSubscribers(output, count: wiring.expectedSubscribers) }
+        var publisher = Publisher(socket: output, stage: config.name, expectedReaders: wiring.expectedSubscribers, endpoint: wiring.bind ?? "?", log: log)
+        try publisher.waitForReaders(pausing: false)
 
-        var publisher = Publisher(socket: output, stage: config.name)
         if let source = logic as? SourceLogic {
+            let pauses = config.settings.bool("pause_without_subscribers")
             do {
                 try source.run { frames throws in
                     if PipelineSignals.stopRequested { throw StopRequested() }
+                    if pauses { source.pausedSeconds += try publisher.waitForReaders(pausing: true) }
                     try publisher.publish(frames, report: &report)
                 }
             } catch is StopRequested {
@@ -84,6 +87,9 @@ actor StageActor {
             try consume(inputs, transform, &publisher, &report)
         }
         try publisher.publish([WireFrame.endOfStream(from: config.name)], report: &report, counted: false)
+        if publisher.pauses > 0 {
+            report.notes.append("paused \(publisher.pauses) time(s), \(format(publisher.pausedSeconds, 2)) s in all, while a reader was missing")
+        }
         report.notes += logic.notes
         return report
     }
@@ -93,6 +99,9 @@ actor StageActor {
         var open = Set(inputs.indices)
         var stopSeen: Double?
         while !open.isEmpty {
+            // A reader gone (a crashed stage being restarted): stop reading until it is back, so the
+            // queues fill and back-pressure holds the stream upstream instead of losing it here.
+            try publisher.waitForReaders(pausing: true)
             let ready = try BusPoller.readable(inputs, timeoutMilliseconds: 100)
             if ready.isEmpty, PipelineSignals.stopRequested {
                 let now = ProcessInfo.processInfo.systemUptime
@@ -149,20 +158,6 @@ actor StageActor {
         }
         try publisher.publish(try transform.finish(), report: &report)
     }
-
-    func waitForSubscribers(_ socket: BusSocket, count: Int) throws {
-        var seen = 0
-        var waited = 0
-        while seen < count {
-            if PipelineSignals.stopRequested { return }
-            guard let message = try socket.receive(timeoutMilliseconds: 500) else {
-                waited += 1
-                if waited % 10 == 0 { log("\(config.name): waiting for \(count - seen) of \(count) subscriber(s) on \(wiring.bind ?? "?")") }
-                continue
-            }
-            if message.first == 1 { seen += 1 }
-        }
-    }
 }
 
 /// Publishes frames with back-pressure: several frames go out as one bus message (a batch), at most
@@ -170,8 +165,64 @@ actor StageActor {
 struct Publisher {
     let socket: BusSocket?
     let stage: String
+    /// The stages reading this one.
+    let expectedReaders: Int
+    let endpoint: String
+    let log: @Sendable (String) -> Void
+    /// Readers connected now: +1 per subscription message, -1 per unsubscription (a reader's
+    /// connection ending), as the XPUB socket reports them.
+    private(set) var readers = 0
+    private(set) var pauses = 0
+    private(set) var pausedSeconds = 0.0
     static let maximumBatchFrames = 256
     static let maximumBatchBytes = 1 << 20
+
+    init(socket: BusSocket?, stage: String, expectedReaders: Int, endpoint: String, log: @escaping @Sendable (String) -> Void) {
+        self.socket = socket; self.stage = stage; self.expectedReaders = expectedReaders; self.endpoint = endpoint; self.log = log
+    }
+
+    /// Counts the (un)subscription messages that arrived, waiting at most `timeoutMilliseconds` for
+    /// the first; true when one arrived.
+    @discardableResult
+    mutating func readSubscriptions(timeoutMilliseconds: Int32) throws -> Bool {
+        guard let socket else { return false }
+        var any = false
+        var timeout = timeoutMilliseconds
+        while let message = try socket.receive(timeoutMilliseconds: timeout) {
+            if message.first == 1 { readers += 1 } else if message.first == 0 { readers = max(0, readers - 1) }
+            any = true
+            timeout = 0
+        }
+        return any
+    }
+
+    /// Holds the stage until every expected reader is connected (or a stop is requested): at start,
+    /// so nothing is published into the void, and, `pausing`, whenever a reader has gone. Returns
+    /// the seconds waited.
+    @discardableResult
+    mutating func waitForReaders(pausing: Bool) throws -> Double {
+        guard socket != nil else { return 0 }
+        try readSubscriptions(timeoutMilliseconds: 0)
+        guard readers < expectedReaders, !PipelineSignals.stopRequested else { return 0 }
+        let started = ProcessInfo.processInfo.systemUptime
+        if pausing {
+            pauses += 1
+            log("\(stage): paused: \(readers) of \(expectedReaders) reader(s) connected on \(endpoint)")
+        }
+        var waited = 0
+        while readers < expectedReaders && !PipelineSignals.stopRequested {
+            if try !readSubscriptions(timeoutMilliseconds: 500) {
+                waited += 1
+                if waited % 10 == 0 { log("\(stage): waiting for \(expectedReaders - readers) of \(expectedReaders) reader(s) on \(endpoint)") }
+            }
+        }
+        let seconds = ProcessInfo.processInfo.systemUptime - started
+        if pausing {
+            pausedSeconds += seconds
+            log("\(stage): resumed after \(format(seconds, 2)) s")
+        }
+        return seconds
+    }
 
     mutating func publish(_ frames: [WireFrame], report: inout StageReport, counted: Bool = true) throws {
         guard socket != nil, !frames.isEmpty else { return }
@@ -196,12 +247,12 @@ struct Publisher {
     }
 
     /// Passes on a received bus message unchanged.
-    func forward(_ bytes: [UInt8], frames: Int, report: inout StageReport) throws {
+    mutating func forward(_ bytes: [UInt8], frames: Int, report: inout StageReport) throws {
         try send(bytes: bytes, counted: true)
         report.published += frames
     }
 
-    func send(bytes: [UInt8], counted: Bool) throws {
+    mutating func send(bytes: [UInt8], counted: Bool) throws {
         guard let socket else { return }
         while try !socket.send(bytes, blocking: false) {
             if try waitForRoom(counted: counted) { return }
@@ -210,8 +261,8 @@ struct Publisher {
 
     /// The slowest subscriber's queue is full: waits for room, draining subscription messages. True
     /// when the send should be given up (an uncounted message while stopping).
-    func waitForRoom(counted: Bool) throws -> Bool {
-        _ = try socket?.receive(timeoutMilliseconds: 1)
+    mutating func waitForRoom(counted: Bool) throws -> Bool {
+        try readSubscriptions(timeoutMilliseconds: 1)
         return PipelineSignals.stopRequested && !counted
     }
 }

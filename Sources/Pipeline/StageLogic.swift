@@ -8,6 +8,9 @@ import MessageBus
 /// Behaviour shared by all stage logics; each lives on its stage's thread only.
 class StageLogicBase: @unchecked Sendable {
     var notes: [String] = []
+    /// Seconds a source spent paused because a reader was missing (its wall-clock pacing leaves
+    /// them out, so it resumes where it stopped instead of rushing to catch up).
+    var pausedSeconds = 0.0
     /// True when `process` only observes (or drops nothing and changes nothing): the stage then
     /// forwards each received bus message as it came instead of re-encoding it.
     var forwardsUnchanged: Bool { false }
@@ -149,7 +152,7 @@ final class SimulatorSource: StageLogicBase, SourceLogic {
             k += 1
             if realtime {
                 try emit(batch); batch.removeAll(keepingCapacity: true)
-                let ahead = Double(k) / rate - (ProcessInfo.processInfo.systemUptime - started)
+                let ahead = Double(k) / rate - (ProcessInfo.processInfo.systemUptime - started - pausedSeconds)
                 if ahead > 0 { usleep(UInt32(ahead * 1e6)) }
             } else if batch.count >= 64 {
                 try emit(batch); batch.removeAll(keepingCapacity: true)
@@ -205,7 +208,7 @@ final class BagSource: StageLogicBase, SourceLogic {
         var progress = Progress(total: settings.bool("progress") ? total : 0)
         repeat {
             var batch: [WireFrame] = []
-            var startWall: Double?, startLog: UInt64 = 0
+            var startWall: Double?, startLog: UInt64 = 0, pausedBefore = 0.0
             try bag.forEachMessage(options) { m in
                 let topic = m.topic == imuTopic ? PipelineTopics.imuRaw : m.topic == magTopic ? PipelineTopics.magnetometer : PipelineTopics.fix
                 var payload = m.data
@@ -224,9 +227,9 @@ final class BagSource: StageLogicBase, SourceLogic {
                 batch.append(WireFrame(topic: topic, type: m.type, encoding: m.encoding, payload: payload))
                 progress.advance()
                 if rate > 0 {
-                    if startWall == nil { startWall = ProcessInfo.processInfo.systemUptime; startLog = m.logTime }
+                    if startWall == nil { startWall = ProcessInfo.processInfo.systemUptime; startLog = m.logTime; pausedBefore = pausedSeconds }
                     let due = Double(m.logTime - startLog) * 1e-9 / rate
-                    let ahead = due - (ProcessInfo.processInfo.systemUptime - startWall!)
+                    let ahead = due - (ProcessInfo.processInfo.systemUptime - startWall! - (pausedSeconds - pausedBefore))
                     if ahead > 0.0005 { try emit(batch); batch.removeAll(keepingCapacity: true); usleep(UInt32(ahead * 1e6)) }
                 } else if batch.count >= 64 {
                     try emit(batch); batch.removeAll(keepingCapacity: true)

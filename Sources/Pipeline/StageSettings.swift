@@ -23,6 +23,7 @@ public enum StageType: String, Sendable, CaseIterable {
             SettingSpec("realtime", .bool, "true", "pace samples to the wall clock; false = as fast as possible"),
             SettingSpec("stamp", .string, "simulated", "simulated: header stamps from simulation time; wall: the wall clock at sending (for latency measurements)"),
             SettingSpec("hard_iron_ut", .numberList(3), "0,0,0", "hard-iron offset the simulated magnetometer adds, microtesla"),
+            SettingSpec("pause_without_subscribers", .bool, "true", "pause while a stage reading this source is gone (e.g. being restarted), so nothing is sent into the void"),
         ]
         case .bag: return [
             SettingSpec("path", .string, nil, "rosbag2 directory or .mcap / .db3 file"),
@@ -36,10 +37,12 @@ public enum StageType: String, Sendable, CaseIterable {
             SettingSpec("time", .string, "header", "header: keep the header stamps; log: stamp each message with its log time"),
             SettingSpec("fix_topic", .string, "", "bag topic with sensor_msgs/msg/NavSatFix to pass on as 'fix' ('' = none)"),
             SettingSpec("progress", .bool, "true", "progress bar on stderr when it is a terminal"),
+            SettingSpec("pause_without_subscribers", .bool, "true", "pause while a stage reading this source is gone (e.g. being restarted), so nothing is sent into the void"),
         ]
         case .lines: return [
             SettingSpec("device", .string, "-", "'-' for stdin, or a serial device such as /dev/ttyUSB0"),
             SettingSpec("baud", .integer, "115200", "serial speed (devices only)"),
+            SettingSpec("pause_without_subscribers", .bool, "true", "pause while a stage reading this source is gone (e.g. being restarted), so nothing is sent into the void"),
         ]
         case .calibration: return [
             SettingSpec("hard_iron_ut", .numberList(3), "0,0,0", "fixed hard-iron offset subtracted from the field, microtesla"),

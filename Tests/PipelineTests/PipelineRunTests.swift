@@ -121,6 +121,70 @@ struct PipelineRunTests {
         publisher.close(); downstream.close()
     }
 
+    @Test("a source pauses while its reader is gone and resumes where it stopped; without pausing the gap is lost")
+    func sourcePausesWithoutReaders() async throws {
+        PipelineSignals.requestStop(false)
+        /// Runs a 100 Hz, 1.5 s real-time simulator as its own stage; the test is its only reader and
+        /// disconnects for 0.5 s after 0.3 s of samples. Returns the stamps received after
+        /// reconnecting, the last one before, and the source's report.
+        func run(pausing: Bool, name: String) async throws -> (before: Double, after: [Double], report: StageReport) {
+            let endpoint = "ipc://\(dir)/pause-\(name)"
+            let config = try PipelineConfig.parse("""
+            stages:
+              source:
+                type: simulator
+                scenario: rest
+                rate_hz: 100
+                duration: 1.5
+                realtime: true
+                pause_without_subscribers: \(pausing)
+                endpoint: \(endpoint)
+              reader:
+                type: measure
+                inputs: [source]
+            """, file: "t.yaml", environment: [:])
+            let stage = Task { try await PipelineRunner.runStage(config, named: "source", log: { _ in }) }
+            let context = BusContext()
+            func imuStamps(_ bytes: [UInt8]) throws -> (stamps: [Double], ended: Bool) {
+                var stamps: [Double] = [], ended = false
+                for f in try WireFrame.frames(in: bytes) {
+                    if f.isEndOfStream { ended = true } else if f.topic == PipelineTopics.imuRaw { stamps.append(try ImuMessage(cdrBytes: f.payload).header.stamp.seconds) }
+                }
+                return (stamps, ended)
+            }
+            var first = try BusSocket(context, .sub)
+            try first.subscribe([])
+            try first.connect(endpoint)
+            var seen: [Double] = []
+            while (seen.last ?? 0) - (seen.first ?? 0) < 0.3, let bytes = try first.receive(timeoutMilliseconds: 5000) { seen += try imuStamps(bytes).stamps }
+            first.close()
+            try await Task.sleep(for: .milliseconds(500))
+            first = try BusSocket(context, .sub)
+            try first.subscribe([])
+            try first.connect(endpoint)
+            var after: [Double] = []
+            var ended = false
+            while !ended, let bytes = try first.receive(timeoutMilliseconds: 5000) {
+                let r = try imuStamps(bytes)
+                after += r.stamps; ended = r.ended
+            }
+            first.close()
+            #expect(ended)
+            return (seen.last ?? 0, after, try await stage.value)
+        }
+        let paused = try await run(pausing: true, name: "on")
+        let firstAfter = try #require(paused.after.first)
+        // Resumes where it stopped: the samples published while the reader was gone are lost with
+        // its queue, but nothing from the 0.5 s pause itself.
+        #expect(firstAfter - paused.before < 0.25, "gap \(firstAfter - paused.before) s")
+        #expect(paused.report.notes.contains { $0.contains("paused 1 time(s)") }, "\(paused.report.notes)")
+        #expect(zip(paused.after, paused.after.dropFirst()).allSatisfy { abs($1 - $0 - 0.01) < 1e-6 })
+        let lost = try await run(pausing: false, name: "off")
+        let resumedAt = try #require(lost.after.first)
+        #expect(resumedAt - lost.before > 0.4, "gap \(resumedAt - lost.before) s")
+        #expect(!lost.report.notes.contains { $0.contains("paused") })
+    }
+
     @Test("a publish sink sends only while someone subscribes, and says how many it did not send")
     func publishFollowsSubscribers() async throws {
         PipelineSignals.requestStop(false)
