@@ -41,6 +41,10 @@ public struct WireFrame: Sendable, Equatable {
 
     public var isEndOfStream: Bool { type == Self.endOfStreamType }
 
+    /// Bytes of this frame encoded alone.
+    @inline(__always)
+    var encodedCount: Int { topic.utf8.count + type.utf8.count + encoding.utf8.count + 3 + payload.count }
+
     public func encoded() -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(topic.utf8.count + type.utf8.count + encoding.utf8.count + 3 + payload.count)
@@ -102,7 +106,8 @@ public struct WireFrame: Sendable, Equatable {
         @inline(__always)
         func match(_ field: UnsafeRawBufferPointer) -> String? {
             for (i, t) in bytes.enumerated() where t.count == field.count {
-                if field.isEmpty || memcmp(t.baseAddress!, field.baseAddress!, field.count) == 0 { return names[i] }
+                if field.isEmpty { return names[i] }
+                if t[0] == field[0] && memcmp(t.baseAddress!, field.baseAddress!, field.count) == 0 { return names[i] }
             }
             return nil
         }
@@ -111,9 +116,8 @@ public struct WireFrame: Sendable, Equatable {
     /// One header field (topic, type or encoding) ending at a NUL at or after `start`.
     @inline(__always)
     static func field(_ raw: UnsafeRawBufferPointer, from start: Int, _ name: String, _ table: KnownNames) throws(DecodeError) -> (String, next: Int) {
-        var end = start
-        while end < raw.count && raw[end] != 0 { end += 1 }
-        guard end < raw.count else { throw .missingSeparator(field: name) }
+        guard start < raw.count, let nul = memchr(raw.baseAddress! + start, 0, raw.count - start) else { throw .missingSeparator(field: name) }
+        let end = UnsafeRawPointer(nul) - raw.baseAddress!
         let bytes = UnsafeRawBufferPointer(rebasing: raw[start..<end])
         if let known = table.match(bytes) { return (known, end + 1) }
         guard let s = String(validating: bytes, as: UTF8.self) else { throw .invalidUTF8(field: name) }
@@ -175,7 +179,10 @@ public struct WireFrame: Sendable, Equatable {
     /// Bytes `encode(_:into:)` writes.
     public static func encodedSize(_ frames: ArraySlice<WireFrame>) -> Int {
         var total = frames.count == 1 ? 0 : batchHeader.utf8CodeUnitCount
-        for f in frames { total += (frames.count == 1 ? 0 : 4) + f.topic.utf8.count + f.type.utf8.count + f.encoding.utf8.count + 3 + f.payload.count }
+        // Borrowed through a buffer pointer: iterating the slice would copy (retain) every frame.
+        frames.withUnsafeBufferPointer { all in
+            for i in all.indices { total += (all.count == 1 ? 0 : 4) + all[i].encodedCount }
+        }
         return total
     }
 
@@ -189,18 +196,19 @@ public struct WireFrame: Sendable, Equatable {
             at.copyMemory(from: batchHeader.utf8Start, byteCount: batchHeader.utf8CodeUnitCount)
             at += batchHeader.utf8CodeUnitCount
         }
-        for f in frames {
-            if batched {
-                let length = UInt32(f.topic.utf8.count + f.type.utf8.count + f.encoding.utf8.count + 3 + f.payload.count)
-                at.storeBytes(of: length.littleEndian, as: UInt32.self)
-                at += 4
-            }
-            at = append(f.topic, at)
-            at = append(f.type, at)
-            at = append(f.encoding, at)
-            at = f.payload.withUnsafeBytes { p in
-                if let base = p.baseAddress { at.copyMemory(from: base, byteCount: p.count) }
-                return at + p.count
+        frames.withUnsafeBufferPointer { all in
+            for i in all.indices {
+                if batched {
+                    at.storeBytes(of: UInt32(all[i].encodedCount).littleEndian, as: UInt32.self)
+                    at += 4
+                }
+                at = append(all[i].topic, at)
+                at = append(all[i].type, at)
+                at = append(all[i].encoding, at)
+                at = all[i].payload.withUnsafeBytes { p in
+                    if let base = p.baseAddress { at.copyMemory(from: base, byteCount: p.count) }
+                    return at + p.count
+                }
             }
         }
     }
