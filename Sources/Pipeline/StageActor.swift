@@ -244,9 +244,11 @@ struct Publisher {
         var start = 0
         while start < frames.count {
             var end = start, bytes = 0
-            while end < frames.count && end - start < Self.maximumBatchFrames && (bytes < Self.maximumBatchBytes || end == start) {
-                bytes += frames[end].payload.count + frames[end].topic.utf8.count + frames[end].type.utf8.count + 8
-                end += 1
+            frames.withUnsafeBufferPointer { all in   // borrowed: no copy per frame
+                while end < all.count && end - start < Self.maximumBatchFrames && (bytes < Self.maximumBatchBytes || end == start) {
+                    bytes += all[end].payload.count + 64
+                    end += 1
+                }
             }
             let slice = frames[start..<end]
             if let socket {
