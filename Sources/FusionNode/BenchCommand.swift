@@ -11,9 +11,11 @@ enum BenchCommand {
         (best of N runs, default 5); prints samples per second.
     fusion-node bench bag BAG [--repeat N]
         time reading and CDR-decoding every message of the bag; prints messages per second.
-    fusion-node bench pipeline [--samples N]
+    fusion-node bench pipeline [--samples N] [--rounds R] [--latency-runs L]
         simulator -> calibration -> gating -> fusion -> sink in one process and in five processes
-        over ipc, raw libzmq one-hop throughput, and latency at a steady 1 kHz across five processes.
+        over ipc, each round next to raw libzmq one-hop throughput measured right before it (R
+        rounds, default 3; N samples each, default 200000; medians and ratios at the end), then
+        latency at a steady 1 kHz across five processes (L runs of 11 s, default 1).
     """
 
     static func run(_ args: [String]) async throws -> Int32 {

@@ -73,16 +73,14 @@ enum PipelineBench {
     }
 
     static func run(_ args: [String]) async throws -> Int32 {
-        let a = try Arguments(args, valued: ["--samples"], flags: [])
+        let a = try Arguments(args, valued: ["--samples", "--rounds", "--latency-runs"], flags: [])
         let samples = try a.integer("--samples", minimum: 1000) ?? 200_000
+        let rounds = try a.integer("--rounds", minimum: 1) ?? 3
+        let latencyRuns = try a.integer("--latency-runs", minimum: 0) ?? 1
         PipelineSignals.install()
         var dirTemplate = Array("/tmp/gyrocompass-bench-XXXXXX".utf8CString)
         guard let dirPointer = mkdtemp(&dirTemplate) else { throw UsageError(message: "cannot create a temporary folder") }
         let dir = String(cString: dirPointer)
-
-        let inproc = try rawZeroMQ("inproc://raw-bench", messages: 1_000_000)
-        let ipc = try rawZeroMQ("ipc://\(dir)/raw", messages: 1_000_000)
-        print("raw libzmq one hop, 64-byte messages: inproc \(fmt(inproc, 0)) msg/s, ipc \(fmt(ipc, 0)) msg/s")
 
         // Steady-state rate: first to last message at the sink. End to end: including start-up and drain.
         func sinkReport(_ path: String) -> (rate: Double, p50: Double?, p99: Double?, max: Double?) {
@@ -95,30 +93,49 @@ enum PipelineBench {
             return (s > 0 ? n / s : 0, value("p50_us"), value("p99_us"), value("max_us"))
         }
         let stages = ["source", "calibration", "gating", "fusion", "sink"]
-        let oneReport = dir + "/one.json"
-        let one = try PipelineConfig.parse(pipelineText(samples: samples, rate: 1000, realtime: false, directory: nil, report: oneReport), file: "<bench>", environment: [:])
-        let t0 = monotonicSeconds()
-        let reports = try await PipelineRunner.runAll(one, log: { _ in })
-        let oneSeconds = monotonicSeconds() - t0
-        let fused = reports.first { $0.stage == "fusion" }!.published / 2
-        print("one process, 5 stages (inproc): \(fmt(sinkReport(oneReport).rate, 0)) samples/s steady state; end to end \(fused) samples in \(fmt(oneSeconds, 3)) s = \(fmt(Double(fused) / oneSeconds, 0)) samples/s")
-
-        let multiPath = dir + "/multi.yaml", multiReport = dir + "/multi.json"
+        let multiPath = dir + "/multi.yaml", multiReport = dir + "/multi.json", oneReport = dir + "/one.json"
         let w = try TextFileWriter(path: multiPath)
         try w.write(pipelineText(samples: samples, rate: 1000, realtime: false, directory: dir, report: multiReport))
         try w.close()
-        let multiSeconds = try runProcesses(multiPath, stages: stages)
-        print("five processes (ipc): \(fmt(sinkReport(multiReport).rate, 0)) samples/s steady state; end to end with process start-up \(fmt(Double(samples) / multiSeconds, 0)) samples/s")
 
-        let latencyPath = dir + "/latency.yaml", latencyReport = dir + "/latency.json"
+        // Interleaved rounds: this machine's speed drifts, so every number is set against the raw
+        // libzmq baseline measured right before it.
+        var rawInproc: [Double] = [], rawIpc: [Double] = [], oneRates: [Double] = [], multiRates: [Double] = []
+        for round in 1...rounds {
+            let inproc = try rawZeroMQ("inproc://raw-bench-\(round)", messages: 1_000_000)
+            let ipc = try rawZeroMQ("ipc://\(dir)/raw-\(round)", messages: 1_000_000)
+            let one = try PipelineConfig.parse(pipelineText(samples: samples, rate: 1000, realtime: false, directory: nil, report: oneReport), file: "<bench>", environment: [:])
+            let t0 = monotonicSeconds()
+            let reports = try await PipelineRunner.runAll(one, log: { _ in })
+            let oneSeconds = monotonicSeconds() - t0
+            let fused = reports.first { $0.stage == "fusion" }!.published / 2
+            let oneRate = sinkReport(oneReport).rate
+            let multiSeconds = try runProcesses(multiPath, stages: stages)
+            let multiRate = sinkReport(multiReport).rate
+            rawInproc.append(inproc); rawIpc.append(ipc); oneRates.append(oneRate); multiRates.append(multiRate)
+            print("round \(round): raw libzmq one hop (64-byte messages) inproc \(fmt(inproc, 0)) msg/s, ipc \(fmt(ipc, 0)) msg/s; "
+                  + "one process, 5 stages (inproc) \(fmt(oneRate, 0)) samples/s steady state (end to end \(fmt(Double(fused) / oneSeconds, 0))); "
+                  + "five processes (ipc) \(fmt(multiRate, 0)) samples/s steady state (end to end with process start-up \(fmt(Double(samples) / multiSeconds, 0)))")
+        }
+        func median(_ v: [Double]) -> Double { let s = v.sorted(); return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2 }
+        func range(_ v: [Double]) -> String { "\(fmt(v.min()!, 0))-\(fmt(v.max()!, 0))" }
+        let oneRatio = zip(oneRates, rawInproc).map { $0 / $1 }, multiRatio = zip(multiRates, rawIpc).map { $0 / $1 }
+        print("one process, 5 stages (inproc): median \(fmt(median(oneRates), 0)) samples/s over \(rounds) round(s) (\(range(oneRates))); "
+              + "\(fmt(median(oneRatio), 3)) x the raw inproc one-hop message rate of the same round")
+        print("five processes (ipc): median \(fmt(median(multiRates), 0)) samples/s (\(range(multiRates))); "
+              + "\(fmt(median(multiRatio), 3)) x the raw ipc one-hop message rate of the same round")
+
         mkdir(dir + "/l", 0o755)
-        let l = try TextFileWriter(path: latencyPath)
-        try l.write(pipelineText(samples: 11_000, rate: 1000, realtime: true, directory: dir + "/l", report: latencyReport))
-        try l.close()
-        _ = try runProcesses(latencyPath, stages: stages)
-        let lat = sinkReport(latencyReport)
-        print("latency at a steady 1 kHz across five processes (source stamp to sink arrival, 10 s after a 1 s warm-up): "
-              + "p50 \(fmt(lat.p50 ?? .nan, 0)) us, p99 \(fmt(lat.p99 ?? .nan, 0)) us, max \(fmt(lat.max ?? .nan, 0)) us")
+        for run in 0..<latencyRuns {
+            let latencyPath = dir + "/latency.yaml", latencyReport = dir + "/latency-\(run).json"
+            let l = try TextFileWriter(path: latencyPath)
+            try l.write(pipelineText(samples: 11_000, rate: 1000, realtime: true, directory: dir + "/l", report: latencyReport))
+            try l.close()
+            _ = try runProcesses(latencyPath, stages: stages)
+            let lat = sinkReport(latencyReport)
+            print("latency at a steady 1 kHz across five processes (source stamp to sink arrival, 10 s after a 1 s warm-up): "
+                  + "p50 \(fmt(lat.p50 ?? .nan, 0)) us, p99 \(fmt(lat.p99 ?? .nan, 0)) us, max \(fmt(lat.max ?? .nan, 0)) us")
+        }
         return 0
     }
 }

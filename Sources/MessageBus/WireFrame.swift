@@ -242,19 +242,50 @@ public struct WireFrame: Sendable, Equatable {
     /// For forwarding without unpacking: the number of data frames in an encoded bus message (a batch
     /// counts its frames by their length prefixes), or nil for anything else (a lone frame, which may
     /// be an end of stream, or a malformed message), which must then be decoded.
-    public static func dataFrameCount(_ bytes: [UInt8]) -> Int? {
-        let prefix = Array("\0\(batchType)\0frames\0".utf8)
-        guard bytes.count >= prefix.count, bytes.starts(with: prefix) else { return nil }
-        var i = prefix.count, n = 0
+    public static func dataFrameCount(_ bytes: UnsafeRawBufferPointer) -> Int? {
+        let prefix = batchHeader.utf8CodeUnitCount
+        guard bytes.count >= prefix, memcmp(bytes.baseAddress!, batchHeader.utf8Start, prefix) == 0 else { return nil }
+        var i = prefix, n = 0
         while i < bytes.count {
             guard i + 4 <= bytes.count else { return nil }
-            let length = Int(UInt32(bytes[i]) | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2]) << 16 | UInt32(bytes[i + 3]) << 24)
+            let length = Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: i, as: UInt32.self)))
             guard length <= bytes.count - i - 4 else { return nil }
             // A batch never carries an end of stream: it travels alone.
             i += 4 + length
             n += 1
         }
         return n
+    }
+
+    /// A data frame inside a received bus message, seen in place: valid while the message lives.
+    public struct View {
+        public let topic: String
+        public let type: String
+        public let encoding: String
+        public let payload: UnsafeMutableRawBufferPointer
+    }
+
+    /// The data frames of an encoded bus message (a lone frame or a batch), in place, appended to
+    /// `views`. False, with `views` unspecified, for a malformed message or one carrying an end of
+    /// stream: those take the general path (`frames(in:)`), which reports them.
+    public static func views(in bytes: UnsafeMutableRawBufferPointer, into views: inout [View]) -> Bool {
+        guard bytes.count <= maximumBytes else { return false }
+        func view(_ raw: UnsafeMutableRawBufferPointer) -> View? {
+            guard let h = try? header(UnsafeRawBufferPointer(raw)), h.type != endOfStreamType else { return nil }
+            return View(topic: h.topic, type: h.type, encoding: h.encoding, payload: UnsafeMutableRawBufferPointer(rebasing: raw[h.payloadStart...]))
+        }
+        guard let first = view(bytes) else { return false }
+        guard first.type == batchType else { views.append(first); return true }
+        let batch = first.payload
+        var i = 0
+        while i < batch.count {
+            guard i + 4 <= batch.count else { return false }
+            let n = Int(UInt32(littleEndian: batch.loadUnaligned(fromByteOffset: i, as: UInt32.self)))
+            guard n <= batch.count - i - 4, let v = view(UnsafeMutableRawBufferPointer(rebasing: batch[(i + 4)..<(i + 4 + n)])) else { return false }
+            views.append(v)
+            i += 4 + n
+        }
+        return true
     }
 
     /// The frames of a batch (or this frame alone).

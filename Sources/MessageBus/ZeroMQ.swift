@@ -44,9 +44,6 @@ public final class BusSocket: @unchecked Sendable {
     public let kind: Kind
     /// Kept alive while the socket exists: zmq_ctx_term waits for every socket to close.
     let context: BusContext
-    /// The zmq_msg_t lives on the heap at a stable address (messages of 33 bytes or less are stored
-    /// inside the struct itself).
-    private let message = UnsafeMutablePointer<zmq_msg_t>.allocate(capacity: 1)
     private var closed = false
 
     public init(_ context: BusContext, _ kind: Kind) throws(BusError) {
@@ -54,7 +51,6 @@ public final class BusSocket: @unchecked Sendable {
         handle = h
         self.kind = kind
         self.context = context
-        zmq_msg_init(message)
         try setOption(ZMQ_LINGER, 2000)   // a closing publisher gets 2 s to deliver its tail
     }
 
@@ -63,8 +59,6 @@ public final class BusSocket: @unchecked Sendable {
     public func close() {
         guard !closed else { return }
         closed = true
-        zmq_msg_close(message)
-        message.deallocate()
         zmq_close(handle)
     }
 
@@ -114,7 +108,7 @@ public final class BusSocket: @unchecked Sendable {
     /// Sends a message built in libzmq's own buffer (no copy). Returns false when it would block;
     /// the message is then still unsent and may be offered again.
     @discardableResult
-    public func send(_ message: OutgoingMessage, blocking: Bool = true) throws(BusError) -> Bool {
+    public func send(_ message: BusMessage, blocking: Bool = true) throws(BusError) -> Bool {
         precondition(!message.sent, "an outgoing message is sent once")
         while true {
             if zmq_msg_send(message.message, handle, blocking ? 0 : ZMQ_DONTWAIT) >= 0 { message.sent = true; return true }
@@ -125,46 +119,68 @@ public final class BusSocket: @unchecked Sendable {
         }
     }
 
-    /// Receives one frame, waiting at most `timeoutMilliseconds` (-1 = forever); nil on timeout or
-    /// interruption.
-    public func receive(timeoutMilliseconds: Int32) throws(BusError) -> [UInt8]? {
+    /// Receives one message without copying it, waiting at most `timeoutMilliseconds` (-1 = forever);
+    /// nil on timeout or interruption.
+    public func receiveMessage(timeoutMilliseconds: Int32) throws(BusError) -> BusMessage? {
         if timeoutMilliseconds >= 0 {
             var item = zmq_pollitem_t(socket: handle, fd: 0, events: Int16(ZMQ_POLLIN), revents: 0)
             let n = zmq_poll(&item, 1, Int(timeoutMilliseconds))
             if n < 0 { if zmq_errno() == EINTR { return nil }; throw .last("zmq_poll") }
             if n == 0 { return nil }
         }
-        let rc = zmq_msg_recv(message, handle, timeoutMilliseconds >= 0 ? ZMQ_DONTWAIT : 0)
-        if rc < 0 {
+        let received = BusMessage()
+        if zmq_msg_recv(received.message, handle, timeoutMilliseconds >= 0 ? ZMQ_DONTWAIT : 0) < 0 {
             let e = zmq_errno()
             if e == EAGAIN || e == EINTR { return nil }
             throw BusError(operation: "zmq_msg_recv", endpoint: nil, errorNumber: e)
         }
-        let size = zmq_msg_size(message)
-        guard size > 0, let data = zmq_msg_data(message) else { return [] }
-        return Array(UnsafeRawBufferPointer(start: data, count: size))
+        return received
+    }
+
+    /// Receives one frame, waiting at most `timeoutMilliseconds` (-1 = forever); nil on timeout or
+    /// interruption.
+    public func receive(timeoutMilliseconds: Int32) throws(BusError) -> [UInt8]? {
+        try receiveMessage(timeoutMilliseconds: timeoutMilliseconds)?.array
     }
 }
 
-/// A message written straight into a buffer libzmq allocated, so sending it copies nothing (and an
-/// inproc receiver gets the same buffer).
-public final class OutgoingMessage {
+/// One bus message in libzmq's own buffer: built in place for sending (no copy), or received and
+/// passed on as it is (no copy either; inproc receivers even get the same buffer).
+public final class BusMessage {
     let message = UnsafeMutablePointer<zmq_msg_t>.allocate(capacity: 1)
     fileprivate(set) var sent = false
 
+    /// An empty message of `size` bytes, to fill through `bytes` before sending.
     public init(size: Int) throws(BusError) {
         guard zmq_msg_init_size(message, size) == 0 else { message.deallocate(); throw .last("zmq_msg_init_size") }
     }
+
+    fileprivate init() { zmq_msg_init(message) }
 
     deinit {
         zmq_msg_close(message)
         message.deallocate()
     }
 
-    /// The buffer to fill, before sending.
+    /// The content. Write to it only when `isShared` is false.
     public var bytes: UnsafeMutableRawBufferPointer {
         UnsafeMutableRawBufferPointer(start: zmq_msg_data(message), count: zmq_msg_size(message))
     }
+
+    /// True when the content may be shared with other copies of the message (one publisher sending
+    /// to several readers in this process, or libzmq's zero-copy receive of large messages):
+    /// changing it in place would change theirs.
+    public var isShared: Bool { zmq_msg_get(message, ZMQ_SHARED) == 1 }
+
+    /// A copy that owns its content alone (to change it when `isShared`).
+    public func unsharedCopy() throws(BusError) -> BusMessage {
+        let copy = try BusMessage(size: bytes.count)
+        if bytes.count > 0 { copy.bytes.baseAddress!.copyMemory(from: bytes.baseAddress!, byteCount: bytes.count) }
+        return copy
+    }
+
+    /// A copy of the content as an array.
+    public var array: [UInt8] { Array(UnsafeRawBufferPointer(bytes)) }
 }
 
 /// Waits on several sockets at once.

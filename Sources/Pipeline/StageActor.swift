@@ -108,6 +108,7 @@ actor StageActor {
         // reused working set instead of a fresh array grown per drain.
         var outgoing: [WireFrame] = []
         outgoing.reserveCapacity(2 * Publisher.maximumBatchFrames)
+        var inPlace = InPlacePass(transform)
         while !open.isEmpty {
             // A reader gone (a crashed stage being restarted): stop reading until it is back, so the
             // queues fill and back-pressure holds the stream upstream instead of losing it here.
@@ -122,16 +123,33 @@ actor StageActor {
                 // Drain what is queued on this input (bounded, so other inputs get their turn),
                 // publishing in batches.
                 var drained = 0
-                while drained < 256, let bytes = try inputs[i].receive(timeoutMilliseconds: 0) {
+                while drained < 256, let message = try inputs[i].receiveMessage(timeoutMilliseconds: 0) {
                     drained += 1
-                    if !transform.observesFrames, let count = WireFrame.dataFrameCount(bytes) {
+                    if !transform.observesFrames, let count = WireFrame.dataFrameCount(UnsafeRawBufferPointer(message.bytes)) {
                         // Pass-through without unpacking (the end of stream is always a lone frame).
                         report.received += count
                         try publisher.publish(outgoing, report: &report)
                         outgoing.removeAll(keepingCapacity: true)
-                        try publisher.forward(bytes, frames: count, report: &report)
+                        try publisher.forward(message, frames: count, report: &report)
                         continue
                     }
+                    if let passed = try inPlace.run(message) {
+                        // Handled in place: the message goes on as it is (patched), or the frames the
+                        // pass made.
+                        report.received += passed.frames
+                        if let whole = passed.message {
+                            try publisher.publish(outgoing, report: &report)
+                            outgoing.removeAll(keepingCapacity: true)
+                            try publisher.forward(whole, frames: passed.frames, report: &report)
+                        }
+                        outgoing += inPlace.output
+                        if outgoing.count >= Publisher.maximumBatchFrames {
+                            try publisher.publish(outgoing, report: &report)
+                            outgoing.removeAll(keepingCapacity: true)
+                        }
+                        continue
+                    }
+                    let bytes = message.array
                     var frames: [WireFrame]
                     do { frames = try WireFrame.frames(in: bytes) } catch {
                         report.malformed += 1
@@ -160,7 +178,7 @@ actor StageActor {
                         outgoing.removeLast(count)
                         try publisher.publish(outgoing, report: &report)
                         outgoing.removeAll(keepingCapacity: true)
-                        try publisher.forward(bytes, frames: count, report: &report)
+                        try publisher.forward(message, frames: count, report: &report)
                     }
                     if outgoing.count >= Publisher.maximumBatchFrames {
                         try publisher.publish(outgoing, report: &report)
@@ -172,6 +190,58 @@ actor StageActor {
             }
         }
         try publisher.publish(try transform.finish(), report: &report)
+    }
+}
+
+/// The in-place path of an `InPlaceTransform` (see there), with its buffers reused across messages.
+struct InPlacePass {
+    let transform: InPlaceTransform?
+    var views: [WireFrame.View] = []
+    var samples: [InPlaceSample] = []
+    /// Frames added by the stage, each after the input frame at the same index of `positions`.
+    var added: [WireFrame] = []
+    var positions: [Int] = []
+    /// What to publish for the last message besides the message itself (see `run`).
+    var output: [WireFrame] = []
+
+    init(_ transform: TransformLogic) {
+        self.transform = transform as? InPlaceTransform
+    }
+
+    /// Handles `message` in place if the stage and every frame allow it; nil when the message needs
+    /// the general path, with nothing changed. Otherwise returns the number of frames read and the
+    /// message to pass on as it is (patched; a private copy when the stage writes and the content is
+    /// shared), or nil with `output` holding the frames to publish instead: the stage's new frames,
+    /// or, when a passing stage added some (status), the message's frames with those inserted right
+    /// after the frame that caused them, exactly as the general path orders them.
+    mutating func run(_ message: BusMessage) throws -> (message: BusMessage?, frames: Int)? {
+        guard let transform, transform.worksInPlace else { return nil }
+        views.removeAll(keepingCapacity: true); samples.removeAll(keepingCapacity: true)
+        added.removeAll(keepingCapacity: true); positions.removeAll(keepingCapacity: true); output.removeAll(keepingCapacity: true)
+        guard WireFrame.views(in: message.bytes, into: &views) else { return nil }
+        for view in views {
+            guard let sample = transform.inPlaceSample(view) else { return nil }
+            samples.append(sample)
+        }
+        var target = message
+        if transform.writesInPlace && message.isShared {
+            target = try message.unsharedCopy()
+            views.removeAll(keepingCapacity: true)
+            _ = WireFrame.views(in: target.bytes, into: &views)   // same layout, now in the copy
+        }
+        for i in views.indices {
+            let before = added.count
+            try transform.apply(samples[i], to: views[i], extra: &added)
+            for _ in before..<added.count { positions.append(i) }
+        }
+        guard transform.forwardsMessage else { output = added; return (nil, views.count) }
+        if added.isEmpty { return (target, views.count) }
+        var next = 0
+        for (i, view) in views.enumerated() {
+            output.append(WireFrame(topic: view.topic, type: view.type, encoding: view.encoding, payload: Array(UnsafeRawBufferPointer(view.payload))))
+            while next < added.count && positions[next] == i { output.append(added[next]); next += 1 }
+        }
+        return (nil, views.count)
     }
 }
 
@@ -252,7 +322,7 @@ struct Publisher {
             }
             let slice = frames[start..<end]
             if let socket {
-                let message = try OutgoingMessage(size: WireFrame.encodedSize(slice))
+                let message = try BusMessage(size: WireFrame.encodedSize(slice))
                 WireFrame.encode(slice, into: message.bytes)
                 while try !socket.send(message, blocking: false) {
                     if try waitForRoom(counted: counted) { return }
@@ -263,17 +333,13 @@ struct Publisher {
         }
     }
 
-    /// Passes on a received bus message unchanged.
-    mutating func forward(_ bytes: [UInt8], frames: Int, report: inout StageReport) throws {
-        try send(bytes: bytes, counted: true)
-        report.published += frames
-    }
-
-    mutating func send(bytes: [UInt8], counted: Bool) throws {
+    /// Passes on a received bus message as it is (no copy).
+    mutating func forward(_ message: BusMessage, frames: Int, report: inout StageReport) throws {
         guard let socket else { return }
-        while try !socket.send(bytes, blocking: false) {
-            if try waitForRoom(counted: counted) { return }
+        while try !socket.send(message, blocking: false) {
+            if try waitForRoom(counted: true) { return }
         }
+        report.published += frames
     }
 
     /// The slowest subscriber's queue is full: waits for room, draining subscription messages. True

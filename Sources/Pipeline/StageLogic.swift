@@ -33,6 +33,58 @@ protocol TransformLogic: StageLogicBase {
     func finish() throws -> [WireFrame]
 }
 
+/// What an in-place stage read from one frame in its first pass, for its second.
+enum InPlaceSample {
+    case imu(header: RosHeader, angularVelocity: Vector3, linearAcceleration: Vector3, offset: Int?)
+    case magnetometer(header: RosHeader, field: Vector3, offset: Int?)
+    /// A frame the stage passes on untouched.
+    case unchanged
+
+    /// Where the vector the stage may change starts in the payload (little-endian payloads only).
+    var offset: Int? {
+        switch self {
+        case .imu(_, _, _, let o), .magnetometer(_, _, let o): return o
+        case .unchanged: return nil
+        }
+    }
+}
+
+/// A transform or sink that reads frames where they arrived: no frames decoded into arrays, no
+/// copies. One that changes frames only in place (fixed-size vectors) or not at all passes each bus
+/// message on as it came, patched where needed (`forwardsMessage`); one that makes new frames
+/// (fusion) or none (a sink) publishes only those. Two passes keep it exact: only when every frame of
+/// a message passed the first does the second change state and bytes; otherwise the message takes
+/// the general path (`process`).
+protocol InPlaceTransform: TransformLogic {
+    /// False when the current settings need the general path (dropping frames, say).
+    var worksInPlace: Bool { get }
+    /// True when `apply` writes into payloads (a message shared with other readers is copied first).
+    var writesInPlace: Bool { get }
+    /// True when the (patched) message itself goes on; false when only the frames `apply` adds do.
+    var forwardsMessage: Bool { get }
+    /// First pass: what `apply` needs from this frame, or nil when the frame needs the general path.
+    func inPlaceSample(_ frame: WireFrame.View) -> InPlaceSample?
+    /// Second pass: updates the stage, patches the frame's payload where needed, appends frames to
+    /// publish (after the message, when it goes on).
+    func apply(_ sample: InPlaceSample, to frame: WireFrame.View, extra: inout [WireFrame]) throws
+}
+
+/// The IMU and magnetometer samples of a frame seen in place; nil for anything else or undecodable.
+func decodeInPlace(_ frame: WireFrame.View) -> InPlaceSample? {
+    guard frame.encoding == "cdr" else { return nil }
+    let raw = UnsafeRawBufferPointer(frame.payload)
+    switch frame.topic {
+    case PipelineTopics.imuRaw where frame.type == ImuMessage.typeName:
+        guard let m = try? CDRSamples.imu(raw) else { return nil }
+        return .imu(header: m.header, angularVelocity: m.angularVelocity, linearAcceleration: m.linearAcceleration, offset: m.angularVelocityOffset)
+    case PipelineTopics.magnetometer where frame.type == MagneticFieldMessage.typeName:
+        guard let m = try? CDRSamples.magneticField(raw) else { return nil }
+        return .magnetometer(header: m.header, field: m.field, offset: m.fieldOffset)
+    default:
+        return nil
+    }
+}
+
 /// A frame a stage does not handle (type or encoding), counted and logged, never fatal.
 struct UnexpectedFrame: Error, CustomStringConvertible {
     let reason: String

@@ -34,9 +34,12 @@ func magneticSample(_ frame: borrowing WireFrame) throws -> (header: RosHeader, 
 /// encapsulation), read without decoding the rest; nil when the payload is too short.
 func headerStamp(_ payload: ArraySlice<UInt8>) -> (sec: Int32, nanosec: UInt32)? {
     guard payload.count >= 12 else { return nil }
-    return payload.withUnsafeBytes { raw in
-        (Int32(littleEndian: raw.loadUnaligned(fromByteOffset: 4, as: Int32.self)), UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
-    }
+    return payload.withUnsafeBytes { headerStamp($0) }
+}
+
+/// The same, for a payload of at least 12 bytes seen in place.
+func headerStamp(_ raw: UnsafeRawBufferPointer) -> (sec: Int32, nanosec: UInt32) {
+    (Int32(littleEndian: raw.loadUnaligned(fromByteOffset: 4, as: Int32.self)), UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
 }
 
 // MARK: - Transforms
@@ -44,7 +47,7 @@ func headerStamp(_ payload: ArraySlice<UInt8>) -> (sec: Int32, nanosec: UInt32)?
 /// Magnetometer calibration as a stage: fixed, or learned online from normal motion (OnlineCalibrator),
 /// persisted to a file; publishes calibration/status (progress, fit quality, the figure-eight prompt);
 /// measures the gyro bias at rest and removes it before fusion.
-final class CalibrationStage: StageLogicBase, TransformLogic {
+final class CalibrationStage: StageLogicBase, InPlaceTransform {
     let fixed: MagnetometerCalibration
     var online: OnlineCalibrator?
     let file: String
@@ -95,34 +98,48 @@ final class CalibrationStage: StageLogicBase, TransformLogic {
     override var forwardsUnchanged: Bool { isIdentity }
     override var observesFrames: Bool { !isIdentity }
 
+    // In place: the vectors of little-endian payloads are overwritten where they are.
+    var worksInPlace: Bool { true }
+    var writesInPlace: Bool { true }
+    var forwardsMessage: Bool { true }
+    func inPlaceSample(_ frame: WireFrame.View) -> InPlaceSample? {
+        switch frame.topic {
+        case PipelineTopics.imuRaw where removeGyroBias, PipelineTopics.magnetometer where !isIdentity:
+            guard let sample = decodeInPlace(frame), sample.offset != nil else { return nil }   // big endian: general path
+            return sample
+        default:
+            return .unchanged
+        }
+    }
+    func apply(_ sample: InPlaceSample, to frame: WireFrame.View, extra: inout [WireFrame]) {
+        switch sample {
+        case .imu(let header, let w, let a, let offset):
+            if let corrected = gyroCorrected(header, w, a), let offset { CDRSamples.overwrite(corrected, at: offset, in: frame.payload) }
+        case .magnetometer(let header, let field, let offset):
+            let value = calibrated(header, field)
+            if let offset { CDRSamples.overwrite(value, at: offset, in: frame.payload) }
+            status(header, into: &extra, force: false)
+        case .unchanged:
+            break
+        }
+    }
+
     func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
         switch frame.topic {
         case PipelineTopics.imuRaw where removeGyroBias:
             let m = try imuSample(frame)
-            let t = m.header.stamp.seconds
-            let dt = lastImuTime.map { min(0.1, max(0, t - $0)) } ?? 0
-            lastImuTime = t
-            if rest.update(rate: m.angularVelocity, specificForce: m.linearAcceleration, dt: dt) {
-                gyroBias = rest.lowPassedRate
-            }
-            guard let b = gyroBias else { output.append(frame); return }
+            guard let corrected = gyroCorrected(m.header, m.angularVelocity, m.linearAcceleration) else { output.append(frame); return }
             if let offset = m.angularVelocityOffset {
-                CDRSamples.overwrite(m.angularVelocity - b, at: offset, in: &frame.payload)   // unique here: no copy
+                CDRSamples.overwrite(corrected, at: offset, in: &frame.payload)   // unique here: no copy
                 output.append(frame)
             } else {
                 var full = try decoded(frame, as: ImuMessage.self)   // big endian: re-encoded as little endian
-                full.angularVelocity = full.angularVelocity - b
+                full.angularVelocity = corrected
                 output.append(imuFrame(full))
             }
         case PipelineTopics.magnetometer where !isIdentity:
             let m = try magneticSample(frame)
-            let raw = m.field * 1e6
-            let t = m.header.stamp.seconds
-            if var calibrator = online {
-                if let fit = calibrator.add(raw, time: t) { accepted(fit, at: t) }
-                online = calibrator
-            }
-            let calibrated = current.apply(raw) * 1e-6
+            let calibrated = calibrated(m.header, m.field)
             if let offset = m.fieldOffset {
                 CDRSamples.overwrite(calibrated, at: offset, in: &frame.payload)
                 output.append(frame)
@@ -135,6 +152,29 @@ final class CalibrationStage: StageLogicBase, TransformLogic {
         default:
             output.append(frame)
         }
+    }
+
+    /// Rest detection on one IMU sample; the angular velocity with the bias removed, or nil while no
+    /// bias is known yet.
+    func gyroCorrected(_ header: RosHeader, _ angularVelocity: Vector3, _ linearAcceleration: Vector3) -> Vector3? {
+        let t = header.stamp.seconds
+        let dt = lastImuTime.map { min(0.1, max(0, t - $0)) } ?? 0
+        lastImuTime = t
+        if rest.update(rate: angularVelocity, specificForce: linearAcceleration, dt: dt) {
+            gyroBias = rest.lowPassedRate
+        }
+        return gyroBias.map { angularVelocity - $0 }
+    }
+
+    /// One magnetometer sample (tesla) through the online calibrator; the calibrated field, tesla.
+    func calibrated(_ header: RosHeader, _ field: Vector3) -> Vector3 {
+        let raw = field * 1e6
+        let t = header.stamp.seconds
+        if var calibrator = online {
+            if let fit = calibrator.add(raw, time: t) { accepted(fit, at: t) }
+            online = calibrator
+        }
+        return current.apply(raw) * 1e-6
     }
 
     func accepted(_ fit: CalibrationFit, at time: Double) {
@@ -231,7 +271,7 @@ enum CalibrationFile {
 /// magnetometer sample is flagged for strength, dip and consistency with the gyro (the disturbance
 /// that keeps strength and dip still turns the compass against the gyro). Counts and durations go out
 /// on interference/status; with `drop`, flagged samples do not reach fusion.
-final class GatingStage: StageLogicBase, TransformLogic {
+final class GatingStage: StageLogicBase, InPlaceTransform {
     var filter: ComplementaryFilter
     var aligner = SampleAligner()
     let drop: Bool
@@ -270,22 +310,11 @@ final class GatingStage: StageLogicBase, TransformLogic {
         switch frame.topic {
         case PipelineTopics.imuRaw:
             let m = try imuSample(frame)
-            header = m.header
             output.append(frame)
-            if let pair = aligner.imu(ImuSample(timestamp: m.header.stamp.seconds, angularVelocity: m.angularVelocity, specificForce: m.linearAcceleration)) {
-                _ = filter.update(imu: pair.imu, magnetometer: pair.magnetometer)
-            }
+            observe(m.header, m.angularVelocity, m.linearAcceleration)
         case PipelineTopics.magnetometer:
             let m = try magneticSample(frame)
-            var clean = true
-            if let pair = aligner.magnetometer(MagnetometerSample(timestamp: m.header.stamp.seconds, fieldMicrotesla: m.field * 1e6)),
-               let o = filter.update(imu: pair.imu, magnetometer: pair.magnetometer), !o.flags.contains(.initialising) {
-                assessed += 1
-                let reasons = o.flags.intersection([.magneticStrengthDisturbed, .magneticDipDisturbed, .magneticGyroInconsistent, .magnetometerRejected])
-                clean = reasons.isEmpty
-                track(clean: clean, time: m.header.stamp.seconds, flags: reasons)
-            }
-            if clean || !drop { output.append(frame) }
+            if assess(m.header, m.field) || !drop { output.append(frame) }
             status(m.header, into: &output, force: false)
         case PipelineTopics.calibrationStatus:
             // A calibration's radius is the expected strength unless one was given.
@@ -296,6 +325,48 @@ final class GatingStage: StageLogicBase, TransformLogic {
             output.append(frame)
         default:
             output.append(frame)
+        }
+    }
+
+    func observe(_ h: RosHeader, _ angularVelocity: Vector3, _ linearAcceleration: Vector3) {
+        header = h
+        if let pair = aligner.imu(ImuSample(timestamp: h.stamp.seconds, angularVelocity: angularVelocity, specificForce: linearAcceleration)) {
+            _ = filter.update(imu: pair.imu, magnetometer: pair.magnetometer)
+        }
+    }
+
+    /// Flags one magnetometer sample (tesla); true when it is clean (or not assessed yet).
+    func assess(_ h: RosHeader, _ field: Vector3) -> Bool {
+        var clean = true
+        if let pair = aligner.magnetometer(MagnetometerSample(timestamp: h.stamp.seconds, fieldMicrotesla: field * 1e6)),
+           let o = filter.update(imu: pair.imu, magnetometer: pair.magnetometer), !o.flags.contains(.initialising) {
+            assessed += 1
+            let reasons = o.flags.intersection([.magneticStrengthDisturbed, .magneticDipDisturbed, .magneticGyroInconsistent, .magnetometerRejected])
+            clean = reasons.isEmpty
+            track(clean: clean, time: h.stamp.seconds, flags: reasons)
+        }
+        return clean
+    }
+
+    // In place (observing only) unless flagged samples are dropped; a calibration status, which may
+    // change the reference, takes the general path.
+    var worksInPlace: Bool { !drop }
+    var writesInPlace: Bool { false }
+    var forwardsMessage: Bool { true }
+    func inPlaceSample(_ frame: WireFrame.View) -> InPlaceSample? {
+        switch frame.topic {
+        case PipelineTopics.imuRaw, PipelineTopics.magnetometer: return decodeInPlace(frame)
+        case PipelineTopics.calibrationStatus: return nil
+        default: return .unchanged
+        }
+    }
+    func apply(_ sample: InPlaceSample, to frame: WireFrame.View, extra: inout [WireFrame]) {
+        switch sample {
+        case .imu(let h, let w, let a, _): observe(h, w, a)
+        case .magnetometer(let h, let field, _):
+            _ = assess(h, field)
+            status(h, into: &extra, force: false)
+        case .unchanged: break
         }
     }
 
@@ -345,7 +416,7 @@ func worldMagneticModel(latitude: Double, longitude: Double, heightKm: Double, d
 }
 
 /// The fusion filter as a stage: imu/data_raw + imu/mag in, heading + imu/data out.
-final class FusionStage: StageLogicBase, TransformLogic {
+final class FusionStage: StageLogicBase, InPlaceTransform {
     var filter: any OrientationFilter
     /// Declination source: a fixed position from the settings, or the latest fix message.
     var position: (latitude: Double, longitude: Double, heightKm: Double)?
@@ -394,11 +465,10 @@ final class FusionStage: StageLogicBase, TransformLogic {
         switch frame.topic {
         case PipelineTopics.imuRaw:
             let m = try imuSample(frame)
-            pendingHeaders.append(m.header)
-            try fuse(aligner.imu(ImuSample(timestamp: m.header.stamp.seconds, angularVelocity: m.angularVelocity, specificForce: m.linearAcceleration)), into: &output)
+            try fuseImu(m.header, m.angularVelocity, m.linearAcceleration, into: &output)
         case PipelineTopics.magnetometer:
             let m = try magneticSample(frame)
-            try fuse(aligner.magnetometer(MagnetometerSample(timestamp: m.header.stamp.seconds, fieldMicrotesla: m.field * 1e6)), into: &output)
+            try fuseMagnetometer(m.header, m.field, into: &output)
         case PipelineTopics.fix:
             let f = try decoded(frame, as: NavSatFixMessage.self)
             if !fixedPosition, f.status >= 0, f.latitude.isFinite, f.longitude.isFinite {
@@ -409,6 +479,29 @@ final class FusionStage: StageLogicBase, TransformLogic {
             output.append(frame)   // status travels on to the sinks
         default:
             throw UnexpectedFrame(reason: "fusion reads \(PipelineTopics.imuRaw) and \(PipelineTopics.magnetometer) only")
+        }
+    }
+
+    func fuseImu(_ header: RosHeader, _ angularVelocity: Vector3, _ linearAcceleration: Vector3, into output: inout [WireFrame]) throws {
+        pendingHeaders.append(header)
+        try fuse(aligner.imu(ImuSample(timestamp: header.stamp.seconds, angularVelocity: angularVelocity, specificForce: linearAcceleration)), into: &output)
+    }
+
+    /// `field` in tesla.
+    func fuseMagnetometer(_ header: RosHeader, _ field: Vector3, into output: inout [WireFrame]) throws {
+        try fuse(aligner.magnetometer(MagnetometerSample(timestamp: header.stamp.seconds, fieldMicrotesla: field * 1e6)), into: &output)
+    }
+
+    // Reads samples in place and publishes only its own outputs; fixes and status take the general path.
+    var worksInPlace: Bool { true }
+    var writesInPlace: Bool { false }
+    var forwardsMessage: Bool { false }
+    func inPlaceSample(_ frame: WireFrame.View) -> InPlaceSample? { decodeInPlace(frame) }
+    func apply(_ sample: InPlaceSample, to frame: WireFrame.View, extra: inout [WireFrame]) throws {
+        switch sample {
+        case .imu(let h, let w, let a, _): try fuseImu(h, w, a, into: &extra)
+        case .magnetometer(let h, let field, _): try fuseMagnetometer(h, field, into: &extra)
+        case .unchanged: break
         }
     }
 
@@ -739,7 +832,7 @@ final class PublishSink: StageLogicBase, TransformLogic {
 
 /// Counts messages on a topic and, when their header stamps are wall-clock times (the simulator's
 /// `stamp: wall`), the latency from the source to here. Reports count, rate, p50/p99/max latency.
-final class MeasureSink: StageLogicBase, TransformLogic {
+final class MeasureSink: StageLogicBase, InPlaceTransform {
     let topic: String
     let skipSeconds: Double
     let reportPath: String
@@ -750,11 +843,25 @@ final class MeasureSink: StageLogicBase, TransformLogic {
 
     func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
         guard frame.topic == topic else { return }
+        measure(headerStamp(frame.payload))
+    }
+
+    // Reads every frame in place (only the header stamp of its topic).
+    var worksInPlace: Bool { true }
+    var writesInPlace: Bool { false }
+    var forwardsMessage: Bool { false }
+    func inPlaceSample(_ frame: WireFrame.View) -> InPlaceSample? { .unchanged }
+    func apply(_ sample: InPlaceSample, to frame: WireFrame.View, extra: inout [WireFrame]) {
+        guard frame.topic == topic else { return }
+        measure(frame.payload.count >= 12 ? headerStamp(UnsafeRawBufferPointer(frame.payload)) : nil)
+    }
+
+    func measure(_ stamp: (sec: Int32, nanosec: UInt32)?) {
         let now = ProcessInfo.processInfo.systemUptime
         if first == nil { first = now }
         last = now
         count += 1
-        guard let stamp = headerStamp(frame.payload) else { return }
+        guard let stamp else { return }
         let sec = Double(stamp.sec), ns = Double(stamp.nanosec)
         let wall = wallClockNow()
         let latency = (Double(wall.sec) - sec) + (Double(wall.nanosec) - ns) * 1e-9

@@ -214,11 +214,14 @@ public enum CDRSamples {
 
     /// Overwrites three little-endian float64 at `offset` (an offset the functions above returned).
     public static func overwrite(_ v: Vector3, at offset: Int, in payload: inout ArraySlice<UInt8>) {
-        payload.withUnsafeMutableBytes { out in
-            out.storeBytes(of: v.x.bitPattern.littleEndian, toByteOffset: offset, as: UInt64.self)
-            out.storeBytes(of: v.y.bitPattern.littleEndian, toByteOffset: offset + 8, as: UInt64.self)
-            out.storeBytes(of: v.z.bitPattern.littleEndian, toByteOffset: offset + 16, as: UInt64.self)
-        }
+        payload.withUnsafeMutableBytes { overwrite(v, at: offset, in: $0) }
+    }
+
+    /// The same, in a payload seen in place.
+    public static func overwrite(_ v: Vector3, at offset: Int, in payload: UnsafeMutableRawBufferPointer) {
+        payload.storeBytes(of: v.x.bitPattern.littleEndian, toByteOffset: offset, as: UInt64.self)
+        payload.storeBytes(of: v.y.bitPattern.littleEndian, toByteOffset: offset + 8, as: UInt64.self)
+        payload.storeBytes(of: v.z.bitPattern.littleEndian, toByteOffset: offset + 16, as: UInt64.self)
     }
 
 }

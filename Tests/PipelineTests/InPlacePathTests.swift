@@ -1,0 +1,130 @@
+import Testing
+import Foundation
+import CompassCore
+import WireFormat
+import MessageBus
+import CZeroMQ
+@testable import Pipeline
+
+/// The in-place path (frames read and patched where they arrived) must give exactly what the general
+/// path (frames decoded, processed, re-encoded) gives, for every stage that has one.
+@Suite("In-place path")
+struct InPlacePathTests {
+    static let config = """
+    stages:
+      sim:
+        type: simulator
+        scenario: figure_eight
+        duration: 12
+        realtime: false
+        hard_iron_ut: [22, -27, 14]
+      calibration:
+        type: calibration
+        inputs: [sim]
+        online: true
+      gating:
+        type: gating
+        inputs: [calibration]
+      fusion:
+        type: fusion
+        inputs: [gating]
+      measure:
+        type: measure
+        inputs: [fusion]
+    """
+
+    static func stage(_ name: String) throws -> StageLogicBase {
+        let c = try PipelineConfig.parse(config, file: "t.yaml", environment: [:])
+        return try makeStageLogic(c.stage(named: name)!, log: { _ in })
+    }
+
+    /// Frames through `general` one by one, and through `inPlace` in bus messages of 32 frames: both
+    /// must give the same frames in the same order. Returns the data frames (input topics) and the
+    /// added frames of each path, and how many messages took the in-place path.
+    static func compare(_ frames: [WireFrame], general: TransformLogic, inPlace: InPlaceTransform) throws
+        -> (general: [WireFrame], inPlace: [WireFrame], generalAdded: [WireFrame], inPlaceAdded: [WireFrame], messagesInPlace: Int) {
+        var out: [WireFrame] = []
+        for f in frames { try general.process(f, into: &out) }
+        let inputTopics: Set<String> = [PipelineTopics.imuRaw, PipelineTopics.magnetometer]
+        var passedOn: [WireFrame] = [], handled = 0
+        var pass = InPlacePass(inPlace)
+        for start in stride(from: 0, to: frames.count, by: 32) {
+            let message = try BusMessage(size: WireFrame.encodedSize(frames[start..<min(start + 32, frames.count)]))
+            WireFrame.encode(frames[start..<min(start + 32, frames.count)], into: message.bytes)
+            if let passed = try pass.run(message) {
+                handled += 1
+                if let whole = passed.message { passedOn += try WireFrame.frames(in: whole.array) }
+                passedOn += pass.output
+            } else {
+                for f in try WireFrame.frames(in: message.array) { try inPlace.process(f, into: &passedOn) }
+            }
+        }
+        #expect(out == passedOn)   // the same frames in the same order
+        let generalData = out.filter { inputTopics.contains($0.topic) }, generalAdded = out.filter { !inputTopics.contains($0.topic) }
+        let inPlaceData = passedOn.filter { inputTopics.contains($0.topic) }
+        return (generalData, inPlaceData, generalAdded, passedOn.filter { !inputTopics.contains($0.topic) }, handled)
+    }
+
+    static func simulatedFrames() throws -> [WireFrame] {
+        let source = try stage("sim") as! SimulatorSource
+        var frames: [WireFrame] = []
+        try source.run { frames += $0 }
+        return frames
+    }
+
+    @Test("calibration, gating, fusion and the measure sink give the same frames in place as in general")
+    func samePaths() throws {
+        let raw = try Self.simulatedFrames()
+        #expect(raw.count > 2000)
+        // Calibration (online fit and gyro bias): patched payloads equal the general path's.
+        let c = try Self.compare(raw, general: try Self.stage("calibration") as! TransformLogic, inPlace: try Self.stage("calibration") as! InPlaceTransform)
+        #expect(c.messagesInPlace == (raw.count + 31) / 32)
+        #expect(c.general == c.inPlace)
+        #expect(!c.generalAdded.isEmpty && c.generalAdded == c.inPlaceAdded)   // calibration/status
+        #expect(c.general.contains { $0.payload != raw[0].payload })
+        // Gating observes: frames unchanged, the same status.
+        let g = try Self.compare(c.general, general: try Self.stage("gating") as! TransformLogic, inPlace: try Self.stage("gating") as! InPlaceTransform)
+        #expect(g.general == g.inPlace && g.general == c.general)
+        #expect(!g.generalAdded.isEmpty && g.generalAdded == g.inPlaceAdded)
+        // Fusion makes new frames: the same headings and imu/data.
+        let f = try Self.compare(c.general, general: try Self.stage("fusion") as! TransformLogic, inPlace: try Self.stage("fusion") as! InPlaceTransform)
+        #expect(f.generalAdded.count > 2000 && f.generalAdded == f.inPlaceAdded)
+        // The measure sink counts the same headings.
+        let general = try Self.stage("measure") as! MeasureSink, inPlace = try Self.stage("measure") as! MeasureSink
+        _ = try Self.compare(f.generalAdded, general: general, inPlace: inPlace)
+        #expect(general.count == inPlace.count && general.count == f.generalAdded.count / 2)
+    }
+
+    @Test("a message shared with another reader is copied before it is patched; big-endian payloads take the general path")
+    func sharedAndBigEndian() throws {
+        let raw = Array(try Self.simulatedFrames().prefix(64))
+        let calibration = try Self.stage("calibration") as! InPlaceTransform
+        // Two readers of one publisher in this process share the message's content.
+        let context = BusContext()
+        let publisher = try BusSocket(context, .xpub)
+        try publisher.setOption(ZMQ_XPUB_VERBOSE, 1)   // both (identical) subscriptions reported
+        try publisher.bind("inproc://shared")
+        let readers = try (0..<2).map { _ in try BusSocket(context, .sub) }
+        for r in readers { try r.subscribe([]); try r.connect("inproc://shared") }
+        for _ in readers { while try publisher.receive(timeoutMilliseconds: 100)?.first != 1 {} }
+        let original = WireFrame.encodedMessage(raw[0..<32])
+        try publisher.send(original)
+        let first = try #require(try readers[0].receiveMessage(timeoutMilliseconds: 1000))
+        let second = try #require(try readers[1].receiveMessage(timeoutMilliseconds: 1000))
+        #expect(first.isShared)
+        var pass = InPlacePass(calibration)
+        let passed = try #require(try pass.run(first))
+        #expect(passed.message !== first)
+        #expect(first.array == original && second.array == original)   // the other reader's copy is untouched
+        // Big endian: the general path (the in-place pass declines without touching anything).
+        var be = raw[1]
+        be.payload[1] = 0   // CDR_BE marker; the numbers are garbage then, but decodable
+        let message = try BusMessage(size: WireFrame.encodedSize([raw[3], be][...]))
+        WireFrame.encode([raw[3], be][...], into: message.bytes)
+        let before = message.array
+        #expect(try pass.run(message) == nil)
+        #expect(message.array == before)
+        for r in readers { r.close() }
+        publisher.close()
+    }
+}
