@@ -64,9 +64,11 @@ public struct CDRReader {
     public mutating func uint8(_ field: String) throws(CDRError) -> UInt8 { try raw(UInt8.self, field) }
     public mutating func int8(_ field: String) throws(CDRError) -> Int8 { Int8(bitPattern: try raw(UInt8.self, field)) }
     public mutating func uint16(_ field: String) throws(CDRError) -> UInt16 { try raw(UInt16.self, field) }
+    @inlinable @inline(__always)
     public mutating func int32(_ field: String) throws(CDRError) -> Int32 { Int32(bitPattern: try raw(UInt32.self, field)) }
+    @inlinable @inline(__always)
     public mutating func uint32(_ field: String) throws(CDRError) -> UInt32 { try raw(UInt32.self, field) }
-    @inlinable
+    @inlinable @inline(__always)
     public mutating func float64(_ field: String) throws(CDRError) -> Double { Double(bitPattern: try raw(UInt64.self, field)) }
 
     /// A CDR string: uint32 length including the terminating NUL, the bytes, the NUL.
