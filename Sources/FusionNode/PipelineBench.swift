@@ -10,9 +10,9 @@ import CZeroMQ
 /// and with every stage in its own process over ipc, next to raw libzmq one-hop throughput measured
 /// in the same run; then source-to-sink latency at a steady 1 kHz across five processes.
 enum PipelineBench {
-    static func pipelineText(samples: Int, rate: Double, realtime: Bool, directory: String?, report: String) -> String {
+    static func pipelineText(samples: Int, rate: Double, realtime: Bool, directory: String?, report: String, cpus: [Int] = []) -> String {
         func endpoint(_ name: String) -> String { directory.map { "\n    endpoint: ipc://\($0)/\(name)" } ?? "" }
-        return """
+        return (cpus.isEmpty ? "" : "cpus: [\(cpus.map(String.init).joined(separator: ", "))]\n") + """
         stages:
           source:
             type: simulator
@@ -154,8 +154,16 @@ enum PipelineBench {
             try l.close()
             _ = try runProcesses(latencyPath, stages: stages)
             let lat = sinkReport(latencyReport)
+            // The same five processes with every thread on CPU 0 (the pipeline's `cpus` setting).
+            let pinnedPath = dir + "/pinned.yaml", pinnedReport = dir + "/pinned-\(run).json"
+            let p = try TextFileWriter(path: pinnedPath)
+            try p.write(pipelineText(samples: 11_000, rate: 1000, realtime: true, directory: dir + "/l", report: pinnedReport, cpus: [0]))
+            try p.close()
+            _ = try runProcesses(pinnedPath, stages: stages)
+            let pinned = sinkReport(pinnedReport)
             print("latency at a steady 1 kHz (source stamp to sink arrival, 10 s after a 1 s warm-up): across five processes "
                   + "p50 \(fmt(lat.p50 ?? .nan, 0)) us, p99 \(fmt(lat.p99 ?? .nan, 0)) us, max \(fmt(lat.max ?? .nan, 0)) us; "
+                  + "the same pinned to CPU 0 (cpus: [0]) p50 \(fmt(pinned.p50 ?? .nan, 0)) us, p99 \(fmt(pinned.p99 ?? .nan, 0)) us, max \(fmt(pinned.max ?? .nan, 0)) us; "
                   + "baseline, source to sink in two processes (one ipc hop) p50 \(fmt(hop.p50 ?? .nan, 0)) us, p99 \(fmt(hop.p99 ?? .nan, 0)) us")
         }
         return 0

@@ -24,6 +24,15 @@ public final class BusContext: @unchecked Sendable {
         handle = zmq_ctx_new()
     }
 
+    /// A context whose I/O threads run only on `cpus` (none = anywhere). Takes effect because it is
+    /// set before the first socket starts them.
+    public convenience init(ioThreadCPUs cpus: [Int]) throws(BusError) {
+        self.init()
+        for cpu in cpus {
+            guard zmq_ctx_set(handle, ZMQ_THREAD_AFFINITY_CPU_ADD, Int32(cpu)) == 0 else { throw .last("zmq_ctx_set(ZMQ_THREAD_AFFINITY_CPU_ADD, \(cpu))") }
+        }
+    }
+
     deinit { zmq_ctx_term(handle) }
 
     /// libzmq's version, e.g. "4.3.4".

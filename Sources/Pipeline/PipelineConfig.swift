@@ -23,6 +23,11 @@ public struct StageConfig: Sendable {
 public struct PipelineConfig: Sendable {
     public var file: String
     public var stages: [StageConfig]
+    /// CPUs every stage thread and libzmq I/O thread of this pipeline is pinned to (top-level
+    /// `cpus`); empty = wherever the system schedules them. On a small virtual machine, waking a
+    /// thread on another CPU costs more than the work it does, so pinning a latency-critical
+    /// pipeline to one CPU shortens its tail (see the README's latency numbers).
+    public var cpus: [Int] = []
 
     public func stage(named name: String) -> StageConfig? { stages.first { $0.name == name } }
 
@@ -51,8 +56,20 @@ public struct PipelineConfig: Sendable {
         func fail(_ node: YAMLNode, _ message: String) -> PipelineConfigError { PipelineConfigError(file: file, mark: node.mark, message: message) }
 
         guard let top = root.mapping else { throw fail(root, "expected a mapping with 'stages', found \(root.kind)") }
-        for (k, _) in top where k.scalar != "stages" && k.scalar != "name" {
-            throw fail(k, "unknown top-level key '\(k.scalar ?? "?")' (expected 'stages' and optionally 'name')")
+        for (k, _) in top where k.scalar != "stages" && k.scalar != "name" && k.scalar != "cpus" {
+            throw fail(k, "unknown top-level key '\(k.scalar ?? "?")' (expected 'stages' and optionally 'name' and 'cpus')")
+        }
+        var cpus: [Int] = []
+        if let list = root["cpus"] {
+            guard let items = list.sequence, !items.isEmpty else { throw fail(list, "'cpus' must be a non-empty list of CPU numbers") }
+            let available = CPUAffinity.configuredCPUs
+            for item in items {
+                guard let raw = item.scalar, let cpu = Int(try substitute(raw, item, environment, file)), cpu >= 0 else {
+                    throw fail(item, "a CPU number must be an integer >= 0, found '\(item.scalar ?? item.kind)'")
+                }
+                guard cpu < available else { throw fail(item, "CPU \(cpu) does not exist (this machine has CPUs 0 to \(available - 1))") }
+                cpus.append(cpu)
+            }
         }
         let pipelineName = try root["name"].map { (n) throws(PipelineConfigError) -> String in
             guard let s = n.scalar, !n.isNull else { throw fail(n, "'name' must be a string") }
@@ -122,7 +139,7 @@ public struct PipelineConfig: Sendable {
         if let clash = endpoints.first(where: { $0.value.count > 1 }) {
             throw PipelineConfigError(file: file, mark: clash.value[1].mark, message: "stages \(clash.value.map(\.name).joined(separator: " and ")) share the endpoint \(clash.key)")
         }
-        return PipelineConfig(file: file, stages: ordered)
+        return PipelineConfig(file: file, stages: ordered, cpus: cpus)
     }
 }
 

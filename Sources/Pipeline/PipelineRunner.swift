@@ -11,13 +11,13 @@ public enum PipelineRunner {
 
     /// All stages in this process. Returns each stage's report once every stage has finished.
     public static func runAll(_ config: PipelineConfig, log: @escaping @Sendable (String) -> Void = standardErrorLog) async throws -> [StageReport] {
-        let context = BusContext()
+        let context = try BusContext(ioThreadCPUs: config.cpus)
         let prefix = "inproc://\(UInt32.random(in: 0...UInt32.max))-"
         let actors = config.stages.map { s in
             StageActor(config: s, wiring: StageWiring(bind: s.type.isSink ? nil : prefix + s.name,
                                                       inputs: s.inputs.map { ($0, prefix + $0) },
                                                       expectedSubscribers: config.consumerCount(of: s.name)),
-                       context: context, log: log)
+                       context: context, cpus: config.cpus, log: log)
         }
         return try await runActors(actors)
     }
@@ -28,7 +28,7 @@ public enum PipelineRunner {
         let inputs = s.inputs.map { input in (input, config.stage(named: input)!.endpoint) }
         let actor = StageActor(config: s, wiring: StageWiring(bind: s.type.isSink ? nil : s.endpoint, inputs: inputs,
                                                               expectedSubscribers: config.consumerCount(of: s.name)),
-                               context: BusContext(), log: log)
+                               context: try BusContext(ioThreadCPUs: config.cpus), cpus: config.cpus, log: log)
         return try await runActors([actor])[0]
     }
 

@@ -44,14 +44,15 @@ actor StageActor {
     /// 110-145 MB at 10,000).
     static let highWaterMark: Int32 = 200
 
-    init(config: StageConfig, wiring: StageWiring, context: BusContext, log: @escaping @Sendable (String) -> Void) {
+    init(config: StageConfig, wiring: StageWiring, context: BusContext, cpus: [Int] = [], log: @escaping @Sendable (String) -> Void) {
         self.config = config; self.wiring = wiring; self.context = context; self.log = log
-        executor = ThreadExecutor(name: "stage-\(config.name)")
+        executor = ThreadExecutor(name: "stage-\(config.name)", cpus: cpus)
     }
 
     /// Runs the stage to the end of its stream (or a stop request) and reports.
     func run() throws -> StageReport {
         defer { executor.shutdown() }
+        if let failure = executor.pinningFailure { throw PipelineRunError.stageFailed(stage: config.name, reason: "\(failure)") }
         var report = StageReport(stage: config.name)
         // The logic first: a bag that cannot be opened fails before anyone waits for this stage.
         let logic = try makeStageLogic(config, log: log)

@@ -7,13 +7,17 @@ final class ThreadExecutor: SerialExecutor, @unchecked Sendable {
     private var jobs: [UnownedJob] = []
     private var stopping = false
 
-    init(name: String) {
+    /// Why the thread could not be pinned to its CPUs, if it could not (read after the first job).
+    private(set) var pinningFailure: CPUAffinity.Failure?
+
+    init(name: String, cpus: [Int] = []) {
         // Named from inside: on Linux a new thread inherits its creator's name, and Foundation's
         // setter does not rename a thread from outside. Names are at most 15 bytes.
         let short = String(name.utf8.prefix(15)) ?? "stage"
         let thread = Thread { [self] in
             // pthread_setname_np needs _GNU_SOURCE, which Swift's Glibc module lacks; /proc does the same.
             if let f = fopen("/proc/thread-self/comm", "w") { fputs(short, f); fclose(f) }
+            do throws(CPUAffinity.Failure) { try CPUAffinity.pinCurrentThread(to: cpus) } catch { self.pinningFailure = error }
             self.runLoop()
         }
         thread.stackSize = 1 << 20

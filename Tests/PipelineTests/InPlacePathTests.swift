@@ -127,4 +127,13 @@ struct InPlacePathTests {
         for r in readers { r.close() }
         publisher.close()
     }
+
+    @Test("a pipeline pinned to CPU 0 runs to the end, stage and libzmq I/O threads included")
+    func pinnedPipelineRuns() async throws {
+        PipelineSignals.requestStop(false)
+        let config = try PipelineConfig.parse("cpus: [0]\n" + Self.config.replacingOccurrences(of: "duration: 12", with: "duration: 2"), file: "t.yaml", environment: [:])
+        let reports = try await PipelineRunner.runAll(config, log: { _ in })
+        #expect(reports.first { $0.stage == "measure" }?.received == reports.first { $0.stage == "fusion" }?.published)
+        #expect((reports.first { $0.stage == "fusion" }?.published ?? 0) > 300)
+    }
 }

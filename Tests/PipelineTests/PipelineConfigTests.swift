@@ -1,4 +1,5 @@
 import Testing
+import Foundation
 import YAML
 @testable import Pipeline
 
@@ -54,6 +55,9 @@ struct PipelineConfigTests {
         ("stages:\n  a:\n    type: bag\n    path: ${NOPE}\n", 4, 11, "environment variable NOPE is not set"),
         ("stages:\n  a:\n    type: simulator\n    seed: 1.5\n", 4, 11, "must be an integer"),
         ("stages:\n  a:\n    type: simulator\n  p:\n    type: publish\n    inputs: [a]\n    endpoint: tcp://127.0.0.1:1\n", 7, 15, "connect to 'bind'"),
+        ("cpus: [0, -1]\nstages:\n  a:\n    type: simulator\n", 1, 11, "must be an integer >= 0"),
+        ("cpus: [100000]\nstages:\n  a:\n    type: simulator\n", 1, 8, "CPU 100000 does not exist"),
+        ("cpus: 0\nstages:\n  a:\n    type: simulator\n", 1, 7, "'cpus' must be a non-empty list"),
     ])
     func errors(_ text: String, line: Int, column: Int, message: String) throws {
         let e = try #require(configError(text))
@@ -61,6 +65,27 @@ struct PipelineConfigTests {
         #expect(e.mark == YAMLMark(line: line, column: column), "\(e)")
         #expect(e.message.contains(message), "\(e)")
         #expect(e.description.hasPrefix("test.yaml:\(line):\(column): "))
+    }
+
+    @Test("cpus pins every stage thread: parsed, and applied to a new thread")
+    func cpus() throws {
+        #expect(try parse("cpus: [0]\nstages:\n  a:\n    type: simulator\n").cpus == [0])
+        #expect(try parse("stages:\n  a:\n    type: simulator\n").cpus == [])
+        #expect(try parse("cpus: [\"${CPU:-0}\"]\nstages:\n  a:\n    type: simulator\n").cpus == [0])
+        // A stage thread pinned to CPU 0 sees only CPU 0 in its allowed list.
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var allowed = ""
+        let thread = Thread {
+            do { try CPUAffinity.pinCurrentThread(to: [0]) } catch { allowed = "\(error)" }
+            if allowed.isEmpty, let status = try? String(contentsOfFile: "/proc/thread-self/status", encoding: .utf8) {
+                allowed = status.split(separator: "\n").first { $0.hasPrefix("Cpus_allowed_list:") }.map { String($0.dropFirst(18)).trimmingCharacters(in: .whitespaces) } ?? "?"
+            }
+            done.signal()
+        }
+        thread.start()
+        done.wait()
+        #expect(allowed == "0")
+        #expect(throws: CPUAffinity.Failure.self) { try CPUAffinity.pinCurrentThread(to: [1 << 20]) }
     }
 
     @Test("${VAR} and ${VAR:-default} are replaced from the environment")
