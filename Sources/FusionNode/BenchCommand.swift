@@ -14,7 +14,7 @@ enum BenchCommand {
     fusion-node bench pipeline [--samples N] [--rounds R] [--latency-runs L]
         simulator -> calibration -> gating -> fusion -> sink in one process and in five processes
         over ipc, each round next to raw libzmq one-hop throughput measured right before it (R
-        rounds, default 3; N samples each, default 200000; medians and ratios at the end), then
+        rounds, default 3; N samples each, default 600000; medians and ratios at the end), then
         latency at a steady 1 kHz across five processes, unpinned and pinned to CPU 0, next to one ipc
         hop (source to sink) as the baseline (L runs of 3 x 11 s, default 1).
     """
