@@ -45,15 +45,8 @@ public struct WireFrame: Sendable, Equatable {
     @inline(__always)
     var encodedCount: Int { topic.utf8.count + type.utf8.count + encoding.utf8.count + 3 + payload.count }
 
-    public func encoded() -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(topic.utf8.count + type.utf8.count + encoding.utf8.count + 3 + payload.count)
-        out.append(contentsOf: topic.utf8); out.append(0)
-        out.append(contentsOf: type.utf8); out.append(0)
-        out.append(contentsOf: encoding.utf8); out.append(0)
-        out.append(contentsOf: payload)
-        return out
-    }
+    /// This frame alone as a bus message.
+    public func encoded() -> [UInt8] { Self.encodedMessage([self][...]) }
 
     /// Why a frame was refused.
     public enum DecodeError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -150,22 +143,41 @@ public struct WireFrame: Sendable, Equatable {
         return out
     }
 
-    /// Appends the frames of a batch payload: repeated (u32 little-endian length, encoded frame).
+    /// Appends the frames of a batch payload.
     static func unpack(_ batch: ArraySlice<UInt8>, into out: inout [WireFrame]) throws(DecodeError) {
-        var i = 0
-        while i < batch.count {
-            guard i + 4 <= batch.count else { throw .malformedBatch(offset: i) }
-            let at = i
-            let n = Int(UInt32(littleEndian: batch.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: at, as: UInt32.self) }))
-            guard n <= batch.count - i - 4 else { throw .malformedBatch(offset: i) }
-            let start = batch.startIndex + i + 4
-            out.append(try frame(in: batch[start..<(start + n)]))
-            i += 4 + n
+        var failure: DecodeError?
+        let broken = batch.withUnsafeBytes { raw in
+            walkBatch(raw) { entry in
+                do throws(DecodeError) {
+                    out.append(try frame(in: batch[(batch.startIndex + entry.lowerBound)..<(batch.startIndex + entry.upperBound)]))
+                    return true
+                } catch {
+                    failure = error
+                    return false
+                }
+            }
         }
+        if let failure { throw failure }
+        if let broken { throw .malformedBatch(offset: broken) }
     }
 
-    /// The bytes of one bus message carrying `frames`: the lone frame, or a batch of them, written in
-    /// one pass into one buffer (what `batch(_:).encoded()` gives, without the intermediate copy).
+    /// Walks a batch payload, repeated (u32 little-endian length, encoded frame), handing `entry` each
+    /// frame's byte range until it returns false. Returns the offset of the first entry whose length
+    /// is cut off or claims more than is left, nil otherwise (also when `entry` stopped the walk).
+    static func walkBatch(_ batch: UnsafeRawBufferPointer, _ entry: (Range<Int>) -> Bool) -> Int? {
+        var i = 0
+        while i < batch.count {
+            guard i + 4 <= batch.count else { return i }
+            let n = Int(UInt32(littleEndian: batch.loadUnaligned(fromByteOffset: i, as: UInt32.self)))
+            guard n <= batch.count - i - 4 else { return i }
+            guard entry((i + 4)..<(i + 4 + n)) else { return nil }
+            i += 4 + n
+        }
+        return nil
+    }
+
+    /// The bytes of one bus message carrying `frames`: the lone frame, or a batch of them (the batch
+    /// header, then per frame its u32 little-endian length and the frame), written in one pass.
     public static func encodedMessage(_ frames: ArraySlice<WireFrame>) -> [UInt8] {
         let size = encodedSize(frames)
         return [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
@@ -224,36 +236,15 @@ public struct WireFrame: Sendable, Equatable {
         }
     }
 
-    /// Packs frames as one batch frame: payload = repeated (u32 little-endian length, encoded frame).
-    public static func batch(_ frames: [WireFrame]) -> WireFrame {
-        var payload: [UInt8] = []
-        payload.reserveCapacity(frames.reduce(0) { $0 + $1.payload.count + $1.topic.utf8.count + $1.type.utf8.count + $1.encoding.utf8.count + 7 })
-        for f in frames {
-            let length = f.topic.utf8.count + f.type.utf8.count + f.encoding.utf8.count + 3 + f.payload.count
-            withUnsafeBytes(of: UInt32(length).littleEndian) { payload.append(contentsOf: $0) }
-            payload.append(contentsOf: f.topic.utf8); payload.append(0)
-            payload.append(contentsOf: f.type.utf8); payload.append(0)
-            payload.append(contentsOf: f.encoding.utf8); payload.append(0)
-            payload.append(contentsOf: f.payload)
-        }
-        return WireFrame(topic: "", type: batchType, encoding: "frames", payload: payload)
-    }
-
     /// For forwarding without unpacking: the number of data frames in an encoded bus message (a batch
     /// counts its frames by their length prefixes), or nil for anything else (a lone frame, which may
     /// be an end of stream, or a malformed message), which must then be decoded.
     public static func dataFrameCount(_ bytes: UnsafeRawBufferPointer) -> Int? {
         let prefix = batchHeader.utf8CodeUnitCount
         guard bytes.count >= prefix, memcmp(bytes.baseAddress!, batchHeader.utf8Start, prefix) == 0 else { return nil }
-        var i = prefix, n = 0
-        while i < bytes.count {
-            guard i + 4 <= bytes.count else { return nil }
-            let length = Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: i, as: UInt32.self)))
-            guard length <= bytes.count - i - 4 else { return nil }
-            // A batch never carries an end of stream: it travels alone.
-            i += 4 + length
-            n += 1
-        }
+        // A batch never carries an end of stream: it travels alone.
+        var n = 0
+        guard walkBatch(UnsafeRawBufferPointer(rebasing: bytes[prefix...]), { _ in n += 1; return true }) == nil else { return nil }
         return n
     }
 
@@ -277,22 +268,12 @@ public struct WireFrame: Sendable, Equatable {
         guard let first = view(bytes) else { return false }
         guard first.type == batchType else { views.append(first); return true }
         let batch = first.payload
-        var i = 0
-        while i < batch.count {
-            guard i + 4 <= batch.count else { return false }
-            let n = Int(UInt32(littleEndian: batch.loadUnaligned(fromByteOffset: i, as: UInt32.self)))
-            guard n <= batch.count - i - 4, let v = view(UnsafeMutableRawBufferPointer(rebasing: batch[(i + 4)..<(i + 4 + n)])) else { return false }
+        var whole = true
+        let broken = walkBatch(UnsafeRawBufferPointer(batch)) { entry in
+            guard let v = view(UnsafeMutableRawBufferPointer(rebasing: batch[entry])) else { whole = false; return false }
             views.append(v)
-            i += 4 + n
+            return true
         }
-        return true
-    }
-
-    /// The frames of a batch (or this frame alone).
-    public func unbatched() throws(DecodeError) -> [WireFrame] {
-        guard type == Self.batchType else { return [self] }
-        var out: [WireFrame] = []
-        try Self.unpack(payload, into: &out)
-        return out
+        return whole && broken == nil
     }
 }

@@ -56,15 +56,7 @@ actor StageActor {
         var report = StageReport(stage: config.name)
         // The logic first: a bag that cannot be opened fails before anyone waits for this stage.
         let logic = try makeStageLogic(config, log: log)
-        let output = try wiring.bind.map { endpoint -> BusSocket in
-            let s = try BusSocket(context, .xpub)
-            try s.setOption(ZMQ_SNDHWM, Self.highWaterMark)
-            try s.setOption(ZMQ_XPUB_NODROP, 1)      // back-pressure instead of silent drops
-            try s.setOption(ZMQ_XPUB_VERBOSE, 1)     // see every subscription
-            try s.setOption(ZMQ_XPUB_VERBOSER, 1)    // and every unsubscription (a reader gone)
-            do { try s.bind(endpoint) } catch { throw PipelineRunError.cannotBind(stage: config.name, endpoint: endpoint, reason: "\(error)") }
-            return s
-        }
+        let output = try wiring.bind.map { try readerFollowingPublisher(context, endpoint: $0, highWaterMark: Self.highWaterMark, stage: config.name) }
         defer { output?.close() }
         var inputs: [BusSocket] = []
         defer { inputs.forEach { $0.close() } }
@@ -246,6 +238,50 @@ struct InPlacePass {
     }
 }
 
+/// An XPUB socket bound to `endpoint` that applies back-pressure instead of dropping (XPUB no-drop)
+/// and reports every subscription and unsubscription, so its readers can be counted (`ReaderCount`).
+func readerFollowingPublisher(_ context: BusContext, endpoint: String, highWaterMark: Int32, stage: String) throws -> BusSocket {
+    let s = try BusSocket(context, .xpub)
+    try s.setOption(ZMQ_SNDHWM, highWaterMark)
+    try s.setOption(ZMQ_XPUB_NODROP, 1)      // back-pressure instead of silent drops
+    try s.setOption(ZMQ_XPUB_VERBOSE, 1)     // see every subscription
+    try s.setOption(ZMQ_XPUB_VERBOSER, 1)    // and every unsubscription (a reader gone)
+    do { try s.bind(endpoint) } catch { throw PipelineRunError.cannotBind(stage: stage, endpoint: endpoint, reason: "\(error)") }
+    return s
+}
+
+/// The readers of a `readerFollowingPublisher` socket: +1 per subscription message, -1 per
+/// unsubscription (including a reader's subscriptions when its connection ends).
+struct ReaderCount {
+    private(set) var value = 0
+
+    /// Counts the (un)subscription messages that arrived, waiting at most `timeoutMilliseconds` for
+    /// the first; true when one arrived.
+    @discardableResult
+    mutating func read(_ socket: BusSocket, timeoutMilliseconds: Int32) throws -> Bool {
+        var any = false
+        var timeout = timeoutMilliseconds
+        while let message = try socket.receive(timeoutMilliseconds: timeout) {
+            if message.first == 1 { value += 1 } else if message.first == 0 { value = max(0, value - 1) }
+            any = true
+            timeout = 0
+        }
+        return any
+    }
+
+    /// Waits until `wanted` readers are connected or a stop is requested, polling every 0.5 s;
+    /// `waiting` is told how many are missing every `logEveryPolls` quiet polls.
+    mutating func wait(_ socket: BusSocket, for wanted: Int, logEveryPolls: Int, _ waiting: (Int) -> Void) throws {
+        var quiet = 0
+        while value < wanted && !PipelineSignals.stopRequested {
+            if try !read(socket, timeoutMilliseconds: 500) {
+                quiet += 1
+                if quiet % logEveryPolls == 0 { waiting(wanted - value) }
+            }
+        }
+    }
+}
+
 /// Publishes frames with back-pressure: several frames go out as one bus message (a batch), at most
 /// `maximumBatchFrames` frames or about `maximumBatchBytes` bytes each, far below the frame limit.
 struct Publisher {
@@ -255,9 +291,7 @@ struct Publisher {
     let expectedReaders: Int
     let endpoint: String
     let log: @Sendable (String) -> Void
-    /// Readers connected now: +1 per subscription message, -1 per unsubscription (a reader's
-    /// connection ending), as the XPUB socket reports them.
-    private(set) var readers = 0
+    private(set) var readers = ReaderCount()
     private(set) var pauses = 0
     private(set) var pausedSeconds = 0.0
     static let maximumBatchFrames = 256
@@ -267,19 +301,11 @@ struct Publisher {
         self.socket = socket; self.stage = stage; self.expectedReaders = expectedReaders; self.endpoint = endpoint; self.log = log
     }
 
-    /// Counts the (un)subscription messages that arrived, waiting at most `timeoutMilliseconds` for
-    /// the first; true when one arrived.
+    /// Counts the (un)subscription messages that arrived (see `ReaderCount.read`).
     @discardableResult
     mutating func readSubscriptions(timeoutMilliseconds: Int32) throws -> Bool {
         guard let socket else { return false }
-        var any = false
-        var timeout = timeoutMilliseconds
-        while let message = try socket.receive(timeoutMilliseconds: timeout) {
-            if message.first == 1 { readers += 1 } else if message.first == 0 { readers = max(0, readers - 1) }
-            any = true
-            timeout = 0
-        }
-        return any
+        return try readers.read(socket, timeoutMilliseconds: timeoutMilliseconds)
     }
 
     /// Holds the stage until every expected reader is connected (or a stop is requested): at start,
@@ -287,20 +313,16 @@ struct Publisher {
     /// the seconds waited.
     @discardableResult
     mutating func waitForReaders(pausing: Bool) throws -> Double {
-        guard socket != nil else { return 0 }
-        try readSubscriptions(timeoutMilliseconds: 0)
-        guard readers < expectedReaders, !PipelineSignals.stopRequested else { return 0 }
+        guard let socket else { return 0 }
+        try readers.read(socket, timeoutMilliseconds: 0)
+        guard readers.value < expectedReaders, !PipelineSignals.stopRequested else { return 0 }
         let started = ProcessInfo.processInfo.systemUptime
         if pausing {
             pauses += 1
-            log("\(stage): paused: \(readers) of \(expectedReaders) reader(s) connected on \(endpoint)")
+            log("\(stage): paused: \(readers.value) of \(expectedReaders) reader(s) connected on \(endpoint)")
         }
-        var waited = 0
-        while readers < expectedReaders && !PipelineSignals.stopRequested {
-            if try !readSubscriptions(timeoutMilliseconds: 500) {
-                waited += 1
-                if waited % 10 == 0 { log("\(stage): waiting for \(expectedReaders - readers) of \(expectedReaders) reader(s) on \(endpoint)") }
-            }
+        try readers.wait(socket, for: expectedReaders, logEveryPolls: 10) { [stage, expectedReaders, endpoint, log] missing in
+            log("\(stage): waiting for \(missing) of \(expectedReaders) reader(s) on \(endpoint)")
         }
         let seconds = ProcessInfo.processInfo.systemUptime - started
         if pausing {

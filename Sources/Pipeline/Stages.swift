@@ -752,36 +752,20 @@ final class PublishSink: StageLogicBase, TransformLogic {
     let minimumChange: Double
     var pending: [UInt8]?
     var dropped = 0, sent = 0, withoutSubscriber = 0
-    /// Live subscriptions: +1 per subscribe message, -1 per unsubscribe (including a subscriber's
-    /// subscriptions when it disconnects).
-    var subscriptions = 0
+    /// Live subscribers.
+    var subscribers = ReaderCount()
     init(_ s: StageSettings, log: @escaping @Sendable (String) -> Void) throws {
         context = BusContext()
-        socket = try BusSocket(context, .xpub)
+        latestOnly = s.bool("latest_only")
+        let endpoint = s.string("bind")
+        socket = try readerFollowingPublisher(context, endpoint: endpoint, highWaterMark: latestOnly ? 1 : Int32(clamping: s.integer("high_water_mark")), stage: "publish")
         topics = Set(s.list("topics"))
         json = s.string("encoding") == "json"
-        latestOnly = s.bool("latest_only")
         minimumChange = s.number("min_change_deg")
-        try socket.setOption(ZMQ_SNDHWM, latestOnly ? 1 : Int32(clamping: s.integer("high_water_mark")))
-        try socket.setOption(ZMQ_XPUB_NODROP, 1)
-        try socket.setOption(ZMQ_XPUB_VERBOSE, 1)
-        try socket.setOption(ZMQ_XPUB_VERBOSER, 1)
-        let endpoint = s.string("bind")
-        do { try socket.bind(endpoint) } catch { throw PipelineRunError.cannotBind(stage: "publish", endpoint: endpoint, reason: "\(error)") }
         super.init()
-        let wanted = s.integer("wait_for_subscribers")
-        while subscriptions < wanted && !PipelineSignals.stopRequested {
-            if let m = try socket.receive(timeoutMilliseconds: 1000) { count(subscriptionMessage: m) } else {
-                log("publish: waiting for \(wanted - subscriptions) subscriber(s) on \(endpoint)")
-            }
+        try subscribers.wait(socket, for: s.integer("wait_for_subscribers"), logEveryPolls: 2) { missing in
+            log("publish: waiting for \(missing) subscriber(s) on \(endpoint)")
         }
-    }
-    func count(subscriptionMessage m: [UInt8]) {
-        if m.first == 1 { subscriptions += 1 } else if m.first == 0 { subscriptions = max(0, subscriptions - 1) }
-    }
-    /// Reads the subscription changes queued since the last call.
-    func followSubscriptions() throws {
-        while let m = try socket.receive(timeoutMilliseconds: 0) { count(subscriptionMessage: m) }
     }
     func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
         guard topics.contains(frame.topic) else { return }
@@ -801,8 +785,8 @@ final class PublishSink: StageLogicBase, TransformLogic {
                 out = WireFrame(topic: out.topic, type: out.type, encoding: "json", payload: Array(text.utf8))
             } catch let e as UnexpectedFrame { throw e } catch { throw UnexpectedFrame(reason: "undecodable \(out.type): \(error)") }
         }
-        try followSubscriptions()
-        guard subscriptions > 0 else {
+        try subscribers.read(socket, timeoutMilliseconds: 0)   // the changes since the last frame
+        guard subscribers.value > 0 else {
             withoutSubscriber += 1
             if pending != nil { dropped += 1; pending = nil }   // held for a subscriber who left
             return
@@ -814,7 +798,7 @@ final class PublishSink: StageLogicBase, TransformLogic {
             if try socket.send(pending!, blocking: false) { pending = nil; sent += 1 }
         } else {
             while try !socket.send(bytes, blocking: false) {
-                if let m = try socket.receive(timeoutMilliseconds: 1) { count(subscriptionMessage: m) }
+                try subscribers.read(socket, timeoutMilliseconds: 1)
                 if PipelineSignals.stopRequested { dropped += 1; return }
             }
             sent += 1

@@ -115,7 +115,7 @@ struct PipelineRunTests {
         var outputs = 0
         var sawEnd = false
         while let bytes = try downstream.receive(timeoutMilliseconds: 500) {
-            for f in try WireFrame.decode(bytes).unbatched() { if f.isEndOfStream { sawEnd = true } else { outputs += 1 } }
+            for f in try WireFrame.frames(in: bytes) { if f.isEndOfStream { sawEnd = true } else { outputs += 1 } }
         }
         #expect(outputs == 20 && sawEnd)
         publisher.close(); downstream.close()
@@ -264,17 +264,29 @@ struct PipelineRunTests {
         let f = WireFrame(topic: "heading", type: "gyrocompass_msgs/msg/Heading", encoding: "cdr", payload: [0, 1, 0, 0, 42])
         #expect(Array(f.encoded().prefix(8)) == Array("heading\0".utf8))
         #expect(try WireFrame.decode(f.encoded()) == f)
-        let batch = WireFrame.batch([f, f, WireFrame.endOfStream(from: "x")])
-        #expect(try WireFrame.decode(batch.encoded()).unbatched() == [f, f, WireFrame.endOfStream(from: "x")])
+        // The batch layout written out by hand: header, then per frame its u32 little-endian length and the frame.
+        let header = Array("\0gyrocompass/batch\0frames\0".utf8)
+        func batchBytes(_ frames: [WireFrame]) -> [UInt8] {
+            var out = header
+            for f in frames {
+                let one = Array("\(f.topic)\0\(f.type)\0\(f.encoding)\0".utf8) + Array(f.payload)
+                withUnsafeBytes(of: UInt32(one.count).littleEndian) { out += $0 }
+                out += one
+            }
+            return out
+        }
+        let batch = batchBytes([f, f, WireFrame.endOfStream(from: "x")])
+        #expect(try WireFrame.frames(in: batch) == [f, f, WireFrame.endOfStream(from: "x")])
         #expect(throws: WireFrame.DecodeError.missingSeparator(field: "type")) { try WireFrame.decode(Array("topic\0type".utf8)) }
         #expect(throws: WireFrame.DecodeError.invalidUTF8(field: "topic")) { try WireFrame.decode([0xFF, 0, 0, 0]) }
         var bad = batch
-        bad.payload[0] = 0xFF
-        #expect(throws: WireFrame.DecodeError.self) { try bad.unbatched() }
-        // The one-pass encoder writes what batch-then-encode writes; decoding in place gives the frames back.
+        bad[header.count] = 0xFF   // the first length claims more than the batch holds
+        #expect(throws: WireFrame.DecodeError.self) { try WireFrame.frames(in: bad) }
+        // The one-pass encoder writes that layout; decoding in place gives the frames back.
         let other = WireFrame(topic: "some/unknown topic", type: "pkg/msg/Unlisted", encoding: "json", payload: Array("{}".utf8))
         let frames = [f, other, f]
-        #expect(WireFrame.encodedMessage(frames[...]) == WireFrame.batch(frames).encoded())
+        #expect(WireFrame.encodedMessage(frames[...]) == batchBytes(frames))
+        #expect(other.encoded() == Array("some/unknown topic\0pkg/msg/Unlisted\0json\0{}".utf8))
         #expect(WireFrame.encodedMessage(frames[1...1]) == other.encoded())
         #expect(try WireFrame.frames(in: WireFrame.encodedMessage(frames[...])) == frames)
         #expect(try WireFrame.frames(in: other.encoded()) == [other])
