@@ -1,3 +1,4 @@
+import Pipeline
 /// A command-line error: printed to stderr with a usage hint, exit status 2.
 struct UsageError: Error, CustomStringConvertible {
     let message: String
@@ -37,7 +38,7 @@ struct Arguments {
     func double(_ name: String, minimum: Double = -.infinity) throws -> Double? {
         guard let v = options[name] else { return nil }
         guard let d = Double(v), d.isFinite, d >= minimum else {
-            throw UsageError(message: "\(name) expects a number\(minimum > -.infinity ? " >= \(fmt(minimum, 0))" : ""), got '\(v)'")
+            throw UsageError(message: "\(name) expects a number\(minimum > -.infinity ? " >= \(format(minimum, 0))" : ""), got '\(v)'")
         }
         return d
     }

@@ -1,3 +1,4 @@
+import Pipeline
 import WireFormat
 import Bags
 

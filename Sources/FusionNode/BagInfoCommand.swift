@@ -1,3 +1,4 @@
+import Pipeline
 import Bags
 
 /// `fusion-node bag info BAG`: what `ros2 bag info` users expect.
@@ -24,10 +25,10 @@ enum BagInfoCommand {
             let compressions = bag.chunkCompressions.map { $0.map { $0.isEmpty ? "none" : $0 }.sorted().joined(separator: ", ") }
             print("Chunk compression: \(compressions ?? "unknown (no chunk index)")")
         }
-        print("Duration:          \(fmt(duration, 3)) s")
+        print("Duration:          \(format(duration, 3)) s")
         if count > 0 {
-            print("Start:             \(fmt(Double(first) * 1e-9, 9)) s (log time)")
-            print("End:               \(fmt(Double(last) * 1e-9, 9)) s (log time)")
+            print("Start:             \(format(Double(first) * 1e-9, 9)) s (log time)")
+            print("End:               \(format(Double(last) * 1e-9, 9)) s (log time)")
         }
         print("Messages:          \(count)")
         print("Topic information:")
@@ -35,7 +36,7 @@ enum BagInfoCommand {
             let p = perTopic[t.name]
             let span = p.map { Double($0.last - $0.first) * 1e-9 } ?? 0
             let rate = (p?.count ?? 0) > 1 && span > 0 ? Double(p!.count - 1) / span : 0
-            print("  Topic: \(t.name) | Type: \(t.type) | Count: \(p?.count ?? 0) | Rate: \(fmt(rate, 3)) Hz | Serialization: \(t.encoding)")
+            print("  Topic: \(t.name) | Type: \(t.type) | Count: \(p?.count ?? 0) | Rate: \(format(rate, 3)) Hz | Serialization: \(t.encoding)")
         }
         for d in bag.damage { writeStandardError("damage: \(d)\n") }
         return 0
@@ -45,6 +46,6 @@ enum BagInfoCommand {
         let units = ["B", "KiB", "MiB", "GiB", "TiB"]
         var v = Double(n), u = 0
         while v >= 1024 && u < units.count - 1 { v /= 1024; u += 1 }
-        return "\(fmt(v, u == 0 ? 0 : 1)) \(units[u])"
+        return "\(format(v, u == 0 ? 0 : 1)) \(units[u])"
     }
 }

@@ -1,3 +1,4 @@
+import Pipeline
 import CompassCore
 import WireFormat
 import Bags
@@ -34,20 +35,20 @@ enum BenchCommand {
             var best = Double.infinity
             var checksum = 0.0
             for _ in 0..<repeats {
-                let t0 = monotonicSeconds()
+                let t0 = Clocks.monotonicSeconds()
                 checksum += runFilter(kind, imu, mag)
-                best = min(best, monotonicSeconds() - t0)
+                best = min(best, Clocks.monotonicSeconds() - t0)
             }
-            print("filter=\(kind.rawValue) samples=\(imu.count) best_seconds=\(fmt(best, 6)) samples_per_second=\(fmt(Double(imu.count) / best, 0)) checksum=\(fmt(checksum, 6))")
+            print("filter=\(kind.rawValue) samples=\(imu.count) best_seconds=\(format(best, 6)) samples_per_second=\(format(Double(imu.count) / best, 0)) checksum=\(format(checksum, 6))")
         case "bag":
             var best = Double.infinity
             var count = 0
             for _ in 0..<repeats {
-                let t0 = monotonicSeconds()
+                let t0 = Clocks.monotonicSeconds()
                 count = try decodeAll(a.positionals[0])
-                best = min(best, monotonicSeconds() - t0)
+                best = min(best, Clocks.monotonicSeconds() - t0)
             }
-            print("messages=\(count) best_seconds=\(fmt(best, 6)) messages_per_second=\(fmt(Double(count) / best, 0))")
+            print("messages=\(count) best_seconds=\(format(best, 6)) messages_per_second=\(format(Double(count) / best, 0))")
         default:
             throw UsageError(message: usage)
         }

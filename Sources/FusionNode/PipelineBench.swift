@@ -51,17 +51,17 @@ enum PipelineBench {
         try sub.connect(endpoint)
         while try pub.receive(timeoutMilliseconds: 100)?.first != 1 {}
         let payload = [UInt8](repeating: 7, count: 64)
-        let t0 = monotonicSeconds()
+        let t0 = Clocks.monotonicSeconds()
         var sent = 0, received = 0
         while received < messages {
             while sent < messages, try pub.send(payload, blocking: false) { sent += 1 }
             while let _ = try sub.receive(timeoutMilliseconds: 0) { received += 1 }
         }
-        return Double(messages) / (monotonicSeconds() - t0)
+        return Double(messages) / (Clocks.monotonicSeconds() - t0)
     }
 
     static func runProcesses(_ configPath: String, stages: [String]) throws -> Double {
-        let t0 = monotonicSeconds()
+        let t0 = Clocks.monotonicSeconds()
         var pids: [pid_t] = []
         for stage in stages.reversed() { pids.append(try spawnSelf(["--config", configPath, "--stage", stage])) }
         for pid in pids {
@@ -69,7 +69,7 @@ enum PipelineBench {
             waitpid(pid, &status, 0)
             guard status == 0 else { throw UsageError(message: "a stage process failed (status \(status))") }
         }
-        return monotonicSeconds() - t0
+        return Clocks.monotonicSeconds() - t0
     }
 
     static func run(_ args: [String]) async throws -> Int32 {
@@ -96,7 +96,7 @@ enum PipelineBench {
         }
         let stages = ["source", "calibration", "gating", "fusion", "sink"]
         let multiPath = dir + "/multi.yaml", multiReport = dir + "/multi.json", oneReport = dir + "/one.json"
-        let w = try TextFileWriter(path: multiPath)
+        let w = try BufferedFileWriter(path: multiPath)
         try w.write(pipelineText(samples: samples, rate: 1000, realtime: false, directory: dir, report: multiReport))
         try w.close()
 
@@ -107,31 +107,31 @@ enum PipelineBench {
             let inproc = try rawZeroMQ("inproc://raw-bench-\(round)", messages: 1_000_000)
             let ipc = try rawZeroMQ("ipc://\(dir)/raw-\(round)", messages: 1_000_000)
             let one = try PipelineConfig.parse(pipelineText(samples: samples, rate: 1000, realtime: false, directory: nil, report: oneReport), file: "<bench>", environment: [:])
-            let t0 = monotonicSeconds()
+            let t0 = Clocks.monotonicSeconds()
             let reports = try await PipelineRunner.runAll(one, log: { _ in })
-            let oneSeconds = monotonicSeconds() - t0
+            let oneSeconds = Clocks.monotonicSeconds() - t0
             let fused = reports.first { $0.stage == "fusion" }!.published / 2
             let oneRate = sinkReport(oneReport).rate
             let multiSeconds = try runProcesses(multiPath, stages: stages)
             let multiRate = sinkReport(multiReport).rate
             rawInproc.append(inproc); rawIpc.append(ipc); oneRates.append(oneRate); multiRates.append(multiRate)
-            print("round \(round): raw libzmq one hop (64-byte messages) inproc \(fmt(inproc, 0)) msg/s, ipc \(fmt(ipc, 0)) msg/s; "
-                  + "one process, 5 stages (inproc) \(fmt(oneRate, 0)) samples/s steady state (end to end \(fmt(Double(fused) / oneSeconds, 0))); "
-                  + "five processes (ipc) \(fmt(multiRate, 0)) samples/s steady state (end to end with process start-up \(fmt(Double(samples) / multiSeconds, 0)))")
+            print("round \(round): raw libzmq one hop (64-byte messages) inproc \(format(inproc, 0)) msg/s, ipc \(format(ipc, 0)) msg/s; "
+                  + "one process, 5 stages (inproc) \(format(oneRate, 0)) samples/s steady state (end to end \(format(Double(fused) / oneSeconds, 0))); "
+                  + "five processes (ipc) \(format(multiRate, 0)) samples/s steady state (end to end with process start-up \(format(Double(samples) / multiSeconds, 0)))")
         }
         func median(_ v: [Double]) -> Double { let s = v.sorted(); return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2 }
-        func range(_ v: [Double]) -> String { "\(fmt(v.min()!, 0))-\(fmt(v.max()!, 0))" }
+        func range(_ v: [Double]) -> String { "\(format(v.min()!, 0))-\(format(v.max()!, 0))" }
         let oneRatio = zip(oneRates, rawInproc).map { $0 / $1 }, multiRatio = zip(multiRates, rawIpc).map { $0 / $1 }
-        print("one process, 5 stages (inproc): median \(fmt(median(oneRates), 0)) samples/s over \(rounds) round(s) (\(range(oneRates))); "
-              + "\(fmt(median(oneRatio), 3)) x the raw inproc one-hop message rate of the same round")
-        print("five processes (ipc): median \(fmt(median(multiRates), 0)) samples/s (\(range(multiRates))); "
-              + "\(fmt(median(multiRatio), 3)) x the raw ipc one-hop message rate of the same round")
+        print("one process, 5 stages (inproc): median \(format(median(oneRates), 0)) samples/s over \(rounds) round(s) (\(range(oneRates))); "
+              + "\(format(median(oneRatio), 3)) x the raw inproc one-hop message rate of the same round")
+        print("five processes (ipc): median \(format(median(multiRates), 0)) samples/s (\(range(multiRates))); "
+              + "\(format(median(multiRatio), 3)) x the raw ipc one-hop message rate of the same round")
 
         mkdir(dir + "/l", 0o755)
         for run in 0..<latencyRuns {
             // Baseline first: the same source straight into the sink, one ipc hop, no stage between.
             let hopPath = dir + "/hop.yaml", hopReport = dir + "/hop-\(run).json"
-            let h = try TextFileWriter(path: hopPath)
+            let h = try BufferedFileWriter(path: hopPath)
             try h.write("""
             stages:
               source:
@@ -151,22 +151,22 @@ enum PipelineBench {
             _ = try runProcesses(hopPath, stages: ["source", "sink"])
             let hop = sinkReport(hopReport)
             let latencyPath = dir + "/latency.yaml", latencyReport = dir + "/latency-\(run).json"
-            let l = try TextFileWriter(path: latencyPath)
+            let l = try BufferedFileWriter(path: latencyPath)
             try l.write(pipelineText(samples: 11_000, rate: 1000, realtime: true, directory: dir + "/l", report: latencyReport))
             try l.close()
             _ = try runProcesses(latencyPath, stages: stages)
             let lat = sinkReport(latencyReport)
             // The same five processes with every thread on CPU 0 (the pipeline's `cpus` setting).
             let pinnedPath = dir + "/pinned.yaml", pinnedReport = dir + "/pinned-\(run).json"
-            let p = try TextFileWriter(path: pinnedPath)
+            let p = try BufferedFileWriter(path: pinnedPath)
             try p.write(pipelineText(samples: 11_000, rate: 1000, realtime: true, directory: dir + "/l", report: pinnedReport, cpus: [0]))
             try p.close()
             _ = try runProcesses(pinnedPath, stages: stages)
             let pinned = sinkReport(pinnedReport)
             print("latency at a steady 1 kHz (source stamp to sink arrival, 10 s after a 1 s warm-up): across five processes "
-                  + "p50 \(fmt(lat.p50 ?? .nan, 0)) us, p99 \(fmt(lat.p99 ?? .nan, 0)) us, max \(fmt(lat.max ?? .nan, 0)) us; "
-                  + "the same pinned to CPU 0 (cpus: [0]) p50 \(fmt(pinned.p50 ?? .nan, 0)) us, p99 \(fmt(pinned.p99 ?? .nan, 0)) us, max \(fmt(pinned.max ?? .nan, 0)) us; "
-                  + "baseline, source to sink in two processes (one ipc hop) p50 \(fmt(hop.p50 ?? .nan, 0)) us, p99 \(fmt(hop.p99 ?? .nan, 0)) us")
+                  + "p50 \(format(lat.p50 ?? .nan, 0)) us, p99 \(format(lat.p99 ?? .nan, 0)) us, max \(format(lat.max ?? .nan, 0)) us; "
+                  + "the same pinned to CPU 0 (cpus: [0]) p50 \(format(pinned.p50 ?? .nan, 0)) us, p99 \(format(pinned.p99 ?? .nan, 0)) us, max \(format(pinned.max ?? .nan, 0)) us; "
+                  + "baseline, source to sink in two processes (one ipc hop) p50 \(format(hop.p50 ?? .nan, 0)) us, p99 \(format(hop.p99 ?? .nan, 0)) us")
         }
         return 0
     }

@@ -83,17 +83,17 @@ struct ReplayCommand {
         }
         let text = try YAMLEmitter.emit(.mapping([("name", .string("replay")), ("stages", .mapping(stages))]))
         if let out = a.string("--print-config") {
-            let w = try TextFileWriter(path: out)
+            let w = try BufferedFileWriter(path: out)
             try w.write(text)
             try w.close()
         }
         let config = try PipelineConfig.parse(text, file: "<replay command line>", environment: [:])
         PipelineSignals.install()
-        let started = monotonicSeconds()
+        let started = Clocks.monotonicSeconds()
         let reports = try await PipelineRunner.runAll(config)
         if !a.has("--quiet") {
             for r in reports { writeStandardError("fusion-node: \(r)\n") }
-            writeStandardError("fusion-node: replay of \(a.positionals[0]) took \(fmt(monotonicSeconds() - started, 3)) s\n")
+            writeStandardError("fusion-node: replay of \(a.positionals[0]) took \(format(Clocks.monotonicSeconds() - started, 3)) s\n")
         }
         guard let fused = reports.first(where: { $0.stage == "fusion" }), fused.published > 0 else {
             writeStandardError("fusion-node: \(a.positionals[0]): nothing was fused (no IMU messages on the chosen topics?)\n")

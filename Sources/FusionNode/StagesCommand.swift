@@ -1,32 +1,21 @@
-import Foundation
 import Pipeline
 
-/// `fusion-node stages`: every stage type with its settings, as Markdown (the README's reference is
-/// this output).
+/// `fusion-node stages`: every registered stage type with its settings, as Markdown (the README's
+/// reference is this output).
 enum StagesCommand {
-    static let roles: [(String, @Sendable (StageType) -> Bool)] = [
-        ("Sources", { $0.isSource }), ("Transforms", { !$0.isSource && !$0.isSink }), ("Sinks", { $0.isSink }),
-    ]
+    static let titles: [(StageRole, String)] = [(.source, "Sources"), (.transform, "Transforms"), (.sink, "Sinks")]
 
     static func run() -> Int32 {
-        for (title, belongs) in roles {
+        for (role, title) in titles {
             print("#### \(title)\n")
-            for type in StageType.allCases where belongs(type) {
-                print("`type: \(type.rawValue)`\n")
-                print("| setting | kind | default | meaning |")
-                print("|---|---|---|---|")
-                for s in type.schema {
-                    let kind: String
-                    switch s.kind {
-                    case .string: kind = "string"
-                    case .number: kind = "number"
-                    case .integer: kind = "integer"
-                    case .bool: kind = "bool"
-                    case .stringList: kind = "list of strings"
-                    case .numberList(let n): kind = "list of \(n) numbers"
-                    }
+            for type in StageType.allCases where type.role == role {
+                print("`type: \(type.name)`: \(type.summary)\n")
+                print("| setting | kind | default | accepted | meaning |")
+                print("|---|---|---|---|---|")
+                for s in type.settings {
                     let d = s.defaultValue.map { $0.isEmpty ? "\"\"" : "`\($0)`" } ?? "required"
-                    print("| `\(s.name)` | \(kind) | \(d) | \(s.help.replacingOccurrences(of: "|", with: "\\|")) |")
+                    let accepted = s.acceptedValues.isEmpty ? "" : "`\(s.acceptedValues)`"
+                    print("| `\(s.name)` | \(s.kind.referenceName) | \(d) | \(accepted.replacingOccurrences(of: "|", with: "\\|")) | \(s.help.replacingOccurrences(of: "|", with: "\\|")) |")
                 }
                 print("")
             }

@@ -28,6 +28,8 @@ USAGE
       Run a pipeline of stages (sources, transforms, sinks) over ZeroMQ; see the README.
   fusion-node stages
       Every pipeline stage type and its settings (Markdown).
+  fusion-node --print-default-pipeline
+      The default graph as a pipeline file (Pipelines/default.yaml is this output).
   fusion-node --help | --version
 
 OUTPUT of the default pipeline (one line per update)
@@ -59,6 +61,8 @@ do {
     switch arguments.first {
     case "--help", "-h", "help":
         print(usage)
+    case "--print-default-pipeline":
+        print(BuiltInPipelines.shippedDefault, terminator: "")
     case "--version":
         print("fusion-node \(gyroCompassVersion)")
         for lib in LinkedLibraries.report { print("  \(lib.name) \(lib.version)") }
@@ -69,9 +73,7 @@ do {
     case "bag":
         switch arguments.dropFirst().first {
         case "info": status = try BagInfoCommand.run(Array(arguments.dropFirst(2)))
-        case "stages":
-        status = StagesCommand.run()
-    case "echo": status = try BagEchoCommand.run(Array(arguments.dropFirst(2)))
+        case "echo": status = try BagEchoCommand.run(Array(arguments.dropFirst(2)))
         default: throw UsageError(message: "usage: fusion-node bag info BAG | fusion-node bag echo BAG [--topic T] [--limit N]")
         }
     case "stages":

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import WireFormat
 
 /// One message on the bus, in the wire contract's single-frame form:
 /// topic (UTF-8) NUL type NUL encoding NUL payload. A subscriber filters on "topic NUL" for an exact
@@ -72,12 +73,8 @@ public struct WireFrame: Sendable, Equatable {
     /// Names seen on every message, matched against the received bytes without allocating: a type
     /// name longer than 15 bytes would otherwise be a heap string per frame, and every other string
     /// would be validated as UTF-8 per frame. The strings are literals (immortal, never freed).
-    static let knownTypes = KnownNames([
-        "sensor_msgs/msg/Imu", "sensor_msgs/msg/MagneticField", "sensor_msgs/msg/NavSatFix",
-        "gyrocompass_msgs/msg/Heading", "gyrocompass_msgs/msg/CalibrationStatus", "gyrocompass_msgs/msg/InterferenceStatus",
-        "gyrocompass/batch", "gyrocompass/end_of_stream",
-    ])
-    static let knownTopics = KnownNames(["imu/data_raw", "imu/mag", "heading", "imu/data", "fix", "calibration/status", "interference/status", ""])
+    static let knownTypes = KnownNames(PipelineMessageTypes.all + [batchType, endOfStreamType])
+    static let knownTopics = KnownNames(PipelineTopics.all + [""])
     static let knownEncodings = KnownNames(["cdr", "json", "frames", "none"])
 
     /// A small table of names: the names as given (string literals, which are immortal: handing one

@@ -185,11 +185,18 @@ extension CDRReader {
 /// Decoding only what the fusion path needs from the two input types (the header and the vectors),
 /// skipping orientation and covariances: most of an Imu message's bytes.
 public enum CDRSamples {
+    /// What `imu` reads.
+    public typealias Imu = (
+        header: RosHeader, angularVelocity: Vector3, linearAcceleration: Vector3, angularVelocityOffset: Int?
+    )
+    /// What `magneticField` reads.
+    public typealias MagneticField = (header: RosHeader, field: Vector3, fieldOffset: Int?)
+
     /// sensor_msgs/msg/Imu: header, angular velocity (rad/s), linear acceleration (m/s^2) and, for a
     /// little-endian payload, the byte offset of the angular velocity, so a stage that changes only
     /// that (the gyro bias removal) patches the payload instead of decoding and re-encoding all of
     /// it (see `overwrite`).
-    public static func imu(_ payload: UnsafeRawBufferPointer) throws(CDRError) -> (header: RosHeader, angularVelocity: Vector3, linearAcceleration: Vector3, angularVelocityOffset: Int?) {
+    public static func imu(_ payload: UnsafeRawBufferPointer) throws(CDRError) -> Imu {
         var r = try CDRReader(payload)
         let header = try RosHeader(&r)
         try r.skipFloat64(4 + 9, "orientation")
@@ -204,7 +211,7 @@ public enum CDRSamples {
 
     /// sensor_msgs/msg/MagneticField: header, field (tesla) and, for a little-endian payload, the
     /// byte offset of the field.
-    public static func magneticField(_ payload: UnsafeRawBufferPointer) throws(CDRError) -> (header: RosHeader, field: Vector3, fieldOffset: Int?) {
+    public static func magneticField(_ payload: UnsafeRawBufferPointer) throws(CDRError) -> MagneticField {
         var r = try CDRReader(payload)
         let header = try RosHeader(&r)
         r.align(8)
@@ -226,4 +233,41 @@ public enum CDRSamples {
         payload.storeBytes(of: v.z.bitPattern.littleEndian, toByteOffset: offset + 16, as: UInt64.self)
     }
 
+}
+
+/// The header stamp of a message that starts with std_msgs/Header, read and written in place
+/// without decoding the rest: int32 sec and uint32 nanosec right after the 4-byte encapsulation, in
+/// the payload's byte order.
+public enum CDRHeaderStamp {
+    /// Bytes a payload needs to hold the encapsulation and the stamp.
+    public static let minimumPayloadBytes = 12
+
+    /// True for CDR_LE and PL_CDR_LE, the representations whose second byte has bit 0 set.
+    @inline(__always)
+    static func isLittleEndian(_ second: UInt8) -> Bool { second & 1 == 1 }
+
+    /// The stamp, nil when the payload is too short to hold one.
+    public static func read(_ raw: UnsafeRawBufferPointer) -> RosTime? {
+        guard raw.count >= minimumPayloadBytes else { return nil }
+        let sec = raw.loadUnaligned(fromByteOffset: 4, as: Int32.self)
+        let nanosec = raw.loadUnaligned(fromByteOffset: 8, as: UInt32.self)
+        return isLittleEndian(raw[1])
+            ? RosTime(sec: Int32(littleEndian: sec), nanosec: UInt32(littleEndian: nanosec))
+            : RosTime(sec: Int32(bigEndian: sec), nanosec: UInt32(bigEndian: nanosec))
+    }
+
+    /// The same, for a payload held in an array slice.
+    public static func read(_ payload: ArraySlice<UInt8>) -> RosTime? {
+        payload.withUnsafeBytes { read($0) }
+    }
+
+    /// Replaces the stamp (no change to a payload too short to hold one).
+    public static func overwrite(_ stamp: RosTime, in payload: inout [UInt8]) {
+        guard payload.count >= minimumPayloadBytes else { return }
+        let little = isLittleEndian(payload[1])
+        payload.withUnsafeMutableBytes { raw in
+            raw.storeBytes(of: little ? stamp.sec.littleEndian : stamp.sec.bigEndian, toByteOffset: 4, as: Int32.self)
+            raw.storeBytes(of: little ? stamp.nanosec.littleEndian : stamp.nanosec.bigEndian, toByteOffset: 8, as: UInt32.self)
+        }
+    }
 }

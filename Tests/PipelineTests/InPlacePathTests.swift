@@ -33,9 +33,9 @@ struct InPlacePathTests {
         inputs: [fusion]
     """
 
-    static func stage(_ name: String) throws -> StageLogicBase {
+    static func stage(_ name: String) throws -> StageLogic {
         let c = try PipelineConfig.parse(config, file: "t.yaml", environment: [:])
-        return try makeStageLogic(c.stage(named: name)!, log: { _ in })
+        return try c.stage(named: name)!.makeLogic(log: { _ in })
     }
 
     /// Frames through `general` one by one, and through `inPlace` in bus messages of 32 frames: both
@@ -68,7 +68,7 @@ struct InPlacePathTests {
     static func simulatedFrames() throws -> [WireFrame] {
         let source = try stage("sim") as! SimulatorSource
         var frames: [WireFrame] = []
-        try source.run { frames += $0 }
+        try source.run { frames += $0; return 0 }
         return frames
     }
 

@@ -299,7 +299,7 @@ struct PipelineRunTests {
     func calibrationPatchesInPlace() throws {
         let config = try PipelineConfig.parse("stages:\n  s:\n    type: simulator\n  c:\n    type: calibration\n    inputs: [s]\n    hard_iron_ut: [10, -20, 5]\n",
                                               file: "t.yaml", environment: [:])
-        let stage = CalibrationStage(config.stage(named: "c")!.settings, log: { _ in })
+        let stage = CalibrationStage(.init(config.stage(named: "c")!.settings), log: { _ in })
         let header = RosHeader(stamp: RosTime(seconds: 1_700_000_000.25), frameId: "imu_link")
         var covariance = Covariance9.zero
         covariance.m4 = 0.5

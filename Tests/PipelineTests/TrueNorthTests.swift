@@ -50,8 +50,8 @@ extension PipelineRunTests {
 
     @Test("the direction stage: GPS course when fast, straight and accurate; compass when accurate; else nothing")
     func directionStage() throws {
-        let stage = DirectionStage(try PipelineConfig.parse("stages:\n  d:\n    type: direction\n    inputs: [d2]\n  d2:\n    type: simulator\n",
-                                                           file: "t.yaml", environment: [:]).stage(named: "d")!.settings)
+        let stage = DirectionStage(.init(try PipelineConfig.parse("stages:\n  d:\n    type: direction\n    inputs: [d2]\n  d2:\n    type: simulator\n",
+                                                           file: "t.yaml", environment: [:]).stage(named: "d")!.settings))
         func fix(_ t: Double, metresEast: Double) -> WireFrame {
             let lat = 52.5, lon = 13.4 + metresEast / (6_371_000 * cos(52.5 * radiansPerDegree)) * degreesPerRadian
             let m = NavSatFixMessage(header: RosHeader(stamp: RosTime(seconds: t), frameId: "gps"), status: 0, service: 1, latitude: lat,

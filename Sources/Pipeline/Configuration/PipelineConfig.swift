@@ -85,9 +85,12 @@ public struct PipelineConfig: Sendable {
                 throw fail(key, "stage name '\(name)' may contain only letters, digits, '_' and '-'")
             }
             guard body.mapping != nil else { throw fail(body, "stage '\(name)' must be a mapping with a 'type', found \(body.kind)") }
-            guard let typeNode = body["type"] else { throw fail(body, "stage '\(name)' has no 'type' (one of \(StageType.allCases.map(\.rawValue).joined(separator: ", ")))") }
-            guard let typeName = typeNode.scalar, let type = StageType(rawValue: typeName) else {
-                throw fail(typeNode, "unknown stage type '\(typeNode.scalar ?? typeNode.kind)' for stage '\(name)' (expected one of \(StageType.allCases.map(\.rawValue).joined(separator: ", ")))")
+            let typeNames = StageType.allCases.map(\.name).joined(separator: ", ")
+            guard let typeNode = body["type"] else { throw fail(body, "stage '\(name)' has no 'type' (one of \(typeNames))") }
+            guard let typeName = typeNode.scalar, let type = StageType.named(typeName) else {
+                throw fail(
+                    typeNode,
+                    "unknown stage type '\(typeNode.scalar ?? typeNode.kind)' for stage '\(name)' (expected one of \(typeNames))")
             }
             var inputs: [String] = []
             if let inputsNode = body["inputs"] {
@@ -97,12 +100,15 @@ public struct PipelineConfig: Sendable {
                     inputs.append(try substitute(s, item, environment, file))
                 }
             }
-            if type.isSource && !inputs.isEmpty { throw fail(body["inputs"]!, "stage '\(name)' is a \(type.rawValue) source and takes no inputs") }
-            if !type.isSource && inputs.isEmpty { throw fail(body, "stage '\(name)' (\(type.rawValue)) needs 'inputs'") }
+            if type.isSource && !inputs.isEmpty {
+                throw fail(body["inputs"]!, "stage '\(name)' is a \(type.name) source and takes no inputs")
+            }
+            if !type.isSource && inputs.isEmpty { throw fail(body, "stage '\(name)' (\(type.name)) needs 'inputs'") }
             var endpoint = "ipc:///tmp/gyrocompass-\(pipelineName)-\(name)"
             if let e = body["endpoint"] {
                 if type.isSink {
-                    throw fail(e, "stage '\(name)' is a \(type.rawValue) sink and publishes nothing, so it has no 'endpoint'" + (type == .publish ? " (its subscribers connect to 'bind')" : ""))
+                    let hint = type.settings.contains { $0.name == "bind" } ? " (its subscribers connect to 'bind')" : ""
+                    throw fail(e, "stage '\(name)' is a \(type.name) sink and publishes nothing, so it has no 'endpoint'\(hint)")
                 }
                 guard let s = e.scalar, !e.isNull else { throw fail(e, "'endpoint' must be a string such as ipc:///tmp/x or tcp://127.0.0.1:5601") }
                 endpoint = try substitute(s, e, environment, file)
@@ -122,7 +128,11 @@ public struct PipelineConfig: Sendable {
                 guard let upstream = stages.first(where: { $0.name == input }) else {
                     throw PipelineConfigError(file: file, mark: s.mark, message: "stage '\(s.name)' reads unknown input '\(input)' (stages: \(stages.map(\.name).joined(separator: ", ")))")
                 }
-                if upstream.type.isSink { throw PipelineConfigError(file: file, mark: s.mark, message: "stage '\(s.name)' reads '\(input)', a \(upstream.type.rawValue) sink, which publishes nothing") }
+                if upstream.type.isSink {
+                    throw PipelineConfigError(
+                        file: file, mark: s.mark,
+                        message: "stage '\(s.name)' reads '\(input)', a \(upstream.type.name) sink, which publishes nothing")
+                }
                 if input == s.name { throw PipelineConfigError(file: file, mark: s.mark, message: "stage '\(s.name)' reads itself") }
             }
         }
@@ -143,30 +153,3 @@ public struct PipelineConfig: Sendable {
     }
 }
 
-/// Replaces ${VAR} and ${VAR:-default}; an unset variable without a default is an error.
-func substitute(_ text: String, _ node: YAMLNode, _ environment: [String: String], _ file: String) throws(PipelineConfigError) -> String {
-    let chars = Array(text)
-    guard chars.count > 1 else { return text }
-    var out = ""
-    var i = 0
-    while i < chars.count {
-        guard chars[i] == "$", i + 1 < chars.count, chars[i + 1] == "{" else { out.append(chars[i]); i += 1; continue }
-        guard let close = chars[(i + 2)...].firstIndex(of: "}") else {
-            throw PipelineConfigError(file: file, mark: node.mark, message: "unterminated '${' in '\(text)'")
-        }
-        let inner = Array(chars[(i + 2)..<close])
-        var name = inner[...], fallback: ArraySlice<Character>? = nil
-        if let sep = inner.indices.first(where: { $0 + 1 < inner.count && inner[$0] == ":" && inner[$0 + 1] == "-" }) {
-            name = inner[..<sep]; fallback = inner[(sep + 2)...]
-        }
-        let variable = String(name)
-        guard !variable.isEmpty, variable.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }) else {
-            throw PipelineConfigError(file: file, mark: node.mark, message: "invalid variable name '\(variable)' in '\(text)'")
-        }
-        if let v = environment[variable], !(v.isEmpty && fallback != nil) { out += v }
-        else if let fallback { out += String(fallback) }
-        else { throw PipelineConfigError(file: file, mark: node.mark, message: "environment variable \(variable) is not set and '\(text)' gives no default (${\(variable):-default})") }
-        i = close + 1
-    }
-    return out
-}

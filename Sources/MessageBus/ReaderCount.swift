@@ -1,0 +1,52 @@
+import CZeroMQ
+
+/// An XPUB socket bound to `endpoint` that applies back-pressure instead of dropping (XPUB no-drop)
+/// and reports every subscription and unsubscription, so its readers can be counted (`ReaderCount`).
+extension BusSocket {
+    public static func readerFollowingPublisher(_ context: BusContext, endpoint: String, highWaterMark: Int32) throws(BusError) -> BusSocket {
+    let s = try BusSocket(context, .xpub)
+    try s.setOption(ZMQ_SNDHWM, highWaterMark)
+    try s.setOption(ZMQ_XPUB_NODROP, 1)      // back-pressure instead of silent drops
+    try s.setOption(ZMQ_XPUB_VERBOSE, 1)     // see every subscription
+    try s.setOption(ZMQ_XPUB_VERBOSER, 1)    // and every unsubscription (a reader gone)
+    try s.bind(endpoint)
+    return s
+    }
+}
+
+/// The readers of a `readerFollowingPublisher` socket: +1 per subscription message, -1 per
+/// unsubscription (including a reader's subscriptions when its connection ends).
+public struct ReaderCount: Sendable {
+    public private(set) var value = 0
+
+    public init() {}
+
+    /// Counts the (un)subscription messages that arrived, waiting at most `timeoutMilliseconds` for
+    /// the first; true when one arrived.
+    @discardableResult
+    public mutating func read(_ socket: BusSocket, timeoutMilliseconds: Int32) throws(BusError) -> Bool {
+        var any = false
+        var timeout = timeoutMilliseconds
+        while let message = try socket.receive(timeoutMilliseconds: timeout) {
+            if message.first == 1 { value += 1 } else if message.first == 0 { value = max(0, value - 1) }
+            any = true
+            timeout = 0
+        }
+        return any
+    }
+
+    /// Waits until `wanted` readers are connected or `stopRequested` says to give up, polling every
+    /// 0.5 s; `waiting` is told how many are missing every `logEveryPolls` quiet polls.
+    public mutating func wait(
+        _ socket: BusSocket, for wanted: Int, logEveryPolls: Int, stopRequested: () -> Bool, _ waiting: (Int) -> Void
+    ) throws(BusError) {
+        var quiet = 0
+        while value < wanted && !stopRequested() {
+            if try !read(socket, timeoutMilliseconds: 500) {
+                quiet += 1
+                if quiet % logEveryPolls == 0 { waiting(wanted - value) }
+            }
+        }
+    }
+}
+

@@ -1,0 +1,100 @@
+/// One setting a stage type accepts: its name, kind, default, documentation and the values it may
+/// take. The registry's specs are the single source for validation, `fusion-node stages` and the
+/// README's stage reference.
+public struct SettingSpec: Sendable {
+    public enum Kind: Sendable, Equatable {
+        case string, number, integer, bool, stringList, numberList(Int)
+        /// A number that may be left empty ("" = not given), such as a latitude.
+        case optionalNumber
+
+        var article: String {
+            switch self {
+            case .string: return "a string"
+            case .number: return "a number"
+            case .integer: return "an integer"
+            case .bool: return "true or false"
+            case .stringList: return "a list of strings"
+            case .numberList(let n): return "a list of \(n) numbers"
+            case .optionalNumber: return "a number or \"\""
+            }
+        }
+
+        /// The kind as the stage reference prints it.
+        public var referenceName: String {
+            switch self {
+            case .string: return "string"
+            case .number: return "number"
+            case .integer: return "integer"
+            case .bool: return "bool"
+            case .stringList: return "list of strings"
+            case .numberList(let n): return "list of \(n) numbers"
+            case .optionalNumber: return "number or \"\""
+            }
+        }
+    }
+
+    public let name: String
+    public let kind: Kind
+    /// The value used when the file does not give one, as text; nil = required.
+    public let defaultValue: String?
+    public let help: String
+    /// The only values a string setting (or every item of a string list) may take; empty = any.
+    public let choices: [String]
+    /// The values a number, integer or optional number (or every item of a number list) may take.
+    public let range: ClosedRange<Double>?
+
+    init(_ name: String, _ kind: Kind, _ defaultValue: String?, _ help: String,
+         choices: [String] = [], range: ClosedRange<Double>? = nil) {
+        self.name = name
+        self.kind = kind
+        self.defaultValue = defaultValue
+        self.help = help
+        self.choices = choices
+        self.range = range
+    }
+
+    /// The accepted values in words, for errors and the reference ("" when anything of the kind goes).
+    public var acceptedValues: String {
+        if !choices.isEmpty { return choices.joined(separator: " | ") }
+        guard let range else { return "" }
+        return "\(Self.text(range.lowerBound)) to \(Self.text(range.upperBound))"
+    }
+
+    static func text(_ x: Double) -> String {
+        if x == x.rounded(), abs(x) < 1e15 { return String(Int(x)) }
+        return String(x)
+    }
+}
+
+extension SettingSpec {
+    // Ranges shared by several stages: what a physical quantity or a device can take.
+
+    /// Seconds of a run or a skip: 0 to about 11.6 days.
+    static let secondsRange: ClosedRange<Double> = 0...1_000_000
+    /// WGS-84 latitude, degrees.
+    static let latitudeRange: ClosedRange<Double> = -90...90
+    /// Longitude, degrees east (0 to 360 as well as -180 to 180).
+    static let longitudeRange: ClosedRange<Double> = -360...360
+    /// Heights the World Magnetic Model is meant for, km above the ellipsoid.
+    static let heightRange: ClosedRange<Double> = -1...850
+    /// Decimal years accepted as a date (the embedded World Magnetic Model covers 2025 to 2030; a
+    /// stage says what it does outside that).
+    static let yearRange: ClosedRange<Double> = 1900...2200
+    /// Degrees of a heading change or an angle tolerance.
+    static let degreesRange: ClosedRange<Double> = 0...360
+
+    /// The setting every source has: pause while one of its readers is gone.
+    static let pauseWithoutSubscribers = SettingSpec(
+        "pause_without_subscribers", .bool, "true",
+        "pause while a stage reading this source is gone (e.g. being restarted), so nothing is sent into the void")
+
+    /// The position settings of a stage that evaluates the World Magnetic Model.
+    static func position(latitudeHelp: String, dateHelp: String) -> [SettingSpec] {
+        [
+            SettingSpec("latitude", .optionalNumber, "", latitudeHelp, range: latitudeRange),
+            SettingSpec("longitude", .optionalNumber, "", "longitude, degrees (with latitude)", range: longitudeRange),
+            SettingSpec("height_km", .number, "0", "height above the ellipsoid, km", range: heightRange),
+            SettingSpec("date", .optionalNumber, "", dateHelp, range: yearRange),
+        ]
+    }
+}

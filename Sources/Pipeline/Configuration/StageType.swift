@@ -1,0 +1,69 @@
+/// What a stage does in the graph.
+public enum StageRole: String, Sendable, CaseIterable {
+    /// Drives a stream: no inputs.
+    case source
+    /// Reads its inputs and publishes to the stages that read it.
+    case transform
+    /// Reads its inputs and publishes nothing on the bus.
+    case sink
+}
+
+/// A stage type as its own file declares it: name, role, settings, the topics it adds to the stream
+/// and how to build it. `StageRegistry.types` lists every one; configuration validation, the
+/// factory and `fusion-node stages` all read that list.
+public struct StageType: Sendable, Hashable, CustomStringConvertible {
+    public let name: String
+    public let role: StageRole
+    /// One sentence for the stage reference.
+    public let summary: String
+    public let settings: [SettingSpec]
+    /// Topics this type publishes besides those it passes on (transforms) or sends to its own
+    /// subscribers (sinks with an endpoint).
+    public let outputTopics: [String]
+    /// Checks that involve several settings (latitude and longitude go together, say); nil = fine.
+    let check: @Sendable (StageSettings) -> SettingProblem?
+    /// Builds the stage's logic from validated settings.
+    let make: @Sendable (StageSettings, StageContext) throws -> StageLogic
+
+    init(
+        name: String, role: StageRole, summary: String, settings: [SettingSpec], outputTopics: [String] = [],
+        check: @escaping @Sendable (StageSettings) -> SettingProblem? = { _ in nil },
+        make: @escaping @Sendable (StageSettings, StageContext) throws -> StageLogic
+    ) {
+        self.name = name
+        self.role = role
+        self.summary = summary
+        self.settings = settings
+        self.outputTopics = outputTopics
+        self.check = check
+        self.make = make
+    }
+
+    public var isSource: Bool { role == .source }
+    public var isSink: Bool { role == .sink }
+    public var description: String { name }
+
+    /// Every registered type, in the order of the reference.
+    public static var allCases: [StageType] { StageRegistry.types }
+
+    /// The registered type with this name.
+    public static func named(_ name: String) -> StageType? { StageRegistry.types.first { $0.name == name } }
+
+    public static func == (a: StageType, b: StageType) -> Bool { a.name == b.name }
+    public func hash(into hasher: inout Hasher) { hasher.combine(name) }
+}
+
+/// What a stage's logic gets from the runtime when it is built.
+public struct StageContext: Sendable {
+    /// The stage's name in the pipeline file.
+    public let stage: String
+    /// One line to stderr (or the test's log), prefixed by nothing: the logic names itself.
+    public let log: @Sendable (String) -> Void
+}
+
+extension StageConfig {
+    /// This stage's logic, built by its registered type.
+    func makeLogic(log: @escaping @Sendable (String) -> Void) throws -> StageLogic {
+        try type.make(settings, StageContext(stage: name, log: log))
+    }
+}

@@ -1,0 +1,18 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Set by SIGINT/SIGTERM handlers; every stage loop polls it.
+nonisolated(unsafe) var pipelineStopRequested: sig_atomic_t = 0
+
+public enum PipelineSignals {
+    /// Installs SIGINT/SIGTERM handlers that ask every stage to drain and stop.
+    public static func install() {
+        signal(SIGINT) { _ in pipelineStopRequested = 1 }
+        signal(SIGTERM) { _ in pipelineStopRequested = 1 }
+        signal(SIGPIPE, SIG_IGN)
+    }
+    public static var stopRequested: Bool { pipelineStopRequested != 0 }
+    /// For tests and embedding: ask the running pipeline to stop, or clear the request.
+    public static func requestStop(_ stop: Bool = true) { pipelineStopRequested = stop ? 1 : 0 }
+}

@@ -1,0 +1,108 @@
+import MessageBus
+
+/// The stage's output socket (see `BusSocket.readerFollowingPublisher`), with a bind failure named
+/// after the stage.
+func readerFollowingPublisher(_ context: BusContext, endpoint: String, highWaterMark: Int32, stage: String) throws -> BusSocket {
+    do { return try BusSocket.readerFollowingPublisher(context, endpoint: endpoint, highWaterMark: highWaterMark) } catch {
+        throw PipelineRunError.cannotBind(stage: stage, endpoint: endpoint, reason: "\(error)")
+    }
+}
+
+extension ReaderCount {
+    /// Waits until `wanted` readers are connected or a stop is requested (see `wait(_:for:...)`).
+    mutating func wait(_ socket: BusSocket, for wanted: Int, logEveryPolls: Int, _ waiting: (Int) -> Void) throws {
+        try wait(socket, for: wanted, logEveryPolls: logEveryPolls, stopRequested: { PipelineSignals.stopRequested }, waiting)
+    }
+}
+
+/// Publishes frames with back-pressure: several frames go out as one bus message (a batch), at most
+/// `maximumBatchFrames` frames or about `maximumBatchBytes` bytes each, far below the frame limit.
+struct Publisher {
+    let socket: BusSocket?
+    let stage: String
+    /// The stages reading this one.
+    let expectedReaders: Int
+    let endpoint: String
+    let log: @Sendable (String) -> Void
+    private(set) var readers = ReaderCount()
+    private(set) var pauses = 0
+    private(set) var pausedSeconds = 0.0
+    static let maximumBatchFrames = 256
+    static let maximumBatchBytes = 1 << 20
+
+    init(socket: BusSocket?, stage: String, expectedReaders: Int, endpoint: String, log: @escaping @Sendable (String) -> Void) {
+        self.socket = socket; self.stage = stage; self.expectedReaders = expectedReaders; self.endpoint = endpoint; self.log = log
+    }
+
+    /// Counts the (un)subscription messages that arrived (see `ReaderCount.read`).
+    @discardableResult
+    mutating func readSubscriptions(timeoutMilliseconds: Int32) throws -> Bool {
+        guard let socket else { return false }
+        return try readers.read(socket, timeoutMilliseconds: timeoutMilliseconds)
+    }
+
+    /// Holds the stage until every expected reader is connected (or a stop is requested): at start,
+    /// so nothing is published into the void, and, `pausing`, whenever a reader has gone. Returns
+    /// the seconds waited.
+    @discardableResult
+    mutating func waitForReaders(pausing: Bool) throws -> Double {
+        guard let socket else { return 0 }
+        try readers.read(socket, timeoutMilliseconds: 0)
+        guard readers.value < expectedReaders, !PipelineSignals.stopRequested else { return 0 }
+        let started = Clocks.monotonicSeconds()
+        if pausing {
+            pauses += 1
+            log("\(stage): paused: \(readers.value) of \(expectedReaders) reader(s) connected on \(endpoint)")
+        }
+        try readers.wait(socket, for: expectedReaders, logEveryPolls: 10) { [stage, expectedReaders, endpoint, log] missing in
+            log("\(stage): waiting for \(missing) of \(expectedReaders) reader(s) on \(endpoint)")
+        }
+        let seconds = Clocks.monotonicSeconds() - started
+        if pausing {
+            pausedSeconds += seconds
+            log("\(stage): resumed after \(format(seconds, 2)) s")
+        }
+        return seconds
+    }
+
+    mutating func publish(_ frames: [WireFrame], report: inout StageReport, counted: Bool = true) throws {
+        guard socket != nil, !frames.isEmpty else { return }
+        var start = 0
+        while start < frames.count {
+            var end = start, bytes = 0
+            frames.withUnsafeBufferPointer { all in   // borrowed: no copy per frame
+                while end < all.count && end - start < Self.maximumBatchFrames && (bytes < Self.maximumBatchBytes || end == start) {
+                    bytes += all[end].payload.count + 64
+                    end += 1
+                }
+            }
+            let slice = frames[start..<end]
+            if let socket {
+                let message = try BusMessage(size: WireFrame.encodedSize(slice))
+                WireFrame.encode(slice, into: message.bytes)
+                while try !socket.send(message, blocking: false) {
+                    if try waitForRoom(counted: counted) { return }
+                }
+            }
+            if counted { report.published += slice.count }
+            start = end
+        }
+    }
+
+    /// Passes on a received bus message as it is (no copy).
+    mutating func forward(_ message: BusMessage, frames: Int, report: inout StageReport) throws {
+        guard let socket else { return }
+        while try !socket.send(message, blocking: false) {
+            if try waitForRoom(counted: true) { return }
+        }
+        report.published += frames
+    }
+
+    /// The slowest subscriber's queue is full: waits for room, draining subscription messages. True
+    /// when the send should be given up (an uncounted message while stopping).
+    mutating func waitForRoom(counted: Bool) throws -> Bool {
+        try readSubscriptions(timeoutMilliseconds: 1)
+        return PipelineSignals.stopRequested && !counted
+    }
+}
+

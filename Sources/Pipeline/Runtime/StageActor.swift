@@ -1,0 +1,211 @@
+import Foundation
+import MessageBus
+import CZeroMQ
+
+/// Where a stage publishes and what it connects to.
+struct StageWiring {
+    var bind: String?
+    var inputs: [(name: String, endpoint: String)]
+    /// Subscriptions to wait for before publishing (the stages reading this one).
+    var expectedSubscribers: Int
+}
+
+/// One pipeline stage: an actor on its own thread that owns its sockets and its logic.
+actor StageActor {
+    nonisolated let executor: ThreadExecutor
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    let config: StageConfig
+    let wiring: StageWiring
+    let context: BusContext
+    let log: @Sendable (String) -> Void
+
+    /// Bus messages queued per connection on each side before the sender waits (it never drops):
+    /// 0.2 s of single samples at 1 kHz, or 200 batches in bulk replay. Deeper queues bought only
+    /// memory (README, "Measured").
+    static let highWaterMark: Int32 = 200
+
+    init(
+        config: StageConfig, wiring: StageWiring, context: BusContext, cpus: [Int] = [],
+        log: @escaping @Sendable (String) -> Void
+    ) {
+        self.config = config
+        self.wiring = wiring
+        self.context = context
+        self.log = log
+        executor = ThreadExecutor(name: "stage-\(config.name)", cpus: cpus)
+    }
+
+    /// Runs the stage to the end of its stream (or a stop request) and reports.
+    func run() throws -> StageReport {
+        defer { executor.shutdown() }
+        if let failure = executor.pinningFailure {
+            throw PipelineRunError.stageFailed(stage: config.name, reason: "\(failure)")
+        }
+        var report = StageReport(stage: config.name)
+        // The logic first: a bag that cannot be opened fails before anyone waits for this stage.
+        let logic = try config.makeLogic(log: log)
+        let output = try wiring.bind.map {
+            try readerFollowingPublisher(context, endpoint: $0, highWaterMark: Self.highWaterMark, stage: config.name)
+        }
+        defer { output?.close() }
+        var inputs: [BusSocket] = []
+        defer { inputs.forEach { $0.close() } }
+        for (_, endpoint) in wiring.inputs {
+            let s = try BusSocket(context, .sub)
+            try s.setOption(ZMQ_RCVHWM, Self.highWaterMark)
+            try s.subscribe([])
+            try s.connect(endpoint)
+            inputs.append(s)
+        }
+        var publisher = Publisher(
+            socket: output, stage: config.name, expectedReaders: wiring.expectedSubscribers,
+            endpoint: wiring.bind ?? "?", log: log)
+        try publisher.waitForReaders(pausing: false)
+
+        if let source = logic as? SourceLogic {
+            let pauses = config.settings.bool(SettingSpec.pauseWithoutSubscribers.name)
+            do {
+                try source.run { frames throws in
+                    if PipelineSignals.stopRequested { throw StopRequested() }
+                    let waited = pauses ? try publisher.waitForReaders(pausing: true) : 0
+                    try publisher.publish(frames, report: &report)
+                    return waited
+                }
+            } catch is StopRequested {
+                report.notes.append("stopped on request")
+            }
+        } else if let transform = logic as? TransformLogic {
+            var reader = InputReader(inputs: inputs, names: wiring.inputs.map(\.name), transform: transform, stage: config.name, log: log)
+            try reader.consume(&publisher, &report)
+        }
+        try publisher.publish([WireFrame.endOfStream(from: config.name)], report: &report, counted: false)
+        if publisher.pauses > 0 {
+            report.notes.append(
+                "paused \(publisher.pauses) time(s), \(format(publisher.pausedSeconds, 2)) s in all, while a reader was missing")
+        }
+        report.notes += logic.notes
+        return report
+    }
+}
+
+/// A transform's or sink's input side: reads every input until each has ended, handing each bus
+/// message to the stage the way its `inputHandling` asks.
+struct InputReader {
+    let inputs: [BusSocket]
+    let names: [String]
+    let transform: TransformLogic
+    let stage: String
+    let log: @Sendable (String) -> Void
+    var open: Set<Int>
+    /// One output buffer for the whole run, published whenever it holds a full batch.
+    var outgoing: [WireFrame] = []
+    var inPlace: InPlacePass
+
+    init(inputs: [BusSocket], names: [String], transform: TransformLogic, stage: String, log: @escaping @Sendable (String) -> Void) {
+        self.inputs = inputs
+        self.names = names
+        self.transform = transform
+        self.stage = stage
+        self.log = log
+        open = Set(inputs.indices)
+        outgoing.reserveCapacity(2 * Publisher.maximumBatchFrames)
+        inPlace = InPlacePass(transform)
+    }
+
+    /// Reads until every input has ended (or a stop request has gone unanswered for 2 s).
+    mutating func consume(_ publisher: inout Publisher, _ report: inout StageReport) throws {
+        var stopSeen: Double?
+        while !open.isEmpty {
+            // A reader gone (a crashed stage being restarted): stop reading until it is back, so the
+            // queues fill and back-pressure holds the stream upstream instead of losing it here.
+            try publisher.waitForReaders(pausing: true)
+            let ready = try BusPoller.readable(inputs, timeoutMilliseconds: 100)
+            if ready.isEmpty, PipelineSignals.stopRequested {
+                let now = Clocks.monotonicSeconds()
+                if stopSeen == nil { stopSeen = now }
+                if now - stopSeen! > 2 {
+                    let silent = open.sorted().map { names[$0] }.joined(separator: ", ")
+                    report.notes.append("stopped without end of stream from \(silent)")
+                    break
+                }
+            }
+            for i in ready {
+                // Drain what is queued on this input (bounded, so other inputs get their turn).
+                var drained = 0
+                while drained < 256, let message = try inputs[i].receiveMessage(timeoutMilliseconds: 0) {
+                    drained += 1
+                    try handle(message, from: i, &publisher, &report)
+                }
+                try flush(&publisher, &report)
+            }
+        }
+        try publisher.publish(try transform.finish(), report: &report)
+    }
+
+    /// One bus message, as the stage's input handling asks.
+    mutating func handle(_ message: BusMessage, from input: Int, _ publisher: inout Publisher, _ report: inout StageReport) throws {
+        switch transform.inputHandling {
+        case .passThrough:
+            // Unread (the end of stream is always a lone frame, so it is never counted here).
+            if let count = WireFrame.dataFrameCount(UnsafeRawBufferPointer(message.bytes)) {
+                report.received += count
+                try flush(&publisher, &report)
+                try publisher.forward(message, frames: count, report: &report)
+                return
+            }
+        case .inPlace:
+            if let passed = try inPlace.run(message) {
+                report.received += passed.frames
+                if let whole = passed.message {
+                    try flush(&publisher, &report)
+                    try publisher.forward(whole, frames: passed.frames, report: &report)
+                }
+                outgoing += inPlace.output
+                if outgoing.count >= Publisher.maximumBatchFrames { try flush(&publisher, &report) }
+                return
+            }
+        case .decoded:
+            break
+        }
+        try decodeAndProcess(message, from: input, &publisher, &report)
+    }
+
+    /// The general path: every frame decoded and handed to `process`.
+    mutating func decodeAndProcess(_ message: BusMessage, from input: Int, _ publisher: inout Publisher, _ report: inout StageReport) throws {
+        let bytes = message.array
+        var frames: [WireFrame]
+        do { frames = try WireFrame.frames(in: bytes) } catch {
+            report.malformed += 1
+            log("\(stage): malformed frame from '\(names[input])' (\(bytes.count) bytes): \(error)")
+            return
+        }
+        let before = outgoing.count
+        var ended = false
+        for index in frames.indices {
+            // Moved out of the array, so a stage that patches the payload owns it alone.
+            var frame = WireFrame.empty
+            swap(&frame, &frames[index])
+            if frame.isEndOfStream { open.remove(input); ended = true; continue }
+            report.received += 1
+            let topic = frame.topic
+            do {
+                try transform.process(frame, into: &outgoing)
+            } catch let e as UnexpectedFrame {
+                report.unexpected += 1
+                if report.unexpected <= 10 { log("\(stage): \(e) on topic '\(topic)' from '\(names[input])'") }
+            }
+        }
+        if transform.inputHandling == .passThrough && !ended && outgoing.count - before == frames.count {
+            // A pass-through stage's frames came out as they went in: pass the message on as it came.
+            outgoing.removeLast(frames.count)
+            try flush(&publisher, &report)
+            try publisher.forward(message, frames: frames.count, report: &report)
+        }
+        if outgoing.count >= Publisher.maximumBatchFrames { try flush(&publisher, &report) }
+    }
+
+    mutating func flush(_ publisher: inout Publisher, _ report: inout StageReport) throws {
+        try publisher.publish(outgoing, report: &report)
+        outgoing.removeAll(keepingCapacity: true)
+    }
+}

@@ -1,0 +1,141 @@
+import CompassCore
+import WireFormat
+import MessageBus
+
+/// Publishes topics to external subscribers on their own endpoint, one frame per message, in CDR or
+/// JSON. Lossless by default (back-pressure); `latest_only` keeps just the newest message for a slow
+/// subscriber and counts what it replaced. It follows the subscriptions (XPUB, verbose both ways): a
+/// message offered while nobody subscribes is not sent and is counted as such, so "published" only
+/// counts messages a subscriber could receive.
+final class PublishSink: StageLogic, TransformLogic {
+    struct Settings {
+        /// Address subscribers connect to.
+        var bind = "tcp://127.0.0.1:5600"
+        /// Topics to publish.
+        var topics: Set<String> = [PipelineTopics.heading, PipelineTopics.imuFused]
+        /// JSON instead of CDR payloads.
+        var json = false
+        /// Live use: never queue; a slow subscriber sees the newest message (drops counted).
+        var latestOnly = false
+        /// Messages queued per subscriber before back-pressure (or drops when latest_only).
+        var highWaterMark: Int32 = 10_000
+        /// Hold the stream until this many subscribers are connected.
+        var waitForSubscribers = 0
+        /// Publish a heading (or direction) only after it changed this much, degrees (0 = every update).
+        var minimumChangeDegrees = 1.0
+
+        static let specs: [SettingSpec] = [
+            SettingSpec("bind", .string, "tcp://127.0.0.1:5600", "address subscribers connect to (loopback unless given otherwise)"),
+            SettingSpec("topics", .stringList, "heading,imu/data", "topics to publish"),
+            SettingSpec("encoding", .string, "cdr", "cdr | json", choices: ["cdr", "json"]),
+            SettingSpec(
+                "latest_only", .bool, "false", "live use: never queue; a slow subscriber sees the newest message (drops counted)"),
+            SettingSpec(
+                "high_water_mark", .integer, "10000", "messages queued per subscriber before back-pressure (or drops when latest_only)",
+                range: 1...10_000_000),
+            SettingSpec(
+                "wait_for_subscribers", .integer, "0", "hold the stream until this many subscribers are connected", range: 0...10_000),
+            SettingSpec(
+                "min_change_deg", .number, "1", "publish a heading (or direction) only after it changed this much (0 = every update)",
+                range: SettingSpec.degreesRange),
+        ]
+
+        init(_ s: StageSettings) {
+            bind = s.string("bind")
+            topics = Set(s.list("topics"))
+            json = s.string("encoding") == "json"
+            latestOnly = s.bool("latest_only")
+            highWaterMark = Int32(clamping: s.integer("high_water_mark"))
+            waitForSubscribers = s.integer("wait_for_subscribers")
+            minimumChangeDegrees = s.number("min_change_deg")
+        }
+    }
+
+    static let type = StageType(
+        name: "publish", role: .sink, summary: "messages for external subscribers (pyzmq, fusion-node echo) on their own endpoint",
+        settings: Settings.specs
+    ) { s, context in try PublishSink(Settings(s), stage: context.stage, log: context.log) }
+
+    let settings: Settings
+    let socket: BusSocket
+    let context: BusContext
+    var changeFilters: [String: HeadingChangeFilter] = [:]
+    var pending: [UInt8]?
+    var dropped = 0, sent = 0, withoutSubscriber = 0
+    /// Live subscribers.
+    var subscribers = ReaderCount()
+
+    init(_ settings: Settings, stage: String, log: @escaping @Sendable (String) -> Void) throws {
+        self.settings = settings
+        context = BusContext()
+        socket = try readerFollowingPublisher(
+            context, endpoint: settings.bind, highWaterMark: settings.latestOnly ? 1 : settings.highWaterMark, stage: "publish")
+        super.init()
+        try subscribers.wait(socket, for: settings.waitForSubscribers, logEveryPolls: 2) { missing in
+            log("publish: waiting for \(missing) subscriber(s) on \(settings.bind)")
+        }
+    }
+
+    var inputHandling: InputHandling { .decoded }
+
+    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
+        guard settings.topics.contains(frame.topic) else { return }
+        if settings.minimumChangeDegrees > 0, frame.type == HeadingMessage.typeName {
+            // Deliver a heading only once it changed enough since the last one delivered on this topic.
+            let h = try decoded(frame, as: HeadingMessage.self)
+            let value = h.trueHeading.isFinite ? h.trueHeading : h.magneticHeading
+            var filter = changeFilters[frame.topic] ?? HeadingChangeFilter(minimumChangeDegrees: settings.minimumChangeDegrees)
+            let deliver = filter.offer(value) != nil
+            changeFilters[frame.topic] = filter
+            if !deliver { return }
+        }
+        var out = frame
+        if settings.json {
+            do {
+                guard let text = try jsonFromCDR(type: out.type, out.payload) else {
+                    throw UnexpectedFrame(reason: "no JSON form for \(out.type)")
+                }
+                out = WireFrame(topic: out.topic, type: out.type, encoding: "json", payload: Array(text.utf8))
+            } catch let e as UnexpectedFrame { throw e } catch { throw UnexpectedFrame(reason: "undecodable \(out.type): \(error)") }
+        }
+        try subscribers.read(socket, timeoutMilliseconds: 0)  // the changes since the last frame
+        guard subscribers.value > 0 else {
+            withoutSubscriber += 1
+            if pending != nil {  // held for a subscriber who left
+                dropped += 1
+                pending = nil
+            }
+            return
+        }
+        let bytes = out.encoded()
+        if settings.latestOnly {
+            if pending != nil { dropped += 1 }
+            pending = bytes
+            if try socket.send(pending!, blocking: false) {
+                pending = nil
+                sent += 1
+            }
+        } else {
+            while try !socket.send(bytes, blocking: false) {
+                try subscribers.read(socket, timeoutMilliseconds: 1)
+                if PipelineSignals.stopRequested {
+                    dropped += 1
+                    return
+                }
+            }
+            sent += 1
+        }
+    }
+
+    func finish() throws -> [WireFrame] {
+        if let p = pending, try socket.send(p, blocking: false) {
+            sent += 1
+            pending = nil
+        }
+        notes.append(
+            "published \(sent) message(s)" + (dropped > 0 ? ", \(dropped) superseded or dropped" : "")
+                + (withoutSubscriber > 0 ? ", \(withoutSubscriber) not sent while nobody subscribed" : ""))
+        socket.close()
+        return []
+    }
+}

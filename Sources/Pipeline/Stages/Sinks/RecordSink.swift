@@ -1,0 +1,69 @@
+import WireFormat
+import Bags
+import MessageBus
+
+/// Records topics into a bag, finished properly at the end of the stream or on SIGINT/SIGTERM.
+final class RecordSink: StageLogic, TransformLogic {
+    struct Settings {
+        /// rosbag2 directory (or .mcap / .db3 file) to create.
+        var path = ""
+        /// Storage of a directory: mcap | sqlite3.
+        var storage = BagReader.Storage.mcap
+        /// MCAP chunk compression: zstd | lz4 | "" (none).
+        var compression = "zstd"
+        /// Topics to record.
+        var topics: Set<String> = [PipelineTopics.heading, PipelineTopics.imuFused]
+
+        static let specs: [SettingSpec] = [
+            SettingSpec("path", .string, nil, "rosbag2 directory (or .mcap / .db3 file) to create"),
+            SettingSpec("storage", .string, "mcap", "mcap | sqlite3 (directories)", choices: ["mcap", "sqlite3"]),
+            SettingSpec("compression", .string, "zstd", "zstd | lz4 | none (MCAP chunks)", choices: ["zstd", "lz4", "none"]),
+            SettingSpec("topics", .stringList, "heading,imu/data", "topics to record"),
+        ]
+
+        init(_ s: StageSettings) {
+            path = s.string("path")
+            storage = s.string("storage") == "sqlite3" ? .sqlite3 : .mcap
+            compression = s.string("compression") == "none" ? "" : s.string("compression")
+            topics = Set(s.list("topics"))
+        }
+    }
+
+    static let type = StageType(
+        name: "record", role: .sink, summary: "a rosbag2 recording (MCAP or sqlite3) of chosen topics", settings: Settings.specs
+    ) { s, _ in try RecordSink(Settings(s)) }
+
+    let recorder: BagRecorder
+    let topics: Set<String>
+    var lastFlush = Clocks.monotonicSeconds()
+
+    init(_ settings: Settings) throws {
+        recorder = try BagRecorder(path: settings.path, storage: settings.storage, compression: settings.compression)
+        topics = settings.topics
+    }
+
+    var inputHandling: InputHandling { .decoded }
+
+    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
+        guard topics.contains(frame.topic) else { return }
+        guard frame.encoding == "cdr", let definition = MessageDefinitions.definition(for: frame.type) else {
+            throw UnexpectedFrame(reason: "cannot record \(frame.type) in \(frame.encoding)")
+        }
+        // Log time = header stamp.
+        guard let stamp = CDRHeaderStamp.read(frame.payload) else { throw UnexpectedFrame(reason: "payload too short for a header") }
+        let logTime = UInt64(UInt32(bitPattern: stamp.sec)) * 1_000_000_000 + UInt64(stamp.nanosec)
+        try recorder.write(topic: "/" + frame.topic, type: frame.type, definition: definition, logTime: logTime, data: Array(frame.payload))
+        // Flush at least once a second so a crash elsewhere loses at most the last second.
+        let now = Clocks.monotonicSeconds()
+        if now - lastFlush > 1 {
+            try recorder.flush()
+            lastFlush = now
+        }
+    }
+
+    func finish() throws -> [WireFrame] {
+        try recorder.finish()
+        notes.append("recorded to \(recorder.path)")
+        return []
+    }
+}

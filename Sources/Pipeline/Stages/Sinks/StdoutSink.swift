@@ -1,0 +1,88 @@
+import Foundation
+import CompassCore
+import WireFormat
+import MessageBus
+
+/// Prints headings as text lines, or messages as JSON lines, on stdout.
+final class StdoutSink: StageLogic, TransformLogic {
+    struct Settings {
+        /// JSON lines instead of text.
+        var json = false
+        /// Topics to print.
+        var topics: Set<String> = [PipelineTopics.heading]
+        /// Print a heading only after it changed this much, degrees (0 = every update).
+        var minimumChangeDegrees = 1.0
+
+        static let specs: [SettingSpec] = [
+            SettingSpec("format", .string, "text", "text | json", choices: ["text", "json"]),
+            SettingSpec("topics", .stringList, "heading", "topics to print"),
+            SettingSpec(
+                "min_change_deg", .number, "1", "print a heading only after it changed this much (0 = every update)",
+                range: SettingSpec.degreesRange),
+        ]
+
+        init(_ s: StageSettings) {
+            json = s.string("format") == "json"
+            topics = Set(s.list("topics"))
+            minimumChangeDegrees = s.number("min_change_deg")
+        }
+    }
+
+    static let type = StageType(
+        name: "stdout", role: .sink, summary: "heading lines (or JSON lines of any topic) on stdout", settings: Settings.specs
+    ) { s, _ in StdoutSink(Settings(s)) }
+
+    let settings: Settings
+    var changeFilter: HeadingChangeFilter
+    var buffer = ""
+    var outputClosed = false
+
+    init(_ settings: Settings) {
+        self.settings = settings
+        changeFilter = HeadingChangeFilter(minimumChangeDegrees: settings.minimumChangeDegrees)
+    }
+
+    var inputHandling: InputHandling { .decoded }
+
+    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
+        guard settings.topics.contains(frame.topic) else { return }
+        if settings.json {
+            let body: String
+            do { body = try jsonFromCDR(type: frame.type, frame.payload) ?? "null" } catch {
+                throw UnexpectedFrame(reason: "undecodable \(frame.type): \(error)")
+            }
+            buffer += "{\"topic\":\(JSONText.string(frame.topic)),\"type\":\(JSONText.string(frame.type)),\"message\":\(body)}\n"
+        } else if frame.type == HeadingMessage.typeName {
+            let h = try decoded(frame, as: HeadingMessage.self)
+            guard h.magneticHeading.isFinite, let delivered = changeFilter.offer(h.magneticHeading) else { return }
+            let name = CardinalDirection.name(forHeadingDegrees: delivered) ?? "-"
+            let accuracy = h.headingAccuracy.isFinite ? "+-\(format(h.headingAccuracy, 1))" : "+-?"
+            let flags = FusionFlags(rawValue: h.flags).description
+            buffer +=
+                "t=\(format(h.header.stamp.seconds, 3)) heading=\(format(delivered, 1)) (\(name)) \(accuracy)"
+                + "\(flags.isEmpty ? "" : " [\(flags)]")\n"
+        } else {
+            buffer += "\(frame.topic) \(frame.type) \(frame.payload.count) bytes\n"
+        }
+        if buffer.utf8.count > 8192 { flush() }
+    }
+
+    /// Writes what is buffered. If stdout has gone away (`| head`), the pipeline stops cleanly.
+    func flush() {
+        guard !buffer.isEmpty, !outputClosed else {
+            buffer = ""
+            return
+        }
+        do { try FileHandle.standardOutput.write(contentsOf: Data(buffer.utf8)) } catch {
+            outputClosed = true
+            notes.append("stdout closed; stopping the pipeline")
+            PipelineSignals.requestStop()
+        }
+        buffer = ""
+    }
+
+    func finish() throws -> [WireFrame] {
+        flush()
+        return []
+    }
+}

@@ -1,0 +1,159 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import WireFormat
+import Bags
+import MessageBus
+
+/// A recorded bag as a source: its IMU and magnetometer messages (and fixes, if asked), remapped to
+/// the pipeline's topics, forwarded as stored (no re-encoding), paced by log time when `rate` > 0.
+final class BagSource: StageLogic, SourceLogic {
+    struct Settings {
+        /// rosbag2 directory, or a .mcap / .db3 file.
+        var path = ""
+        /// Bag topics read as imu/data_raw, imu/mag and fix ("" = no fixes).
+        var imuTopic = "/imu/data_raw", magTopic = "/imu/mag", fixTopic = ""
+        /// Playback speed: 1 = real time, 2 = twice, 0 = as fast as possible.
+        var rate = 0.0
+        /// Seconds skipped from the start; seconds played (0 = all).
+        var startSeconds = 0.0, durationSeconds = 0.0
+        /// Start again at the end.
+        var loop = false
+        /// Read past damage, reporting it.
+        var salvage = false
+        /// Stamp each message with its log time instead of keeping its header stamp.
+        var logTimeStamps = false
+        /// Progress bar on stderr when it is a terminal.
+        var progress = true
+
+        static let specs: [SettingSpec] = [
+            SettingSpec("path", .string, nil, "rosbag2 directory or .mcap / .db3 file"),
+            SettingSpec("imu_topic", .string, "/imu/data_raw", "bag topic with sensor_msgs/msg/Imu"),
+            SettingSpec("mag_topic", .string, "/imu/mag", "bag topic with sensor_msgs/msg/MagneticField"),
+            SettingSpec("rate", .number, "0", "playback speed: 1 = real time, 2 = twice, 0 = as fast as possible", range: 0...10_000),
+            SettingSpec("start", .number, "0", "seconds to skip from the start", range: SettingSpec.secondsRange),
+            SettingSpec("duration", .number, "0", "seconds to play; 0 = all", range: SettingSpec.secondsRange),
+            SettingSpec("loop", .bool, "false", "start again at the end"),
+            SettingSpec("salvage", .bool, "false", "read past damage, reporting it"),
+            SettingSpec(
+                "time", .string, "header", "header: keep the header stamps; log: stamp each message with its log time",
+                choices: ["header", "log"]),
+            SettingSpec("fix_topic", .string, "", "bag topic with sensor_msgs/msg/NavSatFix to pass on as 'fix' ('' = none)"),
+            SettingSpec("progress", .bool, "true", "progress bar on stderr when it is a terminal"),
+            SettingSpec.pauseWithoutSubscribers,
+        ]
+
+        init(_ s: StageSettings) {
+            path = s.string("path")
+            imuTopic = s.string("imu_topic")
+            magTopic = s.string("mag_topic")
+            fixTopic = s.string("fix_topic")
+            rate = s.number("rate")
+            startSeconds = s.number("start")
+            durationSeconds = s.number("duration")
+            loop = s.bool("loop")
+            salvage = s.bool("salvage")
+            logTimeStamps = s.string("time") == "log"
+            progress = s.bool("progress")
+        }
+    }
+
+    static let type = StageType(
+        name: "bag", role: .source, summary: "a recorded ROS 2 bag (MCAP or sqlite3), replayed as stored",
+        settings: Settings.specs, outputTopics: [PipelineTopics.imuRaw, PipelineTopics.magnetometer, PipelineTopics.fix]
+    ) { s, context in try BagSource(Settings(s), log: context.log) }
+
+    let settings: Settings
+    let bag: BagReader
+    let topics: [BagTopic]
+    let log: @Sendable (String) -> Void
+
+    init(_ settings: Settings, log: @escaping @Sendable (String) -> Void) throws {
+        self.settings = settings
+        self.log = log
+        bag = try BagReader(path: settings.path)
+        topics = try bag.topics()
+    }
+
+    /// The pipeline topic a bag topic is read as.
+    func pipelineTopic(_ bagTopic: String) -> String {
+        bagTopic == settings.imuTopic
+            ? PipelineTopics.imuRaw : bagTopic == settings.magTopic ? PipelineTopics.magnetometer : PipelineTopics.fix
+    }
+
+    func run(emit: ([WireFrame]) throws -> Double) throws {
+        let sensorTopics = [settings.imuTopic, settings.magTopic]
+        var options = BagReadOptions()
+        options.topics = Set(settings.fixTopic.isEmpty ? sensorTopics : sensorTopics + [settings.fixTopic])
+        options.salvage = settings.salvage
+        var first: UInt64?
+        struct Stop: Error {}
+        do { try bag.forEachMessage(options) { first = $0.logTime; throw Stop() } } catch is Stop {}
+        guard let first else { notes.append("no messages on \(settings.imuTopic) or \(settings.magTopic)"); return }
+        if settings.startSeconds > 0 { options.startTime = first + UInt64(settings.startSeconds * 1e9) }
+        if settings.durationSeconds > 0 {
+            options.endTime = (options.startTime ?? first) + UInt64(settings.durationSeconds * 1e9)
+        }
+        let adapters = try schemaAdapters(for: sensorTopics)
+        var undecodable = 0
+        let total = topics.filter { sensorTopics.contains($0.name) }.reduce(0) { $0 + $1.messageCount }
+        var progress = Progress(total: settings.progress ? total : 0)
+        repeat {
+            var batch: [WireFrame] = []
+            var startWall: Double?, startLog: UInt64 = 0, pausedSeconds = 0.0
+            try bag.forEachMessage(options) { m in
+                var payload = m.data
+                if let adapter = adapters[m.topic], adapter.mode == .byName {
+                    do { payload = try adapter.standardPayload(m.data) } catch {
+                        undecodable += 1
+                        if undecodable <= 10 { log("bag: \(m.topic) at log time \(m.logTime): \(error)") }
+                        return
+                    }
+                }
+                if settings.logTimeStamps && m.encoding == "cdr" {
+                    let stamp = RosTime(
+                        sec: Int32(truncatingIfNeeded: m.logTime / 1_000_000_000), nanosec: UInt32(m.logTime % 1_000_000_000))
+                    CDRHeaderStamp.overwrite(stamp, in: &payload)
+                }
+                batch.append(WireFrame(topic: pipelineTopic(m.topic), type: m.type, encoding: m.encoding, payload: payload))
+                progress.advance()
+                if settings.rate > 0 {
+                    // Paced by log time; time spent paused for a missing reader is left out.
+                    if startWall == nil { startWall = Clocks.monotonicSeconds(); startLog = m.logTime; pausedSeconds = 0 }
+                    let due = Double(m.logTime - startLog) * 1e-9 / settings.rate
+                    let ahead = due - (Clocks.monotonicSeconds() - startWall! - pausedSeconds)
+                    if ahead > 0.0005 {
+                        pausedSeconds += try emit(batch)
+                        batch.removeAll(keepingCapacity: true)
+                        usleep(UInt32(ahead * 1e6))
+                    }
+                } else if batch.count >= 64 {
+                    _ = try emit(batch)
+                    batch.removeAll(keepingCapacity: true)
+                }
+            }
+            _ = try emit(batch)
+            for d in bag.damage { log("bag: damage: \(d)") }
+        } while settings.loop && !PipelineSignals.stopRequested
+        progress.finish()
+        if undecodable > 0 { notes.append("\(undecodable) undecodable message(s) skipped") }
+    }
+
+    /// The bag's own definitions decide how its payloads are read (see SchemaAdapter).
+    func schemaAdapters(for sensorTopics: [String]) throws -> [String: SchemaAdapter] {
+        var adapters: [String: SchemaAdapter] = [:]
+        for topic in topics where sensorTopics.contains(topic.name) {
+            let schema = bag.schema(forTopic: topic.name)
+            do {
+                adapters[topic.name] = try SchemaAdapter(
+                    type: topic.type, schemaEncoding: schema?.encoding, schemaText: schema?.text)
+            } catch {
+                throw PipelineRunError.stageFailed(stage: "bag", reason: "\(settings.path): topic \(topic.name): \(error)")
+            }
+            if adapters[topic.name]?.mode == .byName {
+                notes.append("\(topic.name): read through the bag's own \(topic.type) definition")
+            }
+        }
+        return adapters
+    }
+}

@@ -1,0 +1,142 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CompassCore
+import IMUSimulator
+import WireFormat
+import MessageBus
+
+/// The seeded IMU and magnetometer simulator as a source: imu/data_raw and imu/mag, paced to the
+/// wall clock or as fast as the pipeline takes them.
+final class SimulatorSource: StageLogic, SourceLogic {
+    struct Settings {
+        /// Motion script: default | figure_eight | walking | rest | plausible_disturbance.
+        var scenario = "default"
+        /// Simulator seed; the same seed gives the same samples.
+        var seed: UInt64 = 1
+        /// Samples per second, Hz.
+        var rateHz = 100.0
+        /// Seconds to run; 0 = until stopped.
+        var durationSeconds = 0.0
+        /// Pace samples to the wall clock; false = as fast as possible.
+        var realtime = true
+        /// Header stamps from the wall clock at sending (latency measurements) instead of simulation time.
+        var wallStamps = false
+        /// Hard-iron offset the simulated magnetometer adds, microtesla.
+        var hardIronMicrotesla = Vector3.zero
+
+        static let specs: [SettingSpec] = [
+            SettingSpec("scenario", .string, "default", "motion script", choices: scenarioNames),
+            SettingSpec("seed", .integer, "1", "simulator seed", range: 0...Double(UInt32.max)),
+            SettingSpec("rate_hz", .number, "100", "samples per second", range: 0.1...100_000),
+            SettingSpec("duration", .number, "0", "seconds to run; 0 = until stopped", range: SettingSpec.secondsRange),
+            SettingSpec("realtime", .bool, "true", "pace samples to the wall clock; false = as fast as possible"),
+            SettingSpec(
+                "stamp", .string, "simulated",
+                "simulated: header stamps from simulation time; wall: the wall clock at sending (for latency measurements)",
+                choices: ["simulated", "wall"]),
+            SettingSpec(
+                "hard_iron_ut", .numberList(3), "0,0,0", "hard-iron offset the simulated magnetometer adds, microtesla",
+                range: -5000...5000),
+            SettingSpec.pauseWithoutSubscribers,
+        ]
+        static let scenarioNames = ["default", "figure_eight", "walking", "rest", "plausible_disturbance"]
+
+        init(_ s: StageSettings) {
+            scenario = s.string("scenario")
+            seed = UInt64(s.integer("seed"))
+            rateHz = s.number("rate_hz")
+            durationSeconds = s.number("duration")
+            realtime = s.bool("realtime")
+            wallStamps = s.string("stamp") == "wall"
+            let h = s.numberList("hard_iron_ut")
+            hardIronMicrotesla = Vector3(h[0], h[1], h[2])
+        }
+    }
+
+    static let type = StageType(
+        name: "simulator", role: .source,
+        summary: "the seeded IMU and magnetometer simulator (a product feature and the test bed)",
+        settings: Settings.specs, outputTopics: [PipelineTopics.imuRaw, PipelineTopics.magnetometer]
+    ) { s, _ in SimulatorSource(Settings(s)) }
+
+    let settings: Settings
+    init(_ settings: Settings) { self.settings = settings }
+
+    func scenario() -> SimulationScenario {
+        var s = SimulationScenario()
+        s.seed = settings.seed
+        s.sampleRateHz = settings.rateHz
+        s.startHeadingDegrees = 30
+        switch settings.scenario {
+        case "figure_eight":
+            s.motion = [.rest(seconds: 3), .figureEight(seconds: 12), .turn(degreesPerSecond: 30, seconds: 6)]
+        case "walking":
+            s.motion = [.rest(seconds: 2), .walking(seconds: 30, stepsPerSecond: 1.8), .turn(degreesPerSecond: 30, seconds: 6)]
+        case "rest":
+            s.motion = [.rest(seconds: 60)]
+        case "plausible_disturbance":
+            // Heading 30, pitch 10; from 20 s a field of 1.5 uT south and 8 uT east: strength and dip stay
+            // within tolerance, the compass turns by 24 degrees.
+            s.motion = [.rest(seconds: 40)]
+            s.startPitchDegrees = 10
+            s.disturbances = [
+                ScheduledDisturbance(
+                    startSeconds: 20, durationSeconds: 10, fieldMicrotesla: Vector3(8, -1.5, 0), rampSeconds: 0.2)
+            ]
+        default:
+            s.motion = [
+                .rest(seconds: 3), .turn(degreesPerSecond: 45, seconds: 4),
+                .moveTo(headingDegrees: 120, pitchDegrees: 20, rollDegrees: -15, seconds: 2), .rest(seconds: 2),
+                .walking(seconds: 6, stepsPerSecond: 1.8), .figureEight(seconds: 8),
+                .moveTo(headingDegrees: 30, pitchDegrees: 0, rollDegrees: 0, seconds: 2),
+            ]
+            s.disturbances = [ScheduledDisturbance(startSeconds: 16, durationSeconds: 3, fieldMicrotesla: Vector3(20, 0, 0))]
+        }
+        s.sensors.hardIronMicrotesla = settings.hardIronMicrotesla
+        s.loops = true
+        s.startTime = 1_700_000_000
+        return s
+    }
+
+    func run(emit: ([WireFrame]) throws -> Double) throws {
+        var sim = IMUSimulator(scenario: scenario())
+        let rate = settings.rateHz
+        let total = settings.durationSeconds > 0 ? Int((settings.durationSeconds * rate).rounded()) : Int.max
+        let started = Clocks.monotonicSeconds()
+        var pausedSeconds = 0.0
+        var batch: [WireFrame] = []
+        var k = 0
+        while k < total, let x = sim.next() {
+            let stamp = settings.wallStamps ? Clocks.wallNow() : RosTime(seconds: x.imu.timestamp)
+            appendRawSample(
+                RosHeader(stamp: stamp, frameId: "imu_link"), angularVelocity: x.imu.angularVelocity,
+                specificForce: x.imu.specificForce, fieldTesla: x.magnetometer.fieldMicrotesla * 1e-6, to: &batch)
+            k += 1
+            if settings.realtime {
+                pausedSeconds += try emit(batch)
+                batch.removeAll(keepingCapacity: true)
+                let ahead = Double(k) / rate - (Clocks.monotonicSeconds() - started - pausedSeconds)
+                if ahead > 0 { usleep(UInt32(ahead * 1e6)) }
+            } else if batch.count >= 64 {
+                _ = try emit(batch)
+                batch.removeAll(keepingCapacity: true)
+            }
+        }
+        _ = try emit(batch)
+    }
+}
+
+/// One raw sample as the two frames a source emits: sensor_msgs/Imu (no orientation) on
+/// imu/data_raw and sensor_msgs/MagneticField on imu/mag, with the same header.
+func appendRawSample(
+    _ header: RosHeader, angularVelocity: Vector3, specificForce: Vector3, fieldTesla: Vector3, to frames: inout [WireFrame]
+) {
+    let imu = ImuMessage(
+        header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0), orientationCovariance: .notProvided,
+        angularVelocity: angularVelocity, angularVelocityCovariance: .zero, linearAcceleration: specificForce,
+        linearAccelerationCovariance: .zero)
+    let mag = MagneticFieldMessage(header: header, magneticField: fieldTesla, magneticFieldCovariance: .zero)
+    frames.append(cdrFrame(imu, topic: PipelineTopics.imuRaw))
+    frames.append(cdrFrame(mag, topic: PipelineTopics.magnetometer))
+}

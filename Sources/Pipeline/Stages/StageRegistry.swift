@@ -1,0 +1,22 @@
+/// Every stage type a pipeline may use, in the order of the stage reference. Configuration
+/// validation, the factory and `fusion-node stages` all read this list: adding a stage type is one
+/// new file in Stages/ (its settings, state and logic, declaring its `StageType`) plus one line here.
+public enum StageRegistry {
+    public static let types: [StageType] = [
+        // Sources
+        SimulatorSource.type,
+        BagSource.type,
+        LinesSource.type,
+        // Transforms
+        CalibrationStage.type,
+        GatingStage.type,
+        FusionStage.type,
+        DirectionStage.type,
+        // Sinks
+        StdoutSink.type,
+        CSVSink.type,
+        RecordSink.type,
+        PublishSink.type,
+        MeasureSink.type,
+    ]
+}

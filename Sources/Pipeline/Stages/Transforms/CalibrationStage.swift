@@ -1,0 +1,227 @@
+import CompassCore
+import WireFormat
+import MessageBus
+
+/// Magnetometer calibration as a stage: fixed, or learned online from normal motion
+/// (`OnlineCalibrator`), persisted to a file; publishes calibration/status (progress, fit quality,
+/// the figure-eight prompt); measures the gyro bias at rest and removes it before fusion.
+final class CalibrationStage: StageLogic, InPlaceTransform {
+    struct Settings {
+        /// Fixed calibration: hard-iron offset (microtesla) subtracted, then the soft-iron matrix applied.
+        var fixed = MagnetometerCalibration(hardIronOffsetMicrotesla: .zero, fieldRadiusMicrotesla: 0)
+        /// Learn hard and soft iron from normal motion (the fixed values are the start).
+        var online = false
+        /// Calibration file: loaded at start, saved (atomically) when a better calibration is accepted.
+        var file = ""
+        /// Allow the status to ask for the figure-eight motion.
+        var prompt = true
+        /// Publish calibration/status this often (stream seconds), and on every change.
+        var statusSeconds = 1.0
+        /// Measure the gyro bias at rest and remove it before fusion.
+        var removeGyroBias = true
+
+        static let specs: [SettingSpec] = [
+            SettingSpec(
+                "hard_iron_ut", .numberList(3), "0,0,0", "fixed hard-iron offset subtracted from the field, microtesla",
+                range: -5000...5000),
+            SettingSpec(
+                "soft_iron", .numberList(9), "1,0,0,0,1,0,0,0,1", "fixed row-major matrix applied after the offset",
+                range: -100...100),
+            SettingSpec("online", .bool, "false", "learn hard and soft iron from normal motion (the fixed values are the start)"),
+            SettingSpec(
+                "file", .string, "", "calibration file: loaded at start, saved (atomically) when a better calibration is accepted"),
+            SettingSpec("prompt", .bool, "true", "allow the status to ask for the figure-eight motion"),
+            SettingSpec(
+                "status_seconds", .number, "1", "publish calibration/status this often (and on every change)",
+                range: 0.001...86_400),
+            SettingSpec("gyro_bias", .bool, "true", "measure the gyro bias at rest and remove it before fusion"),
+        ]
+
+        init(_ s: StageSettings) {
+            let h = s.numberList("hard_iron_ut"), m = s.numberList("soft_iron")
+            fixed = MagnetometerCalibration(
+                hardIronOffsetMicrotesla: Vector3(h[0], h[1], h[2]),
+                softIronCorrection: Matrix3(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8]), fieldRadiusMicrotesla: 0)
+            online = s.bool("online")
+            file = s.string("file")
+            prompt = s.bool("prompt")
+            statusSeconds = s.number("status_seconds")
+            removeGyroBias = s.bool("gyro_bias")
+        }
+    }
+
+    static let type = StageType(
+        name: "calibration", role: .transform,
+        summary: "hard- and soft-iron calibration (fixed or online, persisted) and gyro bias removal at rest",
+        settings: Settings.specs, outputTopics: [PipelineTopics.calibrationStatus]
+    ) { s, context in CalibrationStage(Settings(s), log: context.log) }
+
+    static let identity = MagnetometerCalibration(hardIronOffsetMicrotesla: .zero, fieldRadiusMicrotesla: 0)
+
+    let settings: Settings
+    let log: @Sendable (String) -> Void
+    var online: OnlineCalibrator?
+    var rest = RestDetector()
+    var gyroBias: Vector3?
+    var lastImuTime: Double?
+    var throttle: StatusThrottle<StatusState>
+    var savedResidual: Double?
+
+    /// What a status change is: the calibrator's state and whether the prompt is shown.
+    struct StatusState: Equatable {
+        var state: OnlineCalibrator.State
+        var prompt: Bool
+    }
+
+    init(_ settings: Settings, log: @escaping @Sendable (String) -> Void) {
+        self.settings = settings
+        self.log = log
+        throttle = StatusThrottle(intervalSeconds: settings.statusSeconds)
+        super.init()
+        var start: MagnetometerCalibration? = settings.fixed == Self.identity ? nil : settings.fixed
+        if !settings.file.isEmpty {
+            switch CalibrationFile.load(settings.file) {
+            case .success(let stored):
+                start = stored
+                notes.append("loaded the calibration in \(settings.file)")
+            case .failure(let why) where why.exists:
+                log("calibration: \(settings.file) is refused (\(why.reason)); starting uncalibrated")
+                notes.append("refused \(settings.file): \(why.reason)")
+            case .failure:
+                break
+            }
+        }
+        if settings.online {
+            online = OnlineCalibrator(initial: start)
+        } else if let start, start != settings.fixed {
+            online = OnlineCalibrator(initial: start)  // a loaded file, applied as is
+            online?.settings.minimumCoverage = 2  // never refits: fixed mode
+        }
+    }
+
+    var current: MagnetometerCalibration { online?.calibration ?? settings.fixed }
+    var isIdentity: Bool { online == nil && !settings.removeGyroBias && settings.fixed == Self.identity }
+
+    /// In place: the vectors of little-endian payloads are overwritten where they are; an identity
+    /// calibration passes messages on unread.
+    var inputHandling: InputHandling { isIdentity ? .passThrough : .inPlace(.patchedMessage) }
+
+    func inPlaceSample(_ frame: WireFrame.View) -> InPlaceSample? {
+        switch frame.topic {
+        case PipelineTopics.imuRaw where settings.removeGyroBias, PipelineTopics.magnetometer where !isIdentity:
+            guard let sample = decodeInPlace(frame), sample.offset != nil else { return nil }  // big endian: general path
+            return sample
+        default:
+            return .unchanged
+        }
+    }
+
+    func apply(_ sample: InPlaceSample, to frame: WireFrame.View, extra: inout [WireFrame]) {
+        switch sample {
+        case .imu(let header, let w, let a, let offset):
+            if let corrected = gyroCorrected(header, w, a), let offset {
+                CDRSamples.overwrite(corrected, at: offset, in: frame.payload)
+            }
+        case .magnetometer(let header, let field, let offset):
+            let value = calibrated(header, field)
+            if let offset { CDRSamples.overwrite(value, at: offset, in: frame.payload) }
+            status(header, into: &extra)
+        case .unchanged:
+            break
+        }
+    }
+
+    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
+        switch frame.topic {
+        case PipelineTopics.imuRaw where settings.removeGyroBias:
+            let m = try imuSample(frame)
+            guard let corrected = gyroCorrected(m.header, m.angularVelocity, m.linearAcceleration) else {
+                output.append(frame)
+                return
+            }
+            if let offset = m.angularVelocityOffset {
+                CDRSamples.overwrite(corrected, at: offset, in: &frame.payload)  // unique here: no copy
+                output.append(frame)
+            } else {
+                var full = try decoded(frame, as: ImuMessage.self)  // big endian: re-encoded as little endian
+                full.angularVelocity = corrected
+                output.append(cdrFrame(full, topic: PipelineTopics.imuRaw))
+            }
+        case PipelineTopics.magnetometer where !isIdentity:
+            let m = try magneticSample(frame)
+            let calibrated = calibrated(m.header, m.field)
+            if let offset = m.fieldOffset {
+                CDRSamples.overwrite(calibrated, at: offset, in: &frame.payload)
+                output.append(frame)
+            } else {
+                var full = try decoded(frame, as: MagneticFieldMessage.self)
+                full.magneticField = calibrated
+                output.append(cdrFrame(full, topic: PipelineTopics.magnetometer))
+            }
+            status(m.header, into: &output)
+        default:
+            output.append(frame)
+        }
+    }
+
+    /// Rest detection on one IMU sample; the angular velocity with the bias removed, or nil while no
+    /// bias is known yet.
+    func gyroCorrected(_ header: RosHeader, _ angularVelocity: Vector3, _ linearAcceleration: Vector3) -> Vector3? {
+        let t = header.stamp.seconds
+        let dt = lastImuTime.map { min(0.1, max(0, t - $0)) } ?? 0
+        lastImuTime = t
+        if rest.update(rate: angularVelocity, specificForce: linearAcceleration, dt: dt) {
+            gyroBias = rest.lowPassedRate
+        }
+        return gyroBias.map { angularVelocity - $0 }
+    }
+
+    /// One magnetometer sample (tesla) through the online calibrator; the calibrated field, tesla.
+    func calibrated(_ header: RosHeader, _ field: Vector3) -> Vector3 {
+        let raw = field * 1e6
+        let t = header.stamp.seconds
+        if var calibrator = online {
+            if let fit = calibrator.add(raw, time: t) { accepted(fit, at: t) }
+            online = calibrator
+        }
+        return current.apply(raw) * 1e-6
+    }
+
+    func accepted(_ fit: CalibrationFit, at time: Double) {
+        let o = fit.calibration.hardIronOffsetMicrotesla
+        log(
+            "calibration: at \(format(time, 2)) s accepted a \(fit.model.rawValue) fit, "
+                + "offset \(format(o.x, 1)), \(format(o.y, 1)), \(format(o.z, 1)) uT, "
+                + "field \(format(fit.calibration.fieldRadiusMicrotesla, 1)) uT, rms \(format(fit.rmsResidualMicrotesla, 2)) uT, "
+                + "coverage \(format(fit.directionCoverage * 100, 0)) %")
+        guard !settings.file.isEmpty, savedResidual.map({ fit.rmsResidualMicrotesla < $0 }) ?? true else { return }
+        do {
+            try CalibrationFile.save(fit, to: settings.file)
+            savedResidual = fit.rmsResidualMicrotesla
+        } catch {
+            log("calibration: cannot save \(settings.file): \(error)")
+        }
+    }
+
+    func status(_ header: RosHeader, into output: inout [WireFrame], force: Bool = false) {
+        let state = online?.state ?? (settings.fixed == Self.identity ? .uncalibrated : .calibrated)
+        let prompt = settings.prompt && (online?.needsMotion ?? false)
+        guard throttle.due(StatusState(state: state, prompt: prompt), at: header.stamp.seconds, force: force) else { return }
+        let fit = online?.fit
+        let c = current
+        let w = c.softIronCorrection
+        let message = CalibrationStatusMessage(
+            header: header, state: state.rawValue, prompt: prompt, progress: online?.progressPercent ?? 100,
+            coverage: online?.coverage ?? .nan, rmsResidual: fit?.rmsResidualMicrotesla ?? .nan,
+            fieldStrength: fit?.calibration.fieldRadiusMicrotesla ?? .nan, hardIron: c.hardIronOffsetMicrotesla,
+            softIron: Covariance9([w.m00, w.m01, w.m02, w.m10, w.m11, w.m12, w.m20, w.m21, w.m22]),
+            gyroBias: gyroBias ?? Vector3(.nan, .nan, .nan))
+        output.append(cdrFrame(message, topic: PipelineTopics.calibrationStatus))
+    }
+
+    func finish() throws -> [WireFrame] {
+        if let b = gyroBias { notes.append("gyro bias at rest \(format(b.x, 5)), \(format(b.y, 5)), \(format(b.z, 5)) rad/s") }
+        if let o = online { notes.append("calibration \(o.state) (progress \(format(o.progressPercent, 0)) %)") }
+        return []
+    }
+}

@@ -1,0 +1,63 @@
+import Foundation
+import CompassCore
+
+/// The World Magnetic Model at one position, cached per day: the one look-up the gating stage (the
+/// expected field) and the fusion stage (the declination) share.
+struct MagneticModelLookup {
+    struct Position: Equatable {
+        var latitudeDegrees: Double
+        var longitudeDegrees: Double
+        var heightKilometres: Double
+    }
+
+    private var cacheKey: (latitude: Double, longitude: Double, day: Int)?
+    private var cached: Result<GeomagneticElements, WorldMagneticModelError>?
+
+    /// The model's elements at `position` on `decimalYear` (cached while the day stays the same).
+    mutating func elements(at position: Position, decimalYear year: Double) -> Result<GeomagneticElements, WorldMagneticModelError> {
+        let key = (position.latitudeDegrees, position.longitudeDegrees, Int(year * 365))
+        if let k = cacheKey, k == key, let cached { return cached }
+        cacheKey = key
+        let result = Result { () throws(WorldMagneticModelError) in
+            try WorldMagneticModel.wmm2025.elements(
+                latitudeDegrees: position.latitudeDegrees, longitudeDegrees: position.longitudeDegrees,
+                heightKilometres: position.heightKilometres, decimalYear: year)
+        }
+        cached = result
+        return result
+    }
+
+    /// Today as a decimal year (the gating stage's default date).
+    static var today: Double? { decimalYear(unixSeconds: Date().timeIntervalSince1970) }
+}
+
+extension MagneticModelLookup.Position {
+    /// The position the `latitude`, `longitude` and `height_km` settings give; nil when none is given.
+    init?(_ s: StageSettings) {
+        guard let lat = s.optionalNumber("latitude"), let lon = s.optionalNumber("longitude") else { return nil }
+        self.init(latitudeDegrees: lat, longitudeDegrees: lon, heightKilometres: s.number("height_km"))
+    }
+
+    /// Latitude and longitude go together (checked when the file loads).
+    @Sendable static func check(_ s: StageSettings) -> SettingProblem? {
+        switch (s.optionalNumber("latitude"), s.optionalNumber("longitude")) {
+        case (nil, .some): return SettingProblem("longitude", "a longitude needs a latitude")
+        case (.some, nil): return SettingProblem("latitude", "a latitude needs a longitude")
+        default: return nil
+        }
+    }
+}
+
+extension GatingStage {
+    /// The expected field must come out of the model when a position is given (checked at load).
+    @Sendable static func checkModel(_ s: StageSettings) -> SettingProblem? {
+        if let problem = MagneticModelLookup.Position.check(s) { return problem }
+        guard let position = MagneticModelLookup.Position(s), let year = s.optionalNumber("date") ?? MagneticModelLookup.today
+        else { return nil }
+        var lookup = MagneticModelLookup()
+        if case .failure(let why) = lookup.elements(at: position, decimalYear: year) {
+            return SettingProblem(s.optionalNumber("date") == nil ? "latitude" : "date", "the World Magnetic Model refuses it: \(why)")
+        }
+        return nil
+    }
+}

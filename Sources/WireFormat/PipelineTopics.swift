@@ -1,0 +1,25 @@
+/// Topic names inside a pipeline and on its publish endpoints (bags spell them with a leading
+/// slash). Defined here once: the stages publish them and the bus interns them (`WireFrame`).
+public enum PipelineTopics {
+    public static let imuRaw = "imu/data_raw"
+    public static let magnetometer = "imu/mag"
+    public static let heading = "heading"
+    public static let imuFused = "imu/data"
+    public static let fix = "fix"
+    public static let direction = "direction"
+    public static let calibrationStatus = "calibration/status"
+    public static let interferenceStatus = "interference/status"
+
+    /// Every topic above (string literals: immortal, so handing one out costs no reference counting).
+    public static let all = [
+        imuRaw, magnetometer, heading, imuFused, fix, direction, calibrationStatus, interferenceStatus,
+    ]
+}
+
+/// The message types the pipeline itself reads and writes.
+public enum PipelineMessageTypes {
+    public static let all = [
+        ImuMessage.typeName, MagneticFieldMessage.typeName, NavSatFixMessage.typeName, HeadingMessage.typeName,
+        CalibrationStatusMessage.typeName, InterferenceStatusMessage.typeName,
+    ]
+}
