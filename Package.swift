@@ -55,6 +55,7 @@ let package = Package(
         .testTarget(name: "IMUSimulatorTests", dependencies: ["IMUSimulator", "CompassCore"]),
         .testTarget(name: "WireFormatTests", dependencies: ["WireFormat", "YAML", "CompassCore"]),
         .testTarget(name: "PipelineTests", dependencies: ["Pipeline", "MessageBus", "WireFormat", "Bags", "CompassCore", "IMUSimulator"]),
+        .testTarget(name: "MessageBusTests", dependencies: ["MessageBus", "WireFormat", "CZeroMQ"]),
         .testTarget(name: "BagsTests", dependencies: ["Bags", "WireFormat", "CompassCore", "IMUSimulator"]),
     ],
     swiftLanguageModes: [.v6]

@@ -95,6 +95,33 @@ struct InPlacePathTests {
         #expect(general.count == inPlace.count && general.count == f.generalAdded.count / 2)
     }
 
+    @Test("every registered stage type that reads in place gives what its general path gives, with default settings")
+    func everyInPlaceTypeOfTheRegistry() throws {
+        // Calibrated frames with fusion's outputs appended: every topic an in-place stage may meet.
+        let calibrated = try Self.compare(
+            try Self.simulatedFrames(), general: try Self.stage("calibration") as! TransformLogic,
+            inPlace: try Self.stage("calibration") as! InPlaceTransform)
+        let fused = try Self.compare(
+            calibrated.general, general: try Self.stage("fusion") as! TransformLogic, inPlace: try Self.stage("fusion") as! InPlaceTransform)
+        let input = calibrated.general + fused.generalAdded
+        var checked: [String] = []
+        for type in StageRegistry.types where !type.isSource {
+            let general = try stageLogic(type.name, Self.requiredSettings(type)) as! TransformLogic
+            guard case .inPlace = general.inputHandling, let inPlace = try stageLogic(type.name, Self.requiredSettings(type)) as? InPlaceTransform
+            else { continue }
+            let c = try Self.compare(input, general: general, inPlace: inPlace)
+            #expect(c.messagesInPlace > 0, "\(type.name) never took the in-place path")
+            #expect(c.general == c.inPlace && c.generalAdded == c.inPlaceAdded, "\(type.name)")
+            checked.append(type.name)
+        }
+        #expect(checked == ["calibration", "gating", "fusion", "measure"], "\(checked)")
+    }
+
+    /// Settings a type needs before it can be built (paths in a temporary directory).
+    static func requiredSettings(_ type: StageType) -> String {
+        type.settings.filter { $0.defaultValue == nil }.map { "    \($0.name): \(temporaryPath($0.name))\n" }.joined()
+    }
+
     @Test("a message shared with another reader is copied before it is patched; big-endian payloads take the general path")
     func sharedAndBigEndian() throws {
         let raw = Array(try Self.simulatedFrames().prefix(64))

@@ -115,7 +115,7 @@ struct PipelineConfigTests {
 
     @Test("every shipped pipeline in Pipelines/ parses", arguments: ["default", "replay-bag", "replay-bag-multiprocess", "replay-bag-calibrated", "live-lines"])
     func shipped(_ name: String) throws {
-        let path = #filePath.split(separator: "/").dropLast(3).joined(separator: "/")
+        let path = #filePath.split(separator: "/").dropLast(4).joined(separator: "/")
         let file = "/" + path + "/Pipelines/\(name).yaml"
         let config = try PipelineConfig.load(path: file, environment: ["BAG": "/tmp/bag", "CSV": "/tmp/x.csv"])
         #expect(!config.stages.isEmpty)

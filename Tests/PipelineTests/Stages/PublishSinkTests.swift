@@ -1,0 +1,59 @@
+import Testing
+import Foundation
+import CompassCore
+import WireFormat
+import Bags
+import MessageBus
+@testable import Pipeline
+
+extension PipelineRunTests {
+    @Test("a publish sink sends only while someone subscribes, and says how many it did not send")
+    func publishFollowsSubscribers() async throws {
+        PipelineSignals.requestStop(false)
+        let endpoint = "ipc://\(dir)/pub"
+        func config(waitFor subscribers: Int) throws -> PipelineConfig {
+            try PipelineConfig.parse("""
+            stages:
+              sim:
+                type: simulator
+                rate_hz: 100
+                duration: 2
+                realtime: false
+              fusion:
+                type: fusion
+                inputs: [sim]
+              pub:
+                type: publish
+                inputs: [fusion]
+                bind: \(endpoint)
+                topics: [heading]
+                min_change_deg: 0
+                wait_for_subscribers: \(subscribers)
+            """, file: "t.yaml", environment: [:])
+        }
+        func sentCount(_ notes: [String]) -> Int? {
+            notes.first { $0.hasPrefix("published ") }.flatMap { $0.split(separator: " ").dropFirst().first }.flatMap { Int($0) }
+        }
+        // Nobody subscribes: nothing is counted as published, and the note says what was not sent.
+        let alone = try await PipelineRunner.runAll(config(waitFor: 0), log: { _ in })
+        let aloneNotes = alone.first { $0.stage == "pub" }!.notes
+        #expect(aloneNotes.contains { $0.hasPrefix("published 0 message(s)") && $0.contains("not sent while nobody subscribed") }, "\(aloneNotes)")
+
+        // One subscriber: everything published arrives.
+        let context = BusContext()
+        let sub = try BusSocket(context, .sub)
+        try sub.subscribe(Array("heading\0".utf8))
+        try sub.connect(endpoint)
+        async let run = PipelineRunner.runAll(config(waitFor: 1), log: { _ in })
+        var received = 0
+        while let frame = try sub.receive(timeoutMilliseconds: 2000) {
+            #expect(try WireFrame.decode(frame).topic == "heading")
+            received += 1
+        }
+        let notes = try await run.first { $0.stage == "pub" }!.notes
+        #expect(received > 150 && sentCount(notes) == received, "received \(received); \(notes)")
+        #expect(!notes.joined().contains("nobody subscribed"), "\(notes)")
+        sub.close()
+        PipelineSignals.requestStop(false)
+    }
+}
