@@ -22,16 +22,21 @@ let package = Package(
 
         // Thin shims over Debian's C libraries. ZeroMQ omits pkgConfig on purpose: Debian's libzmq.pc
         // carries -isystem flags SwiftPM warns about, and the header lives in /usr/include anyway.
-        .systemLibrary(name: "CZeroMQ", path: "Sources/CZeroMQ",
-                       providers: [.apt(["libzmq3-dev"])]),
-        .systemLibrary(name: "CYAML", path: "Sources/CYAML", pkgConfig: "yaml-0.1",
-                       providers: [.apt(["libyaml-dev"])]),
-        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
-                       providers: [.apt(["libsqlite3-dev"])]),
-        .systemLibrary(name: "CZstd", path: "Sources/CZstd", pkgConfig: "libzstd",
-                       providers: [.apt(["libzstd-dev"])]),
-        .systemLibrary(name: "CLZ4", path: "Sources/CLZ4", pkgConfig: "liblz4",
-                       providers: [.apt(["liblz4-dev"])]),
+        .systemLibrary(
+            name: "CZeroMQ", path: "Sources/CZeroMQ",
+            providers: [.apt(["libzmq3-dev"])]),
+        .systemLibrary(
+            name: "CYAML", path: "Sources/CYAML", pkgConfig: "yaml-0.1",
+            providers: [.apt(["libyaml-dev"])]),
+        .systemLibrary(
+            name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(
+            name: "CZstd", path: "Sources/CZstd", pkgConfig: "libzstd",
+            providers: [.apt(["libzstd-dev"])]),
+        .systemLibrary(
+            name: "CLZ4", path: "Sources/CLZ4", pkgConfig: "liblz4",
+            providers: [.apt(["liblz4-dev"])]),
 
         // Wire messages and their codecs (ROS 2 CDR, JSON).
         .target(name: "WireFormat", dependencies: ["CompassCore"], exclude: ["gyrocompass_msgs"]),
@@ -43,18 +48,24 @@ let package = Package(
         .target(name: "Bags", dependencies: ["WireFormat", "YAML", "CZstd", "CLZ4", "CSQLite"]),
 
         // Pipeline stages (actors on their own threads), their configuration and the runtime.
-        .target(name: "Pipeline", dependencies: ["CompassCore", "IMUSimulator", "WireFormat", "YAML", "Bags", "MessageBus"]),
+        .target(
+            name: "Pipeline", dependencies: ["CompassCore", "IMUSimulator", "WireFormat", "YAML", "Bags", "MessageBus"]),
 
         .executableTarget(
             name: "FusionNode",
-            dependencies: ["CompassCore", "IMUSimulator", "WireFormat", "YAML", "Bags", "MessageBus", "Pipeline", "CZeroMQ", "CYAML", "CSQLite", "CZstd", "CLZ4"],
+            dependencies: [
+                "CompassCore", "IMUSimulator", "WireFormat", "YAML", "Bags", "MessageBus", "Pipeline", "CZeroMQ",
+                "CYAML", "CSQLite", "CZstd", "CLZ4",
+            ],
             swiftSettings: [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]
         ),
 
         .testTarget(name: "CompassCoreTests", dependencies: ["CompassCore", "IMUSimulator"]),
         .testTarget(name: "IMUSimulatorTests", dependencies: ["IMUSimulator", "CompassCore"]),
         .testTarget(name: "WireFormatTests", dependencies: ["WireFormat", "YAML", "CompassCore"]),
-        .testTarget(name: "PipelineTests", dependencies: ["Pipeline", "MessageBus", "WireFormat", "Bags", "CompassCore", "IMUSimulator"]),
+        .testTarget(
+            name: "PipelineTests",
+            dependencies: ["Pipeline", "MessageBus", "WireFormat", "Bags", "CompassCore", "IMUSimulator"]),
         .testTarget(name: "MessageBusTests", dependencies: ["MessageBus", "WireFormat", "CZeroMQ"]),
         .testTarget(name: "BagsTests", dependencies: ["Bags", "WireFormat", "CompassCore", "IMUSimulator"]),
     ],

@@ -5,6 +5,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 tools/setup.sh
+# The tree stays formatted (.swift-format: 120 columns); `swift-format format -i -r Sources Tests` applies it.
+swift-format lint --strict --recursive Sources Tests Package.swift
 swift build --build-tests
 swift test --skip-build
 if compgen -G "tools/tests/test_*.py" >/dev/null; then

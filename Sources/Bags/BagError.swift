@@ -21,10 +21,14 @@ public enum BagError: Error, Equatable, Sendable, CustomStringConvertible {
         case .truncated(let p, let o, let r): return "\(p): truncated at byte \(o) in \(r)"
         case .corruptRecord(let p, let o, let r, let why): return "\(p): corrupt \(r) at byte \(o): \(why)"
         case .crcMismatch(let p, let o, let r, let e, let a):
-            return "\(p): CRC mismatch in \(r) at byte \(o) (stored 0x\(String(e, radix: 16)), computed 0x\(String(a, radix: 16)))"
-        case .unsupportedCompression(let p, let o, let c): return "\(p): unsupported chunk compression '\(c)' at byte \(o)"
+            return
+                "\(p): CRC mismatch in \(r) at byte \(o) (stored 0x\(String(e, radix: 16)), computed "
+                + "0x\(String(a, radix: 16)))"
+        case .unsupportedCompression(let p, let o, let c):
+            return "\(p): unsupported chunk compression '\(c)' at byte \(o)"
         case .decompressionFailed(let p, let o, let r): return "\(p): chunk at byte \(o) does not decompress: \(r)"
-        case .tooLarge(let p, let o, let r, let c, let l): return "\(p): \(r) at byte \(o) claims \(c) bytes, above the limit of \(l)"
+        case .tooLarge(let p, let o, let r, let c, let l):
+            return "\(p): \(r) at byte \(o) claims \(c) bytes, above the limit of \(l)"
         case .unknownChannel(let p, let o, let c): return "\(p): message at byte \(o) names unknown channel \(c)"
         case .sqlite(let p, let r): return "\(p): sqlite: \(r)"
         case .metadata(let p, let r): return "\(p): metadata: \(r)"
@@ -46,8 +50,12 @@ public struct BagMessage: Sendable, Equatable {
     public var data: [UInt8]
 
     public init(topic: String, type: String, encoding: String, logTime: UInt64, publishTime: UInt64, data: [UInt8]) {
-        self.topic = topic; self.type = type; self.encoding = encoding
-        self.logTime = logTime; self.publishTime = publishTime; self.data = data
+        self.topic = topic
+        self.type = type
+        self.encoding = encoding
+        self.logTime = logTime
+        self.publishTime = publishTime
+        self.data = data
     }
 }
 

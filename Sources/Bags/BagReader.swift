@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import YAML
 
@@ -23,9 +23,11 @@ public final class BagReader: @unchecked Sendable {
             self.storage = storage
             self.files = files
         } else if path.hasSuffix(".db3") {
-            storage = .sqlite3; files = [path]
+            storage = .sqlite3
+            files = [path]
         } else {
-            storage = .mcap; files = [path]
+            storage = .mcap
+            files = [path]
         }
         for f in files {
             switch storage {
@@ -41,12 +43,18 @@ public final class BagReader: @unchecked Sendable {
         let metaPath = directory + "/metadata.yaml"
         guard let text = YAMLParser.readFile(metaPath) else {
             let entries = listDirectory(directory).sorted()
-            if let mcaps = Optional(entries.filter { $0.hasSuffix(".mcap") }), !mcaps.isEmpty { return (.mcap, mcaps.map { directory + "/" + $0 }) }
-            if let dbs = Optional(entries.filter { $0.hasSuffix(".db3") }), !dbs.isEmpty { return (.sqlite3, dbs.map { directory + "/" + $0 }) }
+            if let mcaps = Optional(entries.filter { $0.hasSuffix(".mcap") }), !mcaps.isEmpty {
+                return (.mcap, mcaps.map { directory + "/" + $0 })
+            }
+            if let dbs = Optional(entries.filter { $0.hasSuffix(".db3") }), !dbs.isEmpty {
+                return (.sqlite3, dbs.map { directory + "/" + $0 })
+            }
             throw .notABag(path: directory, reason: "no metadata.yaml and no .mcap or .db3 file")
         }
         let root: YAMLNode?
-        do { root = try YAMLParser.parse(text, file: metaPath) } catch { throw .metadata(path: metaPath, reason: error.description) }
+        do { root = try YAMLParser.parse(text, file: metaPath) } catch {
+            throw .metadata(path: metaPath, reason: error.description)
+        }
         guard let info = root?["rosbag2_bagfile_information"] else {
             throw .metadata(path: metaPath, reason: "no rosbag2_bagfile_information mapping")
         }
@@ -55,7 +63,11 @@ public final class BagReader: @unchecked Sendable {
         switch id {
         case "mcap": storage = .mcap
         case "sqlite3": storage = .sqlite3
-        default: throw .metadata(path: metaPath, reason: "unsupported storage_identifier '\(id)' at \(info["storage_identifier"]?.mark.description ?? "?")")
+        default:
+            throw .metadata(
+                path: metaPath,
+                reason:
+                    "unsupported storage_identifier '\(id)' at \(info["storage_identifier"]?.mark.description ?? "?")")
         }
         guard let rel = info["relative_file_paths"]?.sequence?.compactMap(\.scalar), !rel.isEmpty else {
             throw .metadata(path: metaPath, reason: "relative_file_paths is missing or empty")
@@ -99,16 +111,23 @@ public final class BagReader: @unchecked Sendable {
         var merged: [String: BagTopic] = [:]
         let all = try mcapReaders.flatMap { try $0.topics() } + sqliteReaders.flatMap { try $0.topics() }
         for t in all {
-            if var m = merged[t.name] { m.messageCount += t.messageCount; merged[t.name] = m } else { merged[t.name] = t }
+            if var m = merged[t.name] {
+                m.messageCount += t.messageCount
+                merged[t.name] = m
+            } else {
+                merged[t.name] = t
+            }
         }
         return merged.values.sorted { $0.name < $1.name }
     }
 
     /// Total size of the storage files, bytes.
     public var sizeBytes: Int {
-        mcapReaders.reduce(0) { $0 + $1.size } + sqliteReaders.reduce(0) { total, r in
-            var st = stat(); return total + (stat(r.path, &st) == 0 ? Int(st.st_size) : 0)
-        }
+        mcapReaders.reduce(0) { $0 + $1.size }
+            + sqliteReaders.reduce(0) { total, r in
+                var st = stat()
+                return total + (stat(r.path, &st) == 0 ? Int(st.st_size) : 0)
+            }
     }
 }
 

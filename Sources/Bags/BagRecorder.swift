@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import YAML
 
@@ -29,8 +29,12 @@ public final class BagRecorder {
             directory = nil
         } else {
             var st = stat()
-            if stat(path, &st) == 0 { throw .writeFailed(path: path, reason: "already exists; rosbag2 directories are never overwritten") }
-            guard mkdir(path, 0o755) == 0 else { throw .writeFailed(path: path, reason: String(cString: strerror(errno))) }
+            if stat(path, &st) == 0 {
+                throw .writeFailed(path: path, reason: "already exists; rosbag2 directories are never overwritten")
+            }
+            guard mkdir(path, 0o755) == 0 else {
+                throw .writeFailed(path: path, reason: String(cString: strerror(errno)))
+            }
             self.storage = storage
             let base = path.split(separator: "/").last.map(String.init) ?? "bag"
             storagePath = path + "/" + base + "_0." + (storage == .mcap ? "mcap" : "db3")
@@ -45,7 +49,8 @@ public final class BagRecorder {
     deinit { if !finished { try? finish() } }
 
     /// Records one serialized message; `definition` is the ros2msg text for its type.
-    public func write(topic: String, type: String, definition: String, logTime: UInt64, data: [UInt8]) throws(BagError) {
+    public func write(topic: String, type: String, definition: String, logTime: UInt64, data: [UInt8]) throws(BagError)
+    {
         if topicIndex[topic] == nil {
             topicIndex[topic] = topics.count
             topics.append((topic, type, 0))
@@ -55,7 +60,8 @@ public final class BagRecorder {
         try mcap?.write(topic: topic, logTime: logTime, data: data)
         try sqlite?.write(topic: topic, timestamp: logTime, data: data)
         topics[topicIndex[topic]!].count += 1
-        first = min(first, logTime); last = max(last, logTime)
+        first = min(first, logTime)
+        last = max(last, logTime)
     }
 
     /// Pushes buffered messages to disk (a crash after this loses nothing written before it).
@@ -74,35 +80,65 @@ public final class BagRecorder {
         let start = count > 0 ? Int64(first) : 0
         let duration = count > 0 ? Int64(last - first) : 0
         let file = storagePath.split(separator: "/").last.map(String.init)!
-        let info: YAMLValue = .mapping([("rosbag2_bagfile_information", .mapping([
-            ("version", .integer(5)),
-            ("storage_identifier", .string(storage.rawValue)),
-            ("duration", .mapping([("nanoseconds", .integer(duration))])),
-            ("starting_time", .mapping([("nanoseconds_since_epoch", .integer(start))])),
-            ("message_count", .integer(Int64(count))),
-            ("topics_with_message_count", .sequence(topics.map { t in
-                .mapping([("topic_metadata", .mapping([("name", .string(t.name)), ("type", .string(t.type)),
-                                                      ("serialization_format", .string("cdr")), ("offered_qos_profiles", .string(""))])),
-                          ("message_count", .integer(Int64(t.count)))])
-            })),
-            ("compression_format", .string("")),
-            ("compression_mode", .string("")),
-            ("relative_file_paths", .sequence([.string(file)])),
-            ("files", .sequence([.mapping([("path", .string(file)),
-                                           ("starting_time", .mapping([("nanoseconds_since_epoch", .integer(start))])),
-                                           ("duration", .mapping([("nanoseconds", .integer(duration))])),
-                                           ("message_count", .integer(Int64(count)))])])),
-        ]))])
+        let info: YAMLValue = .mapping([
+            (
+                "rosbag2_bagfile_information",
+                .mapping([
+                    ("version", .integer(5)),
+                    ("storage_identifier", .string(storage.rawValue)),
+                    ("duration", .mapping([("nanoseconds", .integer(duration))])),
+                    ("starting_time", .mapping([("nanoseconds_since_epoch", .integer(start))])),
+                    ("message_count", .integer(Int64(count))),
+                    (
+                        "topics_with_message_count",
+                        .sequence(
+                            topics.map { t in
+                                .mapping([
+                                    (
+                                        "topic_metadata",
+                                        .mapping([
+                                            ("name", .string(t.name)), ("type", .string(t.type)),
+                                            ("serialization_format", .string("cdr")),
+                                            ("offered_qos_profiles", .string("")),
+                                        ])
+                                    ),
+                                    ("message_count", .integer(Int64(t.count))),
+                                ])
+                            })
+                    ),
+                    ("compression_format", .string("")),
+                    ("compression_mode", .string("")),
+                    ("relative_file_paths", .sequence([.string(file)])),
+                    (
+                        "files",
+                        .sequence([
+                            .mapping([
+                                ("path", .string(file)),
+                                ("starting_time", .mapping([("nanoseconds_since_epoch", .integer(start))])),
+                                ("duration", .mapping([("nanoseconds", .integer(duration))])),
+                                ("message_count", .integer(Int64(count))),
+                            ])
+                        ])
+                    ),
+                ])
+            )
+        ])
         let text: String
-        do { text = try YAMLEmitter.emit(info) } catch { throw .writeFailed(path: directory + "/metadata.yaml", reason: error.description) }
+        do { text = try YAMLEmitter.emit(info) } catch {
+            throw .writeFailed(path: directory + "/metadata.yaml", reason: error.description)
+        }
         // Written to a temporary name and renamed, so a crash never leaves a half-written metadata.yaml.
         let target = directory + "/metadata.yaml", temporary = target + ".tmp"
-        guard let f = fopen(temporary, "wb") else { throw .writeFailed(path: temporary, reason: String(cString: strerror(errno))) }
+        guard let f = fopen(temporary, "wb") else {
+            throw .writeFailed(path: temporary, reason: String(cString: strerror(errno)))
+        }
         let bytes = Array(text.utf8)
         let written = bytes.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, f) }
         guard written == bytes.count, fflush(f) == 0, fsync(fileno(f)) == 0, fclose(f) == 0 else {
             throw .writeFailed(path: temporary, reason: String(cString: strerror(errno)))
         }
-        guard rename(temporary, target) == 0 else { throw .writeFailed(path: target, reason: String(cString: strerror(errno))) }
+        guard rename(temporary, target) == 0 else {
+            throw .writeFailed(path: target, reason: String(cString: strerror(errno)))
+        }
     }
 }

@@ -5,7 +5,9 @@ struct ByteCursor {
     let end: Int
 
     init(_ bytes: UnsafeRawBufferPointer, from start: Int = 0, to end: Int? = nil) {
-        self.bytes = bytes; offset = start; self.end = min(end ?? bytes.count, bytes.count)
+        self.bytes = bytes
+        offset = start
+        self.end = min(end ?? bytes.count, bytes.count)
     }
 
     var remaining: Int { end - offset }

@@ -12,10 +12,14 @@ struct DecompressionFailure: Error, ExpressibleByStringInterpolation {
 
 enum ChunkCompression {
     /// Decompresses `input` that must expand to exactly `size` bytes.
-    static func decompress(_ input: UnsafeRawBufferPointer, compression: String, size: Int) -> Result<[UInt8], DecompressionFailure> {
+    static func decompress(_ input: UnsafeRawBufferPointer, compression: String, size: Int) -> Result<
+        [UInt8], DecompressionFailure
+    > {
         switch compression {
         case "":
-            guard input.count == size else { return .failure("stored size \(input.count) differs from the declared \(size)") }
+            guard input.count == size else {
+                return .failure("stored size \(input.count) differs from the declared \(size)")
+            }
             return .success(Array(input))
         case "zstd":
             var out = [UInt8](repeating: 0, count: size)
@@ -34,11 +38,13 @@ enum ChunkCompression {
                 var dstSize = size - produced
                 var srcSize = input.count - consumed
                 let hint = out.withUnsafeMutableBytes {
-                    LZ4F_decompress(ctx, $0.baseAddress! + produced, &dstSize, input.baseAddress! + consumed, &srcSize, nil)
+                    LZ4F_decompress(
+                        ctx, $0.baseAddress! + produced, &dstSize, input.baseAddress! + consumed, &srcSize, nil)
                 }
                 if LZ4F_isError(hint) != 0 { return .failure("lz4: \(String(cString: LZ4F_getErrorName(hint)))") }
-                produced += dstSize; consumed += srcSize
-                if hint == 0 { break }   // frame complete
+                produced += dstSize
+                consumed += srcSize
+                if hint == 0 { break }  // frame complete
                 if srcSize == 0 && dstSize == 0 { return .failure("lz4: frame ends early") }
                 if consumed >= input.count && hint != 0 { return .failure("lz4: frame truncated") }
             }
@@ -54,14 +60,20 @@ enum ChunkCompression {
         case "zstd":
             let bound = ZSTD_compressBound(input.count)
             var out = [UInt8](repeating: 0, count: bound)
-            let n = input.withUnsafeBytes { src in out.withUnsafeMutableBytes { ZSTD_compress($0.baseAddress, bound, src.baseAddress, src.count, level) } }
+            let n = input.withUnsafeBytes { src in
+                out.withUnsafeMutableBytes { ZSTD_compress($0.baseAddress, bound, src.baseAddress, src.count, level) }
+            }
             precondition(ZSTD_isError(n) == 0, "zstd compression cannot fail with a bound-sized buffer")
             out.removeSubrange(n...)
             return out
         case "lz4":
             let bound = LZ4F_compressFrameBound(input.count, nil)
             var out = [UInt8](repeating: 0, count: bound)
-            let n = input.withUnsafeBytes { src in out.withUnsafeMutableBytes { LZ4F_compressFrame($0.baseAddress, bound, src.baseAddress, src.count, nil) } }
+            let n = input.withUnsafeBytes { src in
+                out.withUnsafeMutableBytes {
+                    LZ4F_compressFrame($0.baseAddress, bound, src.baseAddress, src.count, nil)
+                }
+            }
             precondition(LZ4F_isError(n) == 0, "lz4 frame compression cannot fail with a bound-sized buffer")
             out.removeSubrange(n...)
             return out

@@ -6,7 +6,9 @@
 /// intact record and the damage is listed in `damage`.
 public final class MCAPReader: @unchecked Sendable {
     public struct Schema: Sendable, Equatable { public var id: UInt16, name: String, encoding: String, data: [UInt8] }
-    public struct Channel: Sendable, Equatable { public var id: UInt16, schemaId: UInt16, topic: String, messageEncoding: String, metadata: [String: String] }
+    public struct Channel: Sendable, Equatable {
+        public var id: UInt16, schemaId: UInt16, topic: String, messageEncoding: String, metadata: [String: String]
+    }
     public struct ChunkIndex: Sendable, Equatable {
         public var messageStartTime: UInt64, messageEndTime: UInt64, chunkStartOffset: UInt64, chunkLength: UInt64
         public var channels: Set<UInt16>, compression: String, compressedSize: UInt64, uncompressedSize: UInt64
@@ -62,14 +64,18 @@ public final class MCAPReader: @unchecked Sendable {
         guard (0..<8).allSatisfy({ b[tail + $0] == Self.magic[$0] }) else { return }
         let footerStart = tail - (1 + 8 + 20)
         var c = ByteCursor(b, from: footerStart, to: tail)
-        guard c.u8() == 0x02, c.u64() == 20, let summaryStart = c.u64(), let _ = c.u64(), let summaryCRC = c.u32() else { return }
+        guard c.u8() == 0x02, c.u64() == 20, let summaryStart = c.u64(), let _ = c.u64(), let summaryCRC = c.u32()
+        else { return }
         hasFooter = true
         guard summaryStart > 0, summaryStart < UInt64(footerStart) else { return }
         if summaryCRC != 0 {
             // The summary CRC covers the summary section through the footer's summary_offset_start.
             let covered = UnsafeRawBufferPointer(rebasing: b[Int(summaryStart)..<(footerStart + 1 + 8 + 8 + 8)])
             guard CRC32.checksum(covered) == summaryCRC else {
-                damage.append(.crcMismatch(path: path, offset: Int(summaryStart), record: "summary section", expected: summaryCRC, actual: CRC32.checksum(covered)))
+                damage.append(
+                    .crcMismatch(
+                        path: path, offset: Int(summaryStart), record: "summary section", expected: summaryCRC,
+                        actual: CRC32.checksum(covered)))
                 return
             }
         }
@@ -121,14 +127,18 @@ public final class MCAPReader: @unchecked Sendable {
             for (id, ch) in channels { counts[id] = byTopic[ch.topic] ?? 0 }
         }
         return channels.values.sorted { $0.topic < $1.topic }.map { ch in
-            BagTopic(name: ch.topic, type: schemas[ch.schemaId]?.name ?? "", encoding: ch.messageEncoding, messageCount: counts[ch.id] ?? 0)
+            BagTopic(
+                name: ch.topic, type: schemas[ch.schemaId]?.name ?? "", encoding: ch.messageEncoding,
+                messageCount: counts[ch.id] ?? 0)
         }
     }
 
     // MARK: - Reading
 
     func readIndexed(_ options: BagReadOptions, _ body: (BagMessage) throws -> Void) throws {
-        let wanted: Set<UInt16>? = options.topics.map { topics in Set(channels.values.filter { topics.contains($0.topic) }.map(\.id)) }
+        let wanted: Set<UInt16>? = options.topics.map { topics in
+            Set(channels.values.filter { topics.contains($0.topic) }.map(\.id))
+        }
         for index in chunkIndexes {
             if let wanted, index.channels.isDisjoint(with: wanted), !index.channels.isEmpty { continue }
             if let start = options.startTime, index.messageEndTime < start { continue }
@@ -139,7 +149,9 @@ public final class MCAPReader: @unchecked Sendable {
                 continue
             }
             // chunk_length counts the whole record, opcode and length prefix included.
-            let end = index.chunkLength > UInt64(file.bytes.count - offset) ? file.bytes.count : offset + Int(index.chunkLength)
+            let end =
+                index.chunkLength > UInt64(file.bytes.count - offset)
+                ? file.bytes.count : offset + Int(index.chunkLength)
             try scan(from: offset, to: end, options, body, topLevel: false)
         }
     }
@@ -150,13 +162,15 @@ public final class MCAPReader: @unchecked Sendable {
     }
 
     /// Reads records in [start, end). At top level it stops at DataEnd or Footer.
-    func scan(from start: Int, to end: Int, _ options: BagReadOptions, _ body: (BagMessage) throws -> Void, topLevel: Bool) throws {
+    func scan(
+        from start: Int, to end: Int, _ options: BagReadOptions, _ body: (BagMessage) throws -> Void, topLevel: Bool
+    ) throws {
         let b = file.bytes
         var pos = start
         while pos < end {
             var c = ByteCursor(b, from: pos, to: end)
             guard let op = c.u8(), let len = c.u64() else {
-                if topLevel && pos + 8 == b.count { return }   // only the closing magic is left
+                if topLevel && pos + 8 == b.count { return }  // only the closing magic is left
                 try report(.truncated(path: path, offset: pos, record: "record header"), options)
                 return
             }
@@ -174,13 +188,18 @@ public final class MCAPReader: @unchecked Sendable {
                 if topLevel { return }
             case 0x03:
                 guard let s = Self.parseSchema(ByteCursor(b, from: bodyStart, to: recordEnd)) else {
-                    try report(.corruptRecord(path: path, offset: pos, record: "Schema", reason: "fields do not fit the record"), options)
+                    try report(
+                        .corruptRecord(
+                            path: path, offset: pos, record: "Schema", reason: "fields do not fit the record"), options)
                     break
                 }
                 if s.id != 0 { schemas[s.id] = s }
             case 0x04:
                 guard let ch = Self.parseChannel(ByteCursor(b, from: bodyStart, to: recordEnd)) else {
-                    try report(.corruptRecord(path: path, offset: pos, record: "Channel", reason: "fields do not fit the record"), options)
+                    try report(
+                        .corruptRecord(
+                            path: path, offset: pos, record: "Channel", reason: "fields do not fit the record"), options
+                    )
                     break
                 }
                 channels[ch.id] = ch
@@ -190,7 +209,10 @@ public final class MCAPReader: @unchecked Sendable {
                 try chunk(at: pos, body: ByteCursor(b, from: bodyStart, to: recordEnd), options, body)
             default:
                 if op == 0 || op > 0x0F {
-                    try report(.corruptRecord(path: path, offset: pos, record: "record", reason: "unknown opcode 0x\(String(op, radix: 16))"), options)
+                    try report(
+                        .corruptRecord(
+                            path: path, offset: pos, record: "record",
+                            reason: "unknown opcode 0x\(String(op, radix: 16))"), options)
                     guard let next = resync(after: pos, end: end) else { return }
                     pos = next
                     continue
@@ -200,10 +222,14 @@ public final class MCAPReader: @unchecked Sendable {
         }
     }
 
-    func message(at pos: Int, body c: ByteCursor, _ options: BagReadOptions, _ deliver: (BagMessage) throws -> Void) throws {
+    func message(at pos: Int, body c: ByteCursor, _ options: BagReadOptions, _ deliver: (BagMessage) throws -> Void)
+        throws
+    {
         var c = c
         guard let channelId = c.u16(), let _ = c.u32(), let logTime = c.u64(), let publishTime = c.u64() else {
-            try report(.corruptRecord(path: path, offset: pos, record: "Message", reason: "shorter than its fixed fields"), options)
+            try report(
+                .corruptRecord(path: path, offset: pos, record: "Message", reason: "shorter than its fixed fields"),
+                options)
             return
         }
         guard let ch = channels[channelId] else {
@@ -214,16 +240,23 @@ public final class MCAPReader: @unchecked Sendable {
         if let s = options.startTime, logTime < s { return }
         if let e = options.endTime, logTime >= e { return }
         let data = c.slice(c.remaining)!
-        try deliver(BagMessage(topic: ch.topic, type: schemas[ch.schemaId]?.name ?? "", encoding: ch.messageEncoding,
-                               logTime: logTime, publishTime: publishTime, data: Array(data)))
+        try deliver(
+            BagMessage(
+                topic: ch.topic, type: schemas[ch.schemaId]?.name ?? "", encoding: ch.messageEncoding,
+                logTime: logTime, publishTime: publishTime, data: Array(data)))
     }
 
-    func chunk(at pos: Int, body c: ByteCursor, _ options: BagReadOptions, _ deliver: (BagMessage) throws -> Void) throws {
+    func chunk(at pos: Int, body c: ByteCursor, _ options: BagReadOptions, _ deliver: (BagMessage) throws -> Void)
+        throws
+    {
         var c = c
         guard let startTime = c.u64(), let endTime = c.u64(), let uncompressedSize = c.u64(), let crc = c.u32(),
-              let compression = c.string(), let recordsLength = c.u64(), recordsLength <= UInt64(c.remaining),
-              let records = c.slice(Int(recordsLength)) else {
-            try report(.corruptRecord(path: path, offset: pos, record: "Chunk", reason: "header fields do not fit the record"), options)
+            let compression = c.string(), let recordsLength = c.u64(), recordsLength <= UInt64(c.remaining),
+            let records = c.slice(Int(recordsLength))
+        else {
+            try report(
+                .corruptRecord(path: path, offset: pos, record: "Chunk", reason: "header fields do not fit the record"),
+                options)
             return
         }
         if let s = options.startTime, endTime < s { return }
@@ -233,7 +266,10 @@ public final class MCAPReader: @unchecked Sendable {
             return
         }
         guard uncompressedSize <= options.maximumChunkBytes else {
-            try report(.tooLarge(path: path, offset: pos, record: "Chunk", claimed: uncompressedSize, limit: options.maximumChunkBytes), options)
+            try report(
+                .tooLarge(
+                    path: path, offset: pos, record: "Chunk", claimed: uncompressedSize,
+                    limit: options.maximumChunkBytes), options)
             return
         }
         let plain: [UInt8]
@@ -246,7 +282,8 @@ public final class MCAPReader: @unchecked Sendable {
         if crc != 0 {
             let actual = CRC32.checksum(plain)
             guard actual == crc else {
-                try report(.crcMismatch(path: path, offset: pos, record: "Chunk", expected: crc, actual: actual), options)
+                try report(
+                    .crcMismatch(path: path, offset: pos, record: "Chunk", expected: crc, actual: actual), options)
                 return
             }
         }
@@ -255,7 +292,12 @@ public final class MCAPReader: @unchecked Sendable {
             while p < inner.count {
                 var r = ByteCursor(inner, from: p)
                 guard let op = r.u8(), let len = r.u64(), len <= UInt64(r.remaining) else {
-                    try report(.corruptRecord(path: path, offset: pos, record: "Chunk", reason: "inner record at \(p) overruns the chunk"), options)
+                    try report(
+                        .corruptRecord(
+                            path: path, offset: pos, record: "Chunk",
+                            reason: "inner record at \(p) overruns the "
+                                + "chunk"),
+                        options)
                     return
                 }
                 let body = ByteCursor(inner, from: r.offset, to: r.offset + Int(len))
@@ -283,7 +325,9 @@ public final class MCAPReader: @unchecked Sendable {
                     var body = ByteCursor(b, from: c.offset, to: c.offset + Int(len))
                     if op == 0x06 {
                         if let _ = body.u64(), let _ = body.u64(), let _ = body.u64(), let _ = body.u32(),
-                           let comp = body.string(), ["", "zstd", "lz4"].contains(comp), let rl = body.u64(), rl == UInt64(body.remaining) {
+                            let comp = body.string(), ["", "zstd", "lz4"].contains(comp), let rl = body.u64(),
+                            rl == UInt64(body.remaining)
+                        {
                             return p
                         }
                     } else if let ch = body.u16(), channels[ch] != nil, len < 1 << 26 {
@@ -300,35 +344,50 @@ public final class MCAPReader: @unchecked Sendable {
 
     static func parseSchema(_ c: ByteCursor) -> Schema? {
         var c = c
-        guard let id = c.u16(), let name = c.string(), let enc = c.string(), let n = c.u32(), let data = c.slice(Int(n)) else { return nil }
+        guard let id = c.u16(), let name = c.string(), let enc = c.string(), let n = c.u32(), let data = c.slice(Int(n))
+        else { return nil }
         return Schema(id: id, name: name, encoding: enc, data: Array(data))
     }
 
     static func parseChannel(_ c: ByteCursor) -> Channel? {
         var c = c
-        guard let id = c.u16(), let schema = c.u16(), let topic = c.string(), let enc = c.string(), let meta = c.stringMap() else { return nil }
+        guard let id = c.u16(), let schema = c.u16(), let topic = c.string(), let enc = c.string(),
+            let meta = c.stringMap()
+        else { return nil }
         return Channel(id: id, schemaId: schema, topic: topic, messageEncoding: enc, metadata: meta)
     }
 
     static func parseChunkIndex(_ c: ByteCursor) -> ChunkIndex? {
         var c = c
         guard let st = c.u64(), let et = c.u64(), let off = c.u64(), let len = c.u64(), let mapLength = c.u32(),
-              Int(mapLength) <= c.remaining, Int(mapLength) % 10 == 0 else { return nil }
+            Int(mapLength) <= c.remaining, Int(mapLength) % 10 == 0
+        else { return nil }
         var ids = Set<UInt16>()
-        for _ in 0..<(Int(mapLength) / 10) { guard let id = c.u16(), let _ = c.u64() else { return nil }; ids.insert(id) }
+        for _ in 0..<(Int(mapLength) / 10) {
+            guard let id = c.u16(), let _ = c.u64() else { return nil }
+            ids.insert(id)
+        }
         guard let _ = c.u64(), let comp = c.string(), let cs = c.u64(), let us = c.u64() else { return nil }
-        return ChunkIndex(messageStartTime: st, messageEndTime: et, chunkStartOffset: off, chunkLength: len, channels: ids,
-                          compression: comp, compressedSize: cs, uncompressedSize: us)
+        return ChunkIndex(
+            messageStartTime: st, messageEndTime: et, chunkStartOffset: off, chunkLength: len, channels: ids,
+            compression: comp, compressedSize: cs, uncompressedSize: us)
     }
 
     static func parseStatistics(_ c: ByteCursor) -> Statistics? {
         var c = c
-        guard let mc = c.u64(), let sc = c.u16(), let cc = c.u32(), let ac = c.u32(), let mdc = c.u32(), let chc = c.u32(),
-              let st = c.u64(), let et = c.u64(), let mapLength = c.u32(), Int(mapLength) <= c.remaining, Int(mapLength) % 10 == 0 else { return nil }
+        guard let mc = c.u64(), let sc = c.u16(), let cc = c.u32(), let ac = c.u32(), let mdc = c.u32(),
+            let chc = c.u32(),
+            let st = c.u64(), let et = c.u64(), let mapLength = c.u32(), Int(mapLength) <= c.remaining,
+            Int(mapLength) % 10 == 0
+        else { return nil }
         var counts: [UInt16: UInt64] = [:]
-        for _ in 0..<(Int(mapLength) / 10) { guard let id = c.u16(), let n = c.u64() else { return nil }; counts[id] = n }
-        return Statistics(messageCount: mc, schemaCount: sc, channelCount: cc, attachmentCount: ac, metadataCount: mdc,
-                          chunkCount: chc, messageStartTime: st, messageEndTime: et, channelMessageCounts: counts)
+        for _ in 0..<(Int(mapLength) / 10) {
+            guard let id = c.u16(), let n = c.u64() else { return nil }
+            counts[id] = n
+        }
+        return Statistics(
+            messageCount: mc, schemaCount: sc, channelCount: cc, attachmentCount: ac, metadataCount: mdc,
+            chunkCount: chc, messageStartTime: st, messageEndTime: et, channelMessageCounts: counts)
     }
 
     static func recordName(_ op: UInt8) -> String {

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A read-only memory map of a whole file (nothing is copied until a message is extracted).

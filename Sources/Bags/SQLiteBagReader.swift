@@ -29,10 +29,15 @@ public final class SQLiteBagReader: @unchecked Sendable {
             throw error
         }
         for (id, name, type, enc) in rows { topicsById[id] = (name, type, enc) }
-        let hasDefinitions = (try? query("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'message_definitions'") { _ in true })?.isEmpty == false
-        if hasDefinitions, let defs = try? query("SELECT topic_type, encoding, encoded_message_definition FROM message_definitions") { st in
-            (Self.text(st, 0), Self.text(st, 1), Self.text(st, 2))
-        } {
+        let definitionTables = try? query(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'message_definitions'"
+        ) { _ in true }
+        let definitionRows =
+            definitionTables?.isEmpty == false
+            ? try? query("SELECT topic_type, encoding, encoded_message_definition FROM message_definitions") { st in
+                (Self.text(st, 0), Self.text(st, 1), Self.text(st, 2))
+            } : nil
+        if let defs = definitionRows {
             for (type, encoding, text) in defs { definitions[type] = (encoding, text) }
         }
     }
@@ -55,7 +60,9 @@ public final class SQLiteBagReader: @unchecked Sendable {
             let rc = sqlite3_step(stmt)
             if rc == SQLITE_DONE { break }
             guard rc == SQLITE_ROW else { throw .sqlite(path: path, reason: String(cString: sqlite3_errmsg(db))) }
-            do { out.append(try row(stmt)) } catch let e as BagError { throw e } catch { throw .sqlite(path: path, reason: "\(error)") }
+            do { out.append(try row(stmt)) } catch let e as BagError { throw e } catch {
+                throw .sqlite(path: path, reason: "\(error)")
+            }
         }
         return out
     }
@@ -89,19 +96,27 @@ public final class SQLiteBagReader: @unchecked Sendable {
             let time = sqlite3_column_int64(stmt, 1)
             let n = Int(sqlite3_column_bytes(stmt, 2))
             var data = [UInt8](repeating: 0, count: n)
-            if n > 0, let p = sqlite3_column_blob(stmt, 2) { data.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(start: p, count: n)) } }
+            if n > 0, let p = sqlite3_column_blob(stmt, 2) {
+                data.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(start: p, count: n)) }
+            }
             guard let topic = topicsById[topicId] else {
-                let error = BagError.corruptRecord(path: path, offset: 0, record: "messages row", reason: "unknown topic_id \(topicId)")
+                let error = BagError.corruptRecord(
+                    path: path, offset: 0, record: "messages row", reason: "unknown topic_id \(topicId)")
                 if options.salvage { continue }
                 throw error
             }
             let t = UInt64(clamping: time)
-            try body(BagMessage(topic: topic.name, type: topic.type, encoding: topic.encoding, logTime: t, publishTime: t, data: data))
+            try body(
+                BagMessage(
+                    topic: topic.name, type: topic.type, encoding: topic.encoding, logTime: t, publishTime: t,
+                    data: data))
         }
     }
 
     public func topics() throws -> [BagTopic] {
-        let counts = try query("SELECT topic_id, COUNT(*) FROM messages GROUP BY topic_id") { s in (sqlite3_column_int64(s, 0), Int(sqlite3_column_int64(s, 1))) }
+        let counts = try query("SELECT topic_id, COUNT(*) FROM messages GROUP BY topic_id") { s in
+            (sqlite3_column_int64(s, 0), Int(sqlite3_column_int64(s, 1)))
+        }
         let byId = Dictionary(counts, uniquingKeysWith: +)
         return topicsById.sorted { $0.value.name < $1.value.name }.map { id, t in
             BagTopic(name: t.name, type: t.type, encoding: t.encoding, messageCount: byId[id] ?? 0)

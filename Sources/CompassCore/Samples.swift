@@ -9,7 +9,9 @@ public struct ImuSample: Sendable, Equatable {
 
     @inlinable
     public init(timestamp: Double, angularVelocity: Vector3, specificForce: Vector3) {
-        self.timestamp = timestamp; self.angularVelocity = angularVelocity; self.specificForce = specificForce
+        self.timestamp = timestamp
+        self.angularVelocity = angularVelocity
+        self.specificForce = specificForce
     }
 }
 
@@ -22,6 +24,7 @@ public struct MagnetometerSample: Sendable, Equatable {
 
     @inlinable
     public init(timestamp: Double, fieldMicrotesla: Vector3) {
-        self.timestamp = timestamp; self.fieldMicrotesla = fieldMicrotesla
+        self.timestamp = timestamp
+        self.fieldMicrotesla = fieldMicrotesla
     }
 }

@@ -38,14 +38,18 @@ struct Arguments {
     func double(_ name: String, minimum: Double = -.infinity) throws -> Double? {
         guard let v = options[name] else { return nil }
         guard let d = Double(v), d.isFinite, d >= minimum else {
-            throw UsageError(message: "\(name) expects a number\(minimum > -.infinity ? " >= \(format(minimum, 0))" : ""), got '\(v)'")
+            throw UsageError(
+                message:
+                    "\(name) expects a number\(minimum > -.infinity ? " >= \(format(minimum, 0))" : ""), got '\(v)'")
         }
         return d
     }
 
     func integer(_ name: String, minimum: Int = 0) throws -> Int? {
         guard let v = options[name] else { return nil }
-        guard let n = Int(v), n >= minimum else { throw UsageError(message: "\(name) expects an integer >= \(minimum), got '\(v)'") }
+        guard let n = Int(v), n >= minimum else {
+            throw UsageError(message: "\(name) expects an integer >= \(minimum), got '\(v)'")
+        }
         return n
     }
 }

@@ -7,7 +7,9 @@ import Bags
 enum BagEchoCommand {
     static func run(_ args: [String]) throws -> Int32 {
         let a = try Arguments(args, valued: ["--topic", "--limit"], flags: ["--salvage"])
-        guard a.positionals.count == 1 else { throw UsageError(message: "usage: fusion-node bag echo BAG [--topic TOPIC] [--limit N] [--salvage]") }
+        guard a.positionals.count == 1 else {
+            throw UsageError(message: "usage: fusion-node bag echo BAG [--topic TOPIC] [--limit N] [--salvage]")
+        }
         let bag = try BagReader(path: a.positionals[0])
         var options = BagReadOptions()
         if let t = a.string("--topic") { options.topics = [t] }
@@ -18,7 +20,9 @@ enum BagEchoCommand {
         var schemas: [String: MessageSchema?] = [:]
         func schema(for m: BagMessage) -> MessageSchema? {
             if let cached = schemas[m.topic] { return cached }
-            let s = bag.schema(forTopic: m.topic).flatMap { $0.encoding == "ros2msg" ? try? MessageSchema(name: m.type, text: $0.text) : nil }
+            let s = bag.schema(forTopic: m.topic).flatMap {
+                $0.encoding == "ros2msg" ? try? MessageSchema(name: m.type, text: $0.text) : nil
+            }
             schemas[m.topic] = s
             return s
         }
@@ -37,10 +41,14 @@ enum BagEchoCommand {
                     }
                 } catch {
                     undecodable += 1
-                    writeStandardError("fusion-node: \(a.positionals[0]): \(m.topic) at log time \(m.logTime): \(error)\n")
+                    writeStandardError(
+                        "fusion-node: \(a.positionals[0]): \(m.topic) at log time \(m.logTime): \(error)\n")
                     return
                 }
-                print("{\"topic\":\(JSONText.string(m.topic)),\"type\":\(JSONText.string(m.type)),\"log_time\":\(m.logTime),\(body)}")
+                print(
+                    "{\"topic\":\(JSONText.string(m.topic)),\"type\":\(JSONText.string(m.type)),"
+                        + "\"log_time\":\(m.logTime),\(body)}"
+                )
                 printed += 1
             }
         } catch is Done {}

@@ -12,9 +12,13 @@ enum BagInfoCommand {
         var first = UInt64.max, last = UInt64.min, count = 0
         var perTopic: [String: (count: Int, first: UInt64, last: UInt64)] = [:]
         try bag.forEachMessage(options) { m in
-            first = min(first, m.logTime); last = max(last, m.logTime); count += 1
+            first = min(first, m.logTime)
+            last = max(last, m.logTime)
+            count += 1
             var t = perTopic[m.topic] ?? (0, .max, .min)
-            t.count += 1; t.first = min(t.first, m.logTime); t.last = max(t.last, m.logTime)
+            t.count += 1
+            t.first = min(t.first, m.logTime)
+            t.last = max(t.last, m.logTime)
             perTopic[m.topic] = t
         }
         let duration = count > 0 ? Double(last - first) * 1e-9 : 0
@@ -22,7 +26,9 @@ enum BagInfoCommand {
         print("Bag size:          \(humanBytes(bag.sizeBytes))")
         print("Storage id:        \(bag.storage.rawValue)")
         if bag.storage == .mcap {
-            let compressions = bag.chunkCompressions.map { $0.map { $0.isEmpty ? "none" : $0 }.sorted().joined(separator: ", ") }
+            let compressions = bag.chunkCompressions.map {
+                $0.map { $0.isEmpty ? "none" : $0 }.sorted().joined(separator: ", ")
+            }
             print("Chunk compression: \(compressions ?? "unknown (no chunk index)")")
         }
         print("Duration:          \(format(duration, 3)) s")
@@ -36,7 +42,10 @@ enum BagInfoCommand {
             let p = perTopic[t.name]
             let span = p.map { Double($0.last - $0.first) * 1e-9 } ?? 0
             let rate = (p?.count ?? 0) > 1 && span > 0 ? Double(p!.count - 1) / span : 0
-            print("  Topic: \(t.name) | Type: \(t.type) | Count: \(p?.count ?? 0) | Rate: \(format(rate, 3)) Hz | Serialization: \(t.encoding)")
+            print(
+                "  Topic: \(t.name) | Type: \(t.type) | Count: \(p?.count ?? 0) | Rate: \(format(rate, 3)) Hz | "
+                    + "Serialization: \(t.encoding)"
+            )
         }
         for d in bag.damage { writeStandardError("damage: \(d)\n") }
         return 0
@@ -45,7 +54,10 @@ enum BagInfoCommand {
     static func humanBytes(_ n: Int) -> String {
         let units = ["B", "KiB", "MiB", "GiB", "TiB"]
         var v = Double(n), u = 0
-        while v >= 1024 && u < units.count - 1 { v /= 1024; u += 1 }
+        while v >= 1024 && u < units.count - 1 {
+            v /= 1024
+            u += 1
+        }
         return "\(format(v, u == 0 ? 0 : 1)) \(units[u])"
     }
 }

@@ -2,7 +2,7 @@ import MessageBus
 import WireFormat
 import Pipeline
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `fusion-node echo ENDPOINT [TOPIC] [--count N] [--latest-only]`: subscribes and prints every message
@@ -10,7 +10,9 @@ import Glibc
 enum EchoCommand {
     static func run(_ args: [String]) throws -> Int32 {
         let a = try Arguments(args, valued: ["--count"], flags: ["--latest-only"])
-        guard (1...2).contains(a.positionals.count) else { throw UsageError(message: "usage: fusion-node echo ENDPOINT [TOPIC] [--count N] [--latest-only]") }
+        guard (1...2).contains(a.positionals.count) else {
+            throw UsageError(message: "usage: fusion-node echo ENDPOINT [TOPIC] [--count N] [--latest-only]")
+        }
         let endpoint = a.positionals[0]
         let topic = a.positionals.count == 2 ? a.positionals[1] : nil
         let limit = try a.integer("--count", minimum: 1)
@@ -32,12 +34,17 @@ enum EchoCommand {
             if frame.encoding == "json" {
                 body = String(decoding: frame.payload, as: UTF8.self)
             } else {
-                do { body = try jsonFromCDR(type: frame.type, frame.payload) ?? "{\"bytes\":\(frame.payload.count)}" } catch {
+                do {
+                    body = try jsonFromCDR(type: frame.type, frame.payload) ?? "{\"bytes\":\(frame.payload.count)}"
+                } catch {
                     writeStandardError("fusion-node: \(endpoint): \(frame.topic): \(error)\n")
                     continue
                 }
             }
-            print("{\"topic\":\(JSONText.string(frame.topic)),\"type\":\(JSONText.string(frame.type)),\"encoding\":\(JSONText.string(frame.encoding)),\"message\":\(body)}")
+            print(
+                "{\"topic\":\(JSONText.string(frame.topic)),\"type\":\(JSONText.string(frame.type)),"
+                    + "\"encoding\":\(JSONText.string(frame.encoding)),\"message\":\(body)}"
+            )
             fflush(nil)
             printed += 1
             if let limit, printed >= limit { break }

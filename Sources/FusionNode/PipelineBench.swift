@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import MessageBus
 import Pipeline
@@ -10,32 +10,34 @@ import CZeroMQ
 /// and with every stage in its own process over ipc, next to raw libzmq one-hop throughput measured
 /// in the same run; then source-to-sink latency at a steady 1 kHz across five processes.
 enum PipelineBench {
-    static func pipelineText(samples: Int, rate: Double, realtime: Bool, directory: String?, report: String, cpus: [Int] = []) -> String {
+    static func pipelineText(
+        samples: Int, rate: Double, realtime: Bool, directory: String?, report: String, cpus: [Int] = []
+    ) -> String {
         func endpoint(_ name: String) -> String { directory.map { "\n    endpoint: ipc://\($0)/\(name)" } ?? "" }
         return (cpus.isEmpty ? "" : "cpus: [\(cpus.map(String.init).joined(separator: ", "))]\n") + """
-        stages:
-          source:
-            type: simulator
-            rate_hz: \(rate)
-            duration: \(Double(samples) / rate)
-            realtime: \(realtime)
-            hard_iron_ut: [1, -2, 0.5]
-            stamp: \(realtime ? "wall" : "simulated")\(endpoint("source"))
-          calibration:
-            type: calibration
-            inputs: [source]
-            hard_iron_ut: [1, -2, 0.5]\(endpoint("calibration"))
-          gating:
-            type: gating
-            inputs: [calibration]\(endpoint("gating"))
-          fusion:
-            type: fusion
-            inputs: [gating]\(endpoint("fusion"))
-          sink:
-            type: measure
-            inputs: [fusion]
-            report_path: \(report)
-        """
+            stages:
+              source:
+                type: simulator
+                rate_hz: \(rate)
+                duration: \(Double(samples) / rate)
+                realtime: \(realtime)
+                hard_iron_ut: [1, -2, 0.5]
+                stamp: \(realtime ? "wall" : "simulated")\(endpoint("source"))
+              calibration:
+                type: calibration
+                inputs: [source]
+                hard_iron_ut: [1, -2, 0.5]\(endpoint("calibration"))
+              gating:
+                type: gating
+                inputs: [calibration]\(endpoint("gating"))
+              fusion:
+                type: fusion
+                inputs: [gating]\(endpoint("fusion"))
+              sink:
+                type: measure
+                inputs: [fusion]
+                report_path: \(report)
+            """
     }
 
     /// Raw one-hop throughput: XPUB (no-drop, back-pressure) to SUB, 64-byte messages.
@@ -81,7 +83,9 @@ enum PipelineBench {
         let latencyRuns = try a.integer("--latency-runs", minimum: 0) ?? 1
         PipelineSignals.install()
         var dirTemplate = Array("/tmp/gyrocompass-bench-XXXXXX".utf8CString)
-        guard let dirPointer = mkdtemp(&dirTemplate) else { throw UsageError(message: "cannot create a temporary folder") }
+        guard let dirPointer = mkdtemp(&dirTemplate) else {
+            throw UsageError(message: "cannot create a temporary folder")
+        }
         let dir = String(cString: dirPointer)
 
         // Steady-state rate: first to last message at the sink. End to end: including start-up and drain.
@@ -106,7 +110,9 @@ enum PipelineBench {
         for round in 1...rounds {
             let inproc = try rawZeroMQ("inproc://raw-bench-\(round)", messages: 1_000_000)
             let ipc = try rawZeroMQ("ipc://\(dir)/raw-\(round)", messages: 1_000_000)
-            let one = try PipelineConfig.parse(pipelineText(samples: samples, rate: 1000, realtime: false, directory: nil, report: oneReport), file: "<bench>", environment: [:])
+            let one = try PipelineConfig.parse(
+                pipelineText(samples: samples, rate: 1000, realtime: false, directory: nil, report: oneReport),
+                file: "<bench>", environment: [:])
             let t0 = Clocks.monotonicSeconds()
             let reports = try await PipelineRunner.runAll(one, log: { _ in })
             let oneSeconds = Clocks.monotonicSeconds() - t0
@@ -114,59 +120,84 @@ enum PipelineBench {
             let oneRate = sinkReport(oneReport).rate
             let multiSeconds = try runProcesses(multiPath, stages: stages)
             let multiRate = sinkReport(multiReport).rate
-            rawInproc.append(inproc); rawIpc.append(ipc); oneRates.append(oneRate); multiRates.append(multiRate)
-            print("round \(round): raw libzmq one hop (64-byte messages) inproc \(format(inproc, 0)) msg/s, ipc \(format(ipc, 0)) msg/s; "
-                  + "one process, 5 stages (inproc) \(format(oneRate, 0)) samples/s steady state (end to end \(format(Double(fused) / oneSeconds, 0))); "
-                  + "five processes (ipc) \(format(multiRate, 0)) samples/s steady state (end to end with process start-up \(format(Double(samples) / multiSeconds, 0)))")
+            rawInproc.append(inproc)
+            rawIpc.append(ipc)
+            oneRates.append(oneRate)
+            multiRates.append(multiRate)
+            print(
+                "round \(round): raw libzmq one hop (64-byte messages) inproc \(format(inproc, 0)) msg/s, ipc "
+                    + "\(format(ipc, 0)) msg/s; "
+                    + "one process, 5 stages (inproc) \(format(oneRate, 0)) samples/s steady state (end to end "
+                    + "\(format(Double(fused) / oneSeconds, 0))); "
+                    + "five processes (ipc) \(format(multiRate, 0)) samples/s steady state (end to end with "
+                    + "process start-up \(format(Double(samples) / multiSeconds, 0)))"
+            )
         }
-        func median(_ v: [Double]) -> Double { let s = v.sorted(); return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2 }
+        func median(_ v: [Double]) -> Double {
+            let s = v.sorted()
+            return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
+        }
         func range(_ v: [Double]) -> String { "\(format(v.min()!, 0))-\(format(v.max()!, 0))" }
         let oneRatio = zip(oneRates, rawInproc).map { $0 / $1 }, multiRatio = zip(multiRates, rawIpc).map { $0 / $1 }
-        print("one process, 5 stages (inproc): median \(format(median(oneRates), 0)) samples/s over \(rounds) round(s) (\(range(oneRates))); "
-              + "\(format(median(oneRatio), 3)) x the raw inproc one-hop message rate of the same round")
-        print("five processes (ipc): median \(format(median(multiRates), 0)) samples/s (\(range(multiRates))); "
-              + "\(format(median(multiRatio), 3)) x the raw ipc one-hop message rate of the same round")
+        print(
+            "one process, 5 stages (inproc): median \(format(median(oneRates), 0)) samples/s over \(rounds) "
+                + "round(s) (\(range(oneRates))); "
+                + "\(format(median(oneRatio), 3)) x the raw inproc one-hop message rate of the same round")
+        print(
+            "five processes (ipc): median \(format(median(multiRates), 0)) samples/s (\(range(multiRates))); "
+                + "\(format(median(multiRatio), 3)) x the raw ipc one-hop message rate of the same round")
 
         mkdir(dir + "/l", 0o755)
         for run in 0..<latencyRuns {
             // Baseline first: the same source straight into the sink, one ipc hop, no stage between.
             let hopPath = dir + "/hop.yaml", hopReport = dir + "/hop-\(run).json"
             let h = try BufferedFileWriter(path: hopPath)
-            try h.write("""
-            stages:
-              source:
-                type: simulator
-                rate_hz: 1000
-                duration: 11
-                realtime: true
-                stamp: wall
-                endpoint: ipc://\(dir)/l/hop-source
-              sink:
-                type: measure
-                inputs: [source]
-                topic: imu/data_raw
-                report_path: \(hopReport)
-            """)
+            try h.write(
+                """
+                stages:
+                  source:
+                    type: simulator
+                    rate_hz: 1000
+                    duration: 11
+                    realtime: true
+                    stamp: wall
+                    endpoint: ipc://\(dir)/l/hop-source
+                  sink:
+                    type: measure
+                    inputs: [source]
+                    topic: imu/data_raw
+                    report_path: \(hopReport)
+                """)
             try h.close()
             _ = try runProcesses(hopPath, stages: ["source", "sink"])
             let hop = sinkReport(hopReport)
             let latencyPath = dir + "/latency.yaml", latencyReport = dir + "/latency-\(run).json"
             let l = try BufferedFileWriter(path: latencyPath)
-            try l.write(pipelineText(samples: 11_000, rate: 1000, realtime: true, directory: dir + "/l", report: latencyReport))
+            try l.write(
+                pipelineText(samples: 11_000, rate: 1000, realtime: true, directory: dir + "/l", report: latencyReport))
             try l.close()
             _ = try runProcesses(latencyPath, stages: stages)
             let lat = sinkReport(latencyReport)
             // The same five processes with every thread on CPU 0 (the pipeline's `cpus` setting).
             let pinnedPath = dir + "/pinned.yaml", pinnedReport = dir + "/pinned-\(run).json"
             let p = try BufferedFileWriter(path: pinnedPath)
-            try p.write(pipelineText(samples: 11_000, rate: 1000, realtime: true, directory: dir + "/l", report: pinnedReport, cpus: [0]))
+            try p.write(
+                pipelineText(
+                    samples: 11_000, rate: 1000, realtime: true, directory: dir + "/l", report: pinnedReport, cpus: [0])
+            )
             try p.close()
             _ = try runProcesses(pinnedPath, stages: stages)
             let pinned = sinkReport(pinnedReport)
-            print("latency at a steady 1 kHz (source stamp to sink arrival, 10 s after a 1 s warm-up): across five processes "
-                  + "p50 \(format(lat.p50 ?? .nan, 0)) us, p99 \(format(lat.p99 ?? .nan, 0)) us, max \(format(lat.max ?? .nan, 0)) us; "
-                  + "the same pinned to CPU 0 (cpus: [0]) p50 \(format(pinned.p50 ?? .nan, 0)) us, p99 \(format(pinned.p99 ?? .nan, 0)) us, max \(format(pinned.max ?? .nan, 0)) us; "
-                  + "baseline, source to sink in two processes (one ipc hop) p50 \(format(hop.p50 ?? .nan, 0)) us, p99 \(format(hop.p99 ?? .nan, 0)) us")
+            print(
+                "latency at a steady 1 kHz (source stamp to sink arrival, 10 s after a 1 s warm-up): across five "
+                    + "processes "
+                    + "p50 \(format(lat.p50 ?? .nan, 0)) us, p99 \(format(lat.p99 ?? .nan, 0)) us, max "
+                    + "\(format(lat.max ?? .nan, 0)) us; "
+                    + "the same pinned to CPU 0 (cpus: [0]) p50 \(format(pinned.p50 ?? .nan, 0)) us, p99 "
+                    + "\(format(pinned.p99 ?? .nan, 0)) us, max \(format(pinned.max ?? .nan, 0)) us; "
+                    + "baseline, source to sink in two processes (one ipc hop) p50 \(format(hop.p50 ?? .nan, 0)) "
+                    + "us, p99 \(format(hop.p99 ?? .nan, 0)) us"
+            )
         }
         return 0
     }

@@ -1,17 +1,17 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Pipeline
 
 /// `fusion-node --config FILE [--list-stages | --stage NAME | --supervise [--max-restarts N]]`.
 enum PipelineCommand {
     static let usage = """
-    fusion-node --config pipeline.yaml                 every stage in this process (inproc)
-    fusion-node --config pipeline.yaml --stage NAME    one stage, on the endpoints the file gives
-    fusion-node --config pipeline.yaml --list-stages   stage names, one per line
-    fusion-node --config pipeline.yaml --supervise     every stage in its own process; a crashed
-                                                       stage is restarted (--max-restarts N, default 3)
-    """
+        fusion-node --config pipeline.yaml                 every stage in this process (inproc)
+        fusion-node --config pipeline.yaml --stage NAME    one stage, on the endpoints the file gives
+        fusion-node --config pipeline.yaml --list-stages   stage names, one per line
+        fusion-node --config pipeline.yaml --supervise     every stage in its own process; a crashed
+                                                           stage is restarted (--max-restarts N, default 3)
+        """
 
     static func load(_ path: String) throws -> PipelineConfig {
         var environment: [String: String] = [:]
@@ -25,7 +25,8 @@ enum PipelineCommand {
     }
 
     static func run(_ args: [String]) async throws -> Int32 {
-        let a = try Arguments(args, valued: ["--config", "--stage", "--max-restarts"], flags: ["--list-stages", "--supervise"])
+        let a = try Arguments(
+            args, valued: ["--config", "--stage", "--max-restarts"], flags: ["--list-stages", "--supervise"])
         guard let path = a.string("--config"), a.positionals.isEmpty else { throw UsageError(message: usage) }
         let config = try load(path)
         if a.has("--list-stages") {
@@ -34,7 +35,9 @@ enum PipelineCommand {
         }
         PipelineSignals.install()
         if a.has("--supervise") {
-            return try Supervisor(configPath: path, config: config, maxRestarts: try a.integer("--max-restarts", minimum: 0) ?? 3).run()
+            return try Supervisor(
+                configPath: path, config: config, maxRestarts: try a.integer("--max-restarts", minimum: 0) ?? 3
+            ).run()
         }
         let reports: [StageReport]
         if let name = a.string("--stage") {
@@ -73,7 +76,10 @@ struct Supervisor {
             }
             var status: Int32 = 0
             let pid = waitpid(-1, &status, WNOHANG)
-            if pid <= 0 { usleep(50_000); continue }
+            if pid <= 0 {
+                usleep(50_000)
+                continue
+            }
             guard let stage = running.removeValue(forKey: pid) else { continue }
             let signaled = (status & 0x7f) != 0 && (status & 0x7f) != 0x7f
             let code = (status >> 8) & 0xff
@@ -90,11 +96,13 @@ struct Supervisor {
             let n = restarts[stage, default: 0]
             if n < maxRestarts {
                 restarts[stage] = n + 1
-                writeStandardError("fusion-node: supervisor: \(stage) \(why); restarting (\(n + 1) of \(maxRestarts))\n")
+                writeStandardError(
+                    "fusion-node: supervisor: \(stage) \(why); restarting (\(n + 1) of \(maxRestarts))\n")
                 usleep(UInt32(200_000 * (n + 1)))
                 running[try spawn(stage)] = stage
             } else {
-                writeStandardError("fusion-node: supervisor: \(stage) \(why); giving up after \(maxRestarts) restarts\n")
+                writeStandardError(
+                    "fusion-node: supervisor: \(stage) \(why); giving up after \(maxRestarts) restarts\n")
                 failed = true
                 for pid in running.keys { kill(pid, SIGTERM) }
                 forwarded = true

@@ -15,7 +15,11 @@ enum StagesCommand {
                 for s in type.settings {
                     let d = s.defaultValue.map { $0.isEmpty ? "\"\"" : "`\($0)`" } ?? "required"
                     let accepted = s.acceptedValues.isEmpty ? "" : "`\(s.acceptedValues)`"
-                    print("| `\(s.name)` | \(s.kind.referenceName) | \(d) | \(accepted.replacingOccurrences(of: "|", with: "\\|")) | \(s.help.replacingOccurrences(of: "|", with: "\\|")) |")
+                    print(
+                        "| `\(s.name)` | \(s.kind.referenceName) | \(d) | "
+                            + "\(accepted.replacingOccurrences(of: "|", with: "\\|")) | "
+                            + "\(s.help.replacingOccurrences(of: "|", with: "\\|")) |"
+                    )
                 }
                 print("")
             }

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import CompassCore
 
@@ -44,8 +44,9 @@ public struct IMUSimulator: Sequence, IteratorProtocol, Sendable {
         self.scenario = scenario
         rng = SeededGenerator(seed: scenario.seed)
         bias = scenario.sensors.gyroInitialBias
-        let q0 = Quaternion(headingDegrees: scenario.startHeadingDegrees, pitchDegrees: scenario.startPitchDegrees,
-                            rollDegrees: scenario.startRollDegrees)
+        let q0 = Quaternion(
+            headingDegrees: scenario.startHeadingDegrees, pitchDegrees: scenario.startPitchDegrees,
+            rollDegrees: scenario.startRollDegrees)
         previousOrientation = q0
         segmentStartOrientation = q0
         earth = scenario.earthFieldENU
@@ -67,17 +68,19 @@ public struct IMUSimulator: Sequence, IteratorProtocol, Sendable {
         let motion = scenario.motion
         guard !motion.isEmpty, scenario.sampleRateHz > 0, scenario.duration > 0 else { return nil }
         let dt = 1 / scenario.sampleRateHz
-        let runTime = Double(index) * dt   // seconds since the start of the run
+        let runTime = Double(index) * dt  // seconds since the start of the run
         if !scenario.loops && index >= sampleCountPerPass { return nil }
         // Advance to the segment containing runTime (segment times accumulate over loops).
         while runTime >= segmentStartTime + motion[segmentIndex].seconds {
             let seg = motion[segmentIndex]
-            segmentStartOrientation = Self.pose(seg, tau: seg.seconds, start: segmentStartOrientation, seed: scenario.seed).orientation
+            segmentStartOrientation =
+                Self.pose(seg, tau: seg.seconds, start: segmentStartOrientation, seed: scenario.seed).orientation
             segmentStartTime += seg.seconds
             segmentIndex = (segmentIndex + 1) % motion.count
         }
-        let pose = Self.pose(motion[segmentIndex], tau: runTime - segmentStartTime, start: segmentStartOrientation,
-                             seed: scenario.seed)
+        let pose = Self.pose(
+            motion[segmentIndex], tau: runTime - segmentStartTime, start: segmentStartOrientation,
+            seed: scenario.seed)
         let q = pose.orientation
         let sensors = scenario.sensors
 
@@ -85,7 +88,9 @@ public struct IMUSimulator: Sequence, IteratorProtocol, Sendable {
         let delta = (previousOrientation.conjugate * q).rotationVector
         let trueRate = index == 0 ? Vector3.zero : delta / dt
         previousOrientation = q
-        bias += Vector3(rng.nextNormal(), rng.nextNormal(), rng.nextNormal()) * (sensors.gyroBiasRandomWalk * dt.squareRoot())
+        bias +=
+            Vector3(rng.nextNormal(), rng.nextNormal(), rng.nextNormal())
+            * (sensors.gyroBiasRandomWalk * dt.squareRoot())
         let gyro = trueRate + bias + noise(sensors.gyroNoiseRadiansPerSecond)
 
         // Accelerometer: specific force = linear acceleration minus gravity (gravity points down).
@@ -125,7 +130,8 @@ public struct IMUSimulator: Sequence, IteratorProtocol, Sendable {
 
     /// Orientation and ENU linear acceleration `tau` seconds into a segment that began at `start`.
     static func pose(_ segment: MotionSegment, tau: Double, start: Quaternion, seed: UInt64)
-        -> (orientation: Quaternion, linearAcceleration: Vector3) {
+        -> (orientation: Quaternion, linearAcceleration: Vector3)
+    {
         switch segment {
         case .rest:
             return (start, .zero)
@@ -141,14 +147,16 @@ public struct IMUSimulator: Sequence, IteratorProtocol, Sendable {
             return (start.slerp(to: target, fraction: s), .zero)
         case .figureEight(let seconds):
             let phase = 2 * Double.pi * tau / seconds
-            let relative = Quaternion(rollRadians: 120 * radiansPerDegree * sin(3 * phase),
-                                      pitchRadians: 80 * radiansPerDegree * sin(2 * phase),
-                                      yawRadians: phase)
+            let relative = Quaternion(
+                rollRadians: 120 * radiansPerDegree * sin(3 * phase),
+                pitchRadians: 80 * radiansPerDegree * sin(2 * phase),
+                yawRadians: phase)
             return ((start * relative).normalized, .zero)
         case .walking(_, let stepRate):
             let phase = 2 * Double.pi * stepRate * tau
-            let sway = Quaternion(rollRadians: 3 * radiansPerDegree * sin(0.5 * phase),
-                                  pitchRadians: 2 * radiansPerDegree * sin(phase), yawRadians: 0)
+            let sway = Quaternion(
+                rollRadians: 3 * radiansPerDegree * sin(0.5 * phase),
+                pitchRadians: 2 * radiansPerDegree * sin(phase), yawRadians: 0)
             let forward = start.rotate(.unitX)
             let horizontal = Vector3(forward.x, forward.y, 0).normalized ?? .unitY
             let accel = Vector3(0, 0, 2.0 * sin(phase)) + horizontal * (0.8 * cos(phase))

@@ -24,7 +24,8 @@ public enum MotionSegment: Sendable, Equatable {
     public var seconds: Double {
         switch self {
         case .rest(let s), .turn(_, let s), .rotate(_, _, let s), .moveTo(_, _, _, let s), .figureEight(let s),
-             .walking(let s, _), .impacts(let s, _, _): return s
+            .walking(let s, _), .impacts(let s, _, _):
+            return s
         }
     }
 }
@@ -43,10 +44,15 @@ public struct ScheduledDisturbance: Sendable, Equatable {
     /// Seconds to fade in and out (a magnet approaches over time); 0 switches abruptly.
     public var rampSeconds: Double
 
-    public init(startSeconds: Double, durationSeconds: Double, fieldMicrotesla: Vector3, frame: Frame = .world,
-                rampSeconds: Double = 0.5) {
-        self.startSeconds = startSeconds; self.durationSeconds = durationSeconds
-        self.fieldMicrotesla = fieldMicrotesla; self.frame = frame; self.rampSeconds = max(0, rampSeconds)
+    public init(
+        startSeconds: Double, durationSeconds: Double, fieldMicrotesla: Vector3, frame: Frame = .world,
+        rampSeconds: Double = 0.5
+    ) {
+        self.startSeconds = startSeconds
+        self.durationSeconds = durationSeconds
+        self.fieldMicrotesla = fieldMicrotesla
+        self.frame = frame
+        self.rampSeconds = max(0, rampSeconds)
     }
 
     /// 0...1: how much of the disturbance is present at time t (seconds).
@@ -82,8 +88,10 @@ public struct SensorErrorModel: Sendable, Equatable {
     /// A noiseless, bias-free, undistorted sensor (for exact geometry tests).
     public static var ideal: SensorErrorModel {
         var m = SensorErrorModel()
-        m.gyroNoiseRadiansPerSecond = 0; m.gyroBiasRandomWalk = 0
-        m.accelerometerNoise = 0; m.magnetometerNoiseMicrotesla = 0
+        m.gyroNoiseRadiansPerSecond = 0
+        m.gyroBiasRandomWalk = 0
+        m.accelerometerNoise = 0
+        m.magnetometerNoiseMicrotesla = 0
         return m
     }
 }

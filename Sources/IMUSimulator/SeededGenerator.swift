@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// xoshiro256** seeded through SplitMix64: fast, and the same sequence on every machine for a seed
@@ -19,13 +19,19 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
             z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
             return z ^ (z >> 31)
         }
-        s0 = splitMix(&sm); s1 = splitMix(&sm); s2 = splitMix(&sm); s3 = splitMix(&sm)
+        s0 = splitMix(&sm)
+        s1 = splitMix(&sm)
+        s2 = splitMix(&sm)
+        s3 = splitMix(&sm)
     }
 
     public mutating func next() -> UInt64 {
         let result = ((s1 &* 5) << 7 | (s1 &* 5) >> 57) &* 9
         let t = s1 << 17
-        s2 ^= s0; s3 ^= s1; s1 ^= s2; s0 ^= s3
+        s2 ^= s0
+        s3 ^= s1
+        s1 ^= s2
+        s0 ^= s3
         s2 ^= t
         s3 = (s3 << 45) | (s3 >> 19)
         return result
@@ -36,7 +42,10 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
 
     /// Standard normal by the Box-Muller transform (pairs cached).
     public mutating func nextNormal() -> Double {
-        if let z = spareNormal { spareNormal = nil; return z }
+        if let z = spareNormal {
+            spareNormal = nil
+            return z
+        }
         var u1 = nextUniform()
         while u1 <= 0 { u1 = nextUniform() }
         let u2 = nextUniform()

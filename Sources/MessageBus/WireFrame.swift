@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import WireFormat
 
@@ -17,11 +17,17 @@ public struct WireFrame: Sendable, Equatable {
     public var payload: ArraySlice<UInt8>
 
     public init(topic: String, type: String, encoding: String, payload: [UInt8]) {
-        self.topic = topic; self.type = type; self.encoding = encoding; self.payload = payload[...]
+        self.topic = topic
+        self.type = type
+        self.encoding = encoding
+        self.payload = payload[...]
     }
 
     public init(topic: String, type: String, encoding: String, payload: ArraySlice<UInt8>) {
-        self.topic = topic; self.type = type; self.encoding = encoding; self.payload = payload
+        self.topic = topic
+        self.type = type
+        self.encoding = encoding
+        self.payload = payload
     }
 
     /// Internal: several frames in one bus message (bulk replay between stages). Never sent to the
@@ -89,7 +95,7 @@ public struct WireFrame: Sendable, Equatable {
                 let utf8 = Array(name.utf8)
                 let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, utf8.count), alignment: 1)
                 utf8.withUnsafeBytes { copy.copyMemory(from: $0) }
-                return UnsafeRawBufferPointer(rebasing: copy[0..<utf8.count])   // lives as long as the program
+                return UnsafeRawBufferPointer(rebasing: copy[0..<utf8.count])  // lives as long as the program
             }
         }
 
@@ -105,8 +111,12 @@ public struct WireFrame: Sendable, Equatable {
 
     /// One header field (topic, type or encoding) ending at a NUL at or after `start`.
     @inline(__always)
-    static func field(_ raw: UnsafeRawBufferPointer, from start: Int, _ name: String, _ table: KnownNames) throws(DecodeError) -> (String, next: Int) {
-        guard start < raw.count, let nul = memchr(raw.baseAddress! + start, 0, raw.count - start) else { throw .missingSeparator(field: name) }
+    static func field(_ raw: UnsafeRawBufferPointer, from start: Int, _ name: String, _ table: KnownNames)
+        throws(DecodeError) -> (String, next: Int)
+    {
+        guard start < raw.count, let nul = memchr(raw.baseAddress! + start, 0, raw.count - start) else {
+            throw .missingSeparator(field: name)
+        }
         let end = UnsafeRawPointer(nul) - raw.baseAddress!
         let bytes = UnsafeRawBufferPointer(rebasing: raw[start..<end])
         if let known = table.match(bytes) { return (known, end + 1) }
@@ -115,7 +125,9 @@ public struct WireFrame: Sendable, Equatable {
     }
 
     /// The header fields of an encoded frame and where its payload starts.
-    static func header(_ raw: UnsafeRawBufferPointer) throws(DecodeError) -> (topic: String, type: String, encoding: String, payloadStart: Int) {
+    static func header(_ raw: UnsafeRawBufferPointer) throws(DecodeError) -> (
+        topic: String, type: String, encoding: String, payloadStart: Int
+    ) {
         let (topic, afterTopic) = try field(raw, from: 0, "topic", knownTopics)
         let (type, afterType) = try field(raw, from: afterTopic, "type", knownTypes)
         let (encoding, start) = try field(raw, from: afterType, "encoding", knownEncodings)
@@ -126,7 +138,8 @@ public struct WireFrame: Sendable, Equatable {
     static func frame(in bytes: ArraySlice<UInt8>) throws(DecodeError) -> WireFrame {
         let parsed = bytes.withUnsafeBytes { raw in Result { () throws(DecodeError) in try header(raw) } }
         let h = try parsed.get()
-        return WireFrame(topic: h.topic, type: h.type, encoding: h.encoding, payload: bytes[(bytes.startIndex + h.payloadStart)...])
+        return WireFrame(
+            topic: h.topic, type: h.type, encoding: h.encoding, payload: bytes[(bytes.startIndex + h.payloadStart)...])
     }
 
     /// The frames of one bus message (a lone frame or a batch), decoded in place: the payloads share
@@ -146,7 +159,9 @@ public struct WireFrame: Sendable, Equatable {
         let broken = batch.withUnsafeBytes { raw in
             walkBatch(raw) { entry in
                 do throws(DecodeError) {
-                    out.append(try frame(in: batch[(batch.startIndex + entry.lowerBound)..<(batch.startIndex + entry.upperBound)]))
+                    out.append(
+                        try frame(
+                            in: batch[(batch.startIndex + entry.lowerBound)..<(batch.startIndex + entry.upperBound)]))
                     return true
                 } catch {
                     failure = error
@@ -241,7 +256,14 @@ public struct WireFrame: Sendable, Equatable {
         guard bytes.count >= prefix, memcmp(bytes.baseAddress!, batchHeader.utf8Start, prefix) == 0 else { return nil }
         // A batch never carries an end of stream: it travels alone.
         var n = 0
-        guard walkBatch(UnsafeRawBufferPointer(rebasing: bytes[prefix...]), { _ in n += 1; return true }) == nil else { return nil }
+        guard
+            walkBatch(
+                UnsafeRawBufferPointer(rebasing: bytes[prefix...]),
+                { _ in
+                    n += 1
+                    return true
+                }) == nil
+        else { return nil }
         return n
     }
 
@@ -260,14 +282,22 @@ public struct WireFrame: Sendable, Equatable {
         guard bytes.count <= maximumBytes else { return false }
         func view(_ raw: UnsafeMutableRawBufferPointer) -> View? {
             guard let h = try? header(UnsafeRawBufferPointer(raw)), h.type != endOfStreamType else { return nil }
-            return View(topic: h.topic, type: h.type, encoding: h.encoding, payload: UnsafeMutableRawBufferPointer(rebasing: raw[h.payloadStart...]))
+            return View(
+                topic: h.topic, type: h.type, encoding: h.encoding,
+                payload: UnsafeMutableRawBufferPointer(rebasing: raw[h.payloadStart...]))
         }
         guard let first = view(bytes) else { return false }
-        guard first.type == batchType else { views.append(first); return true }
+        guard first.type == batchType else {
+            views.append(first)
+            return true
+        }
         let batch = first.payload
         var whole = true
         let broken = walkBatch(UnsafeRawBufferPointer(batch)) { entry in
-            guard let v = view(UnsafeMutableRawBufferPointer(rebasing: batch[entry])) else { whole = false; return false }
+            guard let v = view(UnsafeMutableRawBufferPointer(rebasing: batch[entry])) else {
+                whole = false
+                return false
+            }
             views.append(v)
             return true
         }

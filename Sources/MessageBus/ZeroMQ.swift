@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import CZeroMQ
 
@@ -29,7 +29,9 @@ public final class BusContext: @unchecked Sendable {
     public convenience init(ioThreadCPUs cpus: [Int]) throws(BusError) {
         self.init()
         for cpu in cpus {
-            guard zmq_ctx_set(handle, ZMQ_THREAD_AFFINITY_CPU_ADD, Int32(cpu)) == 0 else { throw .last("zmq_ctx_set(ZMQ_THREAD_AFFINITY_CPU_ADD, \(cpu))") }
+            guard zmq_ctx_set(handle, ZMQ_THREAD_AFFINITY_CPU_ADD, Int32(cpu)) == 0 else {
+                throw .last("zmq_ctx_set(ZMQ_THREAD_AFFINITY_CPU_ADD, \(cpu))")
+            }
         }
     }
 
@@ -60,7 +62,7 @@ public final class BusSocket: @unchecked Sendable {
         handle = h
         self.kind = kind
         self.context = context
-        try setOption(ZMQ_LINGER, 2000)   // a closing publisher gets 2 s to deliver its tail
+        try setOption(ZMQ_LINGER, 2000)  // a closing publisher gets 2 s to deliver its tail
     }
 
     deinit { close() }
@@ -73,7 +75,9 @@ public final class BusSocket: @unchecked Sendable {
 
     public func setOption(_ option: Int32, _ value: Int32) throws(BusError) {
         var v = value
-        guard zmq_setsockopt(handle, option, &v, MemoryLayout<Int32>.size) == 0 else { throw .last("zmq_setsockopt(\(option))") }
+        guard zmq_setsockopt(handle, option, &v, MemoryLayout<Int32>.size) == 0 else {
+            throw .last("zmq_setsockopt(\(option))")
+        }
     }
 
     public func setOption(_ option: Int32, bytes: [UInt8]) throws(BusError) {
@@ -120,7 +124,10 @@ public final class BusSocket: @unchecked Sendable {
     public func send(_ message: BusMessage, blocking: Bool = true) throws(BusError) -> Bool {
         precondition(!message.sent, "an outgoing message is sent once")
         while true {
-            if zmq_msg_send(message.message, handle, blocking ? 0 : ZMQ_DONTWAIT) >= 0 { message.sent = true; return true }
+            if zmq_msg_send(message.message, handle, blocking ? 0 : ZMQ_DONTWAIT) >= 0 {
+                message.sent = true
+                return true
+            }
             let e = zmq_errno()
             if e == EAGAIN { return false }
             if e == EINTR { continue }
@@ -134,7 +141,10 @@ public final class BusSocket: @unchecked Sendable {
         if timeoutMilliseconds >= 0 {
             var item = zmq_pollitem_t(socket: handle, fd: 0, events: Int16(ZMQ_POLLIN), revents: 0)
             let n = zmq_poll(&item, 1, Int(timeoutMilliseconds))
-            if n < 0 { if zmq_errno() == EINTR { return nil }; throw .last("zmq_poll") }
+            if n < 0 {
+                if zmq_errno() == EINTR { return nil }
+                throw .last("zmq_poll")
+            }
             if n == 0 { return nil }
         }
         let received = BusMessage()
@@ -161,7 +171,10 @@ public final class BusMessage {
 
     /// An empty message of `size` bytes, to fill through `bytes` before sending.
     public init(size: Int) throws(BusError) {
-        guard zmq_msg_init_size(message, size) == 0 else { message.deallocate(); throw .last("zmq_msg_init_size") }
+        guard zmq_msg_init_size(message, size) == 0 else {
+            message.deallocate()
+            throw .last("zmq_msg_init_size")
+        }
     }
 
     fileprivate init() { zmq_msg_init(message) }
@@ -198,7 +211,10 @@ public enum BusPoller {
     public static func readable(_ sockets: [BusSocket], timeoutMilliseconds: Int32) throws(BusError) -> [Int] {
         var items = sockets.map { zmq_pollitem_t(socket: $0.handle, fd: 0, events: Int16(ZMQ_POLLIN), revents: 0) }
         let n = zmq_poll(&items, Int32(items.count), Int(timeoutMilliseconds))
-        if n < 0 { if zmq_errno() == EINTR { return [] }; throw .last("zmq_poll") }
+        if n < 0 {
+            if zmq_errno() == EINTR { return [] }
+            throw .last("zmq_poll")
+        }
         return items.indices.filter { items[$0].revents & Int16(ZMQ_POLLIN) != 0 }
     }
 }

@@ -14,7 +14,8 @@ public enum CDRError: Error, Equatable, Sendable, CustomStringConvertible {
         case .truncated(let f, let o): return "CDR payload truncated in \(f) at byte \(o)"
         case .unsupportedEncapsulation(let e): return "unsupported CDR encapsulation 0x\(String(e, radix: 16))"
         case .invalidString(let f, let o): return "invalid string in \(f) at byte \(o)"
-        case .lengthTooLarge(let f, let l, let o): return "\(f) claims \(l) bytes at byte \(o), more than the payload holds"
+        case .lengthTooLarge(let f, let l, let o):
+            return "\(f) claims \(l) bytes at byte \(o), more than the payload holds"
         }
     }
 }
@@ -35,8 +36,8 @@ public struct CDRReader {
         guard bytes.count >= 4 else { throw .truncated(field: "encapsulation header", offset: 0) }
         let kind = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
         switch kind {
-        case 0x0001, 0x0003: littleEndian = true    // CDR_LE, PL_CDR_LE
-        case 0x0000, 0x0002: littleEndian = false   // CDR_BE, PL_CDR_BE
+        case 0x0001, 0x0003: littleEndian = true  // CDR_LE, PL_CDR_LE
+        case 0x0000, 0x0002: littleEndian = false  // CDR_BE, PL_CDR_BE
         default: throw .unsupportedEncapsulation(kind)
         }
         self.bytes = bytes
@@ -65,23 +66,33 @@ public struct CDRReader {
     public mutating func int8(_ field: String) throws(CDRError) -> Int8 { Int8(bitPattern: try raw(UInt8.self, field)) }
     public mutating func uint16(_ field: String) throws(CDRError) -> UInt16 { try raw(UInt16.self, field) }
     @inlinable @inline(__always)
-    public mutating func int32(_ field: String) throws(CDRError) -> Int32 { Int32(bitPattern: try raw(UInt32.self, field)) }
+    public mutating func int32(_ field: String) throws(CDRError) -> Int32 {
+        Int32(bitPattern: try raw(UInt32.self, field))
+    }
     @inlinable @inline(__always)
     public mutating func uint32(_ field: String) throws(CDRError) -> UInt32 { try raw(UInt32.self, field) }
     @inlinable @inline(__always)
-    public mutating func float64(_ field: String) throws(CDRError) -> Double { Double(bitPattern: try raw(UInt64.self, field)) }
+    public mutating func float64(_ field: String) throws(CDRError) -> Double {
+        Double(bitPattern: try raw(UInt64.self, field))
+    }
 
     /// A CDR string: uint32 length including the terminating NUL, the bytes, the NUL.
     public mutating func string(_ field: String) throws(CDRError) -> String {
         let length = Int(try uint32(field))
         guard length <= remaining else { throw .lengthTooLarge(field: field, length: length, offset: offset - 4) }
-        guard length > 0 else { return "" }   // some writers encode "" as length 0
+        guard length > 0 else { return "" }  // some writers encode "" as length 0
         guard bytes[offset + length - 1] == 0 else { throw .invalidString(field: field, offset: offset) }
         let slice = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length - 1)])
         // Frame ids are ASCII in practice: checked byte by byte, then taken without a second pass.
         var ascii = true
-        for b in slice where b >= 0x80 { ascii = false; break }
-        let text = ascii ? String(decoding: slice.assumingMemoryBound(to: UInt8.self), as: UTF8.self) : String(validating: slice, as: UTF8.self)
+        for b in slice where b >= 0x80 {
+            ascii = false
+            break
+        }
+        let text =
+            ascii
+            ? String(decoding: slice.assumingMemoryBound(to: UInt8.self), as: UTF8.self)
+            : String(validating: slice, as: UTF8.self)
         guard let s = text else { throw .invalidString(field: field, offset: offset) }
         offset += length
         return s
@@ -89,7 +100,8 @@ public struct CDRReader {
 
     /// A fixed-size array of float64.
     public mutating func float64Array(_ count: Int, _ field: String) throws(CDRError) -> [Double] {
-        var out = [Double](); out.reserveCapacity(count)
+        var out = [Double]()
+        out.reserveCapacity(count)
         for _ in 0..<count { out.append(try float64(field)) }
         return out
     }
@@ -121,7 +133,9 @@ public struct CDRWriter {
 
     @inline(__always)
     mutating func reserve(_ n: Int) {
-        if count + n > storage.count { storage.append(contentsOf: repeatElement(0, count: Swift.max(storage.count, n))) }
+        if count + n > storage.count {
+            storage.append(contentsOf: repeatElement(0, count: Swift.max(storage.count, n)))
+        }
     }
 
     /// Aligns to `n` (a power of two) relative to the body start; padding bytes are zero.
@@ -141,7 +155,11 @@ public struct CDRWriter {
         count += MemoryLayout<T>.size
     }
 
-    @inline(__always) public mutating func uint8(_ v: UInt8) { reserve(1); storage[count] = v; count += 1 }
+    @inline(__always) public mutating func uint8(_ v: UInt8) {
+        reserve(1)
+        storage[count] = v
+        count += 1
+    }
     @inline(__always) public mutating func int8(_ v: Int8) { uint8(UInt8(bitPattern: v)) }
     @inline(__always) public mutating func uint16(_ v: UInt16) { raw(v) }
     @inline(__always) public mutating func int32(_ v: Int32) { raw(UInt32(bitPattern: v)) }
@@ -154,7 +172,10 @@ public struct CDRWriter {
             reserve(utf8.count + 1)
             let at = count
             storage.withUnsafeMutableBytes { out in
-                if utf8.count > 0 { UnsafeMutableRawBufferPointer(rebasing: out[at..<(at + utf8.count)]).copyMemory(from: UnsafeRawBufferPointer(utf8)) }
+                if utf8.count > 0 {
+                    UnsafeMutableRawBufferPointer(rebasing: out[at..<(at + utf8.count)]).copyMemory(
+                        from: UnsafeRawBufferPointer(utf8))
+                }
                 out[at + utf8.count] = 0
             }
             count += utf8.count + 1
@@ -167,7 +188,9 @@ public struct CDRWriter {
         align(8)
         reserve(values.count)
         let at = count
-        storage.withUnsafeMutableBytes { $0.baseAddress!.advanced(by: at).copyMemory(from: values.baseAddress!, byteCount: values.count) }
+        storage.withUnsafeMutableBytes {
+            $0.baseAddress!.advanced(by: at).copyMemory(from: values.baseAddress!, byteCount: values.count)
+        }
         count += values.count
     }
 }
@@ -202,9 +225,13 @@ public enum CDRSamples {
         try r.skipFloat64(4 + 9, "orientation")
         r.align(8)
         let offset = r.offset
-        let w = Vector3(try r.float64("angular_velocity.x"), try r.float64("angular_velocity.y"), try r.float64("angular_velocity.z"))
+        let w = Vector3(
+            try r.float64("angular_velocity.x"), try r.float64("angular_velocity.y"),
+            try r.float64("angular_velocity.z"))
         try r.skipFloat64(9, "angular_velocity_covariance")
-        let a = Vector3(try r.float64("linear_acceleration.x"), try r.float64("linear_acceleration.y"), try r.float64("linear_acceleration.z"))
+        let a = Vector3(
+            try r.float64("linear_acceleration.x"), try r.float64("linear_acceleration.y"),
+            try r.float64("linear_acceleration.z"))
         try r.skipFloat64(9, "linear_acceleration_covariance")
         return (header, w, a, r.littleEndian ? offset : nil)
     }
@@ -216,7 +243,8 @@ public enum CDRSamples {
         let header = try RosHeader(&r)
         r.align(8)
         let offset = r.offset
-        let f = Vector3(try r.float64("magnetic_field.x"), try r.float64("magnetic_field.y"), try r.float64("magnetic_field.z"))
+        let f = Vector3(
+            try r.float64("magnetic_field.x"), try r.float64("magnetic_field.y"), try r.float64("magnetic_field.z"))
         try r.skipFloat64(9, "magnetic_field_covariance")
         return (header, f, r.littleEndian ? offset : nil)
     }
@@ -267,7 +295,8 @@ public enum CDRHeaderStamp {
         let little = isLittleEndian(payload[1])
         payload.withUnsafeMutableBytes { raw in
             raw.storeBytes(of: little ? stamp.sec.littleEndian : stamp.sec.bigEndian, toByteOffset: 4, as: Int32.self)
-            raw.storeBytes(of: little ? stamp.nanosec.littleEndian : stamp.nanosec.bigEndian, toByteOffset: 8, as: UInt32.self)
+            raw.storeBytes(
+                of: little ? stamp.nanosec.littleEndian : stamp.nanosec.bigEndian, toByteOffset: 8, as: UInt32.self)
         }
     }
 }

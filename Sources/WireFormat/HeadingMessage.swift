@@ -29,11 +29,19 @@ public struct HeadingMessage: RosMessage, Equatable {
     /// Near a magnetic pole (horizontal field below 6000 nT): declination and true_heading degrade.
     public static let flagModelCautionZone: UInt16 = 4096
 
-    public init(header: RosHeader, magneticHeading: Double, trueHeading: Double, headingAccuracy: Double, declination: Double,
-                orientation: Quaternion, magneticField: Vector3, source: UInt8, flags: UInt16) {
-        self.header = header; self.magneticHeading = magneticHeading; self.trueHeading = trueHeading
-        self.headingAccuracy = headingAccuracy; self.declination = declination; self.orientation = orientation
-        self.magneticField = magneticField; self.source = source; self.flags = flags
+    public init(
+        header: RosHeader, magneticHeading: Double, trueHeading: Double, headingAccuracy: Double, declination: Double,
+        orientation: Quaternion, magneticField: Vector3, source: UInt8, flags: UInt16
+    ) {
+        self.header = header
+        self.magneticHeading = magneticHeading
+        self.trueHeading = trueHeading
+        self.headingAccuracy = headingAccuracy
+        self.declination = declination
+        self.orientation = orientation
+        self.magneticField = magneticField
+        self.source = source
+        self.flags = flags
     }
 
     public init(cdr: UnsafeRawBufferPointer) throws(CDRError) {
@@ -43,9 +51,11 @@ public struct HeadingMessage: RosMessage, Equatable {
         trueHeading = try r.float64("true_heading")
         headingAccuracy = try r.float64("heading_accuracy")
         declination = try r.float64("declination")
-        let x = try r.float64("orientation.x"), y = try r.float64("orientation.y"), z = try r.float64("orientation.z"), w = try r.float64("orientation.w")
+        let x = try r.float64("orientation.x"), y = try r.float64("orientation.y"), z = try r.float64("orientation.z"),
+            w = try r.float64("orientation.w")
         orientation = Quaternion(w: w, x: x, y: y, z: z)
-        magneticField = Vector3(try r.float64("magnetic_field.x"), try r.float64("magnetic_field.y"), try r.float64("magnetic_field.z"))
+        magneticField = Vector3(
+            try r.float64("magnetic_field.x"), try r.float64("magnetic_field.y"), try r.float64("magnetic_field.z"))
         source = try r.uint8("source")
         flags = try r.uint16("flags")
     }
@@ -53,39 +63,48 @@ public struct HeadingMessage: RosMessage, Equatable {
     public func cdr() -> [UInt8] {
         var w = CDRWriter(capacity: 160)
         header.encode(&w)
-        w.float64(magneticHeading); w.float64(trueHeading); w.float64(headingAccuracy); w.float64(declination)
-        w.float64(orientation.x); w.float64(orientation.y); w.float64(orientation.z); w.float64(orientation.w)
-        w.float64(magneticField.x); w.float64(magneticField.y); w.float64(magneticField.z)
-        w.uint8(source); w.uint16(flags)
+        w.float64(magneticHeading)
+        w.float64(trueHeading)
+        w.float64(headingAccuracy)
+        w.float64(declination)
+        w.float64(orientation.x)
+        w.float64(orientation.y)
+        w.float64(orientation.z)
+        w.float64(orientation.w)
+        w.float64(magneticField.x)
+        w.float64(magneticField.y)
+        w.float64(magneticField.z)
+        w.uint8(source)
+        w.uint16(flags)
         return w.take()
     }
 
     /// The .msg text (the file in gyrocompass_msgs/msg/, comments removed) with its dependencies, as
     /// MCAP schemas carry it. A test checks it against the file.
     public static let definitionText = """
-    uint8 SOURCE_FUSION=0
-    uint8 SOURCE_COMPASS=1
-    uint8 SOURCE_GPS_COURSE=2
-    uint16 FLAG_INITIALISING=1
-    uint16 FLAG_AT_REST=2
-    uint16 FLAG_ACCELERATION_REJECTED=4
-    uint16 FLAG_MAGNETOMETER_REJECTED=8
-    uint16 FLAG_GYRO_ONLY=16
-    uint16 FLAG_MAGNETIC_STRENGTH=32
-    uint16 FLAG_MAGNETIC_DIP=64
-    uint16 FLAG_MAGNETIC_GYRO_INCONSISTENT=128
-    uint16 FLAG_MAGNETIC_REFERENCE_CHANGED=256
-    uint16 FLAG_NO_POSITION=1024
-    uint16 FLAG_WMM_OUT_OF_RANGE=2048
-    uint16 FLAG_WMM_CAUTION_ZONE=4096
-    std_msgs/Header header
-    float64 magnetic_heading
-    float64 true_heading
-    float64 heading_accuracy
-    float64 declination
-    geometry_msgs/Quaternion orientation
-    geometry_msgs/Vector3 magnetic_field
-    uint8 source
-    uint16 flags
-    """
+        uint8 SOURCE_FUSION=0
+        uint8 SOURCE_COMPASS=1
+        uint8 SOURCE_GPS_COURSE=2
+        uint16 FLAG_INITIALISING=1
+        uint16 FLAG_AT_REST=2
+        uint16 FLAG_ACCELERATION_REJECTED=4
+        uint16 FLAG_MAGNETOMETER_REJECTED=8
+        uint16 FLAG_GYRO_ONLY=16
+        uint16 FLAG_MAGNETIC_STRENGTH=32
+        uint16 FLAG_MAGNETIC_DIP=64
+        uint16 FLAG_MAGNETIC_GYRO_INCONSISTENT=128
+        uint16 FLAG_MAGNETIC_REFERENCE_CHANGED=256
+        uint16 FLAG_NO_POSITION=1024
+        uint16 FLAG_WMM_OUT_OF_RANGE=2048
+        uint16 FLAG_WMM_CAUTION_ZONE=4096
+        std_msgs/Header header
+        float64 magnetic_heading
+        float64 true_heading
+        float64 heading_accuracy
+        float64 declination
+        geometry_msgs/Quaternion orientation
+        geometry_msgs/Vector3 magnetic_field
+        uint8 source
+        uint16 flags
+        """
 }

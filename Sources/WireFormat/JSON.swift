@@ -62,15 +62,18 @@ extension MagneticFieldMessage: JSONRepresentable {
 extension NavSatFixMessage: JSONRepresentable {
     public var json: String {
         "{\"header\":\(JSONText.header(header)),\"status\":{\"status\":\(status),\"service\":\(service)},"
-            + "\"latitude\":\(JSONText.number(latitude)),\"longitude\":\(JSONText.number(longitude)),\"altitude\":\(JSONText.number(altitude)),"
-            + "\"position_covariance\":\(JSONText.array(positionCovariance)),\"position_covariance_type\":\(positionCovarianceType)}"
+            + "\"latitude\":\(JSONText.number(latitude)),\"longitude\":\(JSONText.number(longitude)),"
+            + "\"altitude\":\(JSONText.number(altitude)),"
+            + "\"position_covariance\":\(JSONText.array(positionCovariance)),"
+            + "\"position_covariance_type\":\(positionCovarianceType)}"
     }
 }
 
 extension HeadingMessage: JSONRepresentable {
     public var json: String {
         "{\"header\":\(JSONText.header(header)),\"magnetic_heading\":\(JSONText.number(magneticHeading)),"
-            + "\"true_heading\":\(JSONText.number(trueHeading)),\"heading_accuracy\":\(JSONText.number(headingAccuracy)),"
+            + "\"true_heading\":\(JSONText.number(trueHeading)),"
+            + "\"heading_accuracy\":\(JSONText.number(headingAccuracy)),"
             + "\"declination\":\(JSONText.number(declination)),\"orientation\":\(JSONText.quaternion(orientation)),"
             + "\"magnetic_field\":\(JSONText.vector(magneticField)),\"source\":\(source),\"flags\":\(flags)}"
     }

@@ -3,8 +3,8 @@
 public struct MessageSchema: Sendable, Equatable {
     /// One field type.
     public indirect enum FieldType: Sendable, Equatable, CustomStringConvertible {
-        case primitive(String)                 // bool, byte, char, int8 ... float64, string, wstring
-        case message(String)                   // normalised "pkg/Type"
+        case primitive(String)  // bool, byte, char, int8 ... float64, string, wstring
+        case message(String)  // normalised "pkg/Type"
         case fixedArray(FieldType, Int)
         case sequence(FieldType, bound: Int?)  // T[] or T[<=N]
 
@@ -17,7 +17,10 @@ public struct MessageSchema: Sendable, Equatable {
             }
         }
     }
-    public struct Field: Sendable, Equatable { public var name: String; public var type: FieldType }
+    public struct Field: Sendable, Equatable {
+        public var name: String
+        public var type: FieldType
+    }
 
     /// Why a schema could not be read or used.
     public struct SchemaError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -30,8 +33,10 @@ public struct MessageSchema: Sendable, Equatable {
     /// Every type's fields, by normalised name ("pkg/Type"), the top-level type included.
     public let definitions: [String: [Field]]
 
-    static let primitives: Set<String> = ["bool", "byte", "char", "int8", "uint8", "int16", "uint16", "int32", "uint32",
-                                          "int64", "uint64", "float32", "float64", "string", "wstring"]
+    static let primitives: Set<String> = [
+        "bool", "byte", "char", "int8", "uint8", "int16", "uint16", "int32", "uint32",
+        "int64", "uint64", "float32", "float64", "string", "wstring",
+    ]
 
     /// "pkg/msg/Type" and "pkg/Type" both become "pkg/Type"; a bare "Type" is resolved in `package`.
     static func normalise(_ name: String, package: String) -> String {
@@ -54,7 +59,8 @@ public struct MessageSchema: Sendable, Equatable {
             let trimmed = line.trimmingWhitespace
             if trimmed.isEmpty { continue }
             if trimmed.allSatisfy({ $0 == "=" }) {
-                definitions[current] = fields; fields = []
+                definitions[current] = fields
+                fields = []
                 continue
             }
             if trimmed.hasPrefix("MSG:") {
@@ -63,9 +69,10 @@ public struct MessageSchema: Sendable, Equatable {
             }
             let parts = trimmed.split(whereSeparator: { $0 == " " || $0 == "\t" })
             guard parts.count >= 2 else { throw SchemaError(type: name, message: "cannot read the line '\(trimmed)'") }
-            if parts[1].contains("=") || (parts.count > 2 && parts[2].hasPrefix("=")) { continue }   // a constant
+            if parts[1].contains("=") || (parts.count > 2 && parts[2].hasPrefix("=")) { continue }  // a constant
             let package = String(current.split(separator: "/").first ?? "")
-            fields.append(Field(name: String(parts[1]), type: try Self.fieldType(String(parts[0]), package: package, in: name)))
+            fields.append(
+                Field(name: String(parts[1]), type: try Self.fieldType(String(parts[0]), package: package, in: name)))
         }
         definitions[current] = fields
         self.definitions = definitions
@@ -90,17 +97,23 @@ public struct MessageSchema: Sendable, Equatable {
             let inner = text[text.index(after: open)..<text.index(before: text.endIndex)]
             if inner.isEmpty { return .sequence(element, bound: nil) }
             if inner.hasPrefix("<=") {
-                guard let b = Int(inner.dropFirst(2)) else { throw SchemaError(type: type, message: "bad bound in '\(text)'") }
+                guard let b = Int(inner.dropFirst(2)) else {
+                    throw SchemaError(type: type, message: "bad bound in '\(text)'")
+                }
                 return .sequence(element, bound: b)
             }
-            guard let n = Int(inner), n >= 0 else { throw SchemaError(type: type, message: "bad array size in '\(text)'") }
+            guard let n = Int(inner), n >= 0 else {
+                throw SchemaError(type: type, message: "bad array size in '\(text)'")
+            }
             return .fixedArray(element, n)
         }
-        if text.hasPrefix("string<=") || text.hasPrefix("wstring<=") {   // bounded string
+        if text.hasPrefix("string<=") || text.hasPrefix("wstring<=") {  // bounded string
             return .primitive(String(text.prefix { $0 != "<" }))
         }
         if primitives.contains(text) { return .primitive(text) }
-        if text == "time" || text == "duration" { return .message("builtin_interfaces/" + (text == "time" ? "Time" : "Duration")) }
+        if text == "time" || text == "duration" {
+            return .message("builtin_interfaces/" + (text == "time" ? "Time" : "Duration"))
+        }
         return .message(normalise(text, package: package))
     }
 
@@ -141,7 +154,8 @@ public indirect enum DecodedValue: Sendable, Equatable {
         case let (.integer(x), .integer(y)): return x == y
         case let (.text(x), .text(y)): return x == y
         case let (.list(x), .list(y)): return x == y
-        case let (.record(x), .record(y)): return x.count == y.count && zip(x, y).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+        case let (.record(x), .record(y)):
+            return x.count == y.count && zip(x, y).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
         default: return false
         }
     }
@@ -150,7 +164,9 @@ public indirect enum DecodedValue: Sendable, Equatable {
     public subscript(path: String) -> DecodedValue? {
         var node = self
         for key in path.split(separator: ".") {
-            guard case .record(let fields) = node, let next = fields.first(where: { $0.0 == key })?.1 else { return nil }
+            guard case .record(let fields) = node, let next = fields.first(where: { $0.0 == key })?.1 else {
+                return nil
+            }
             node = next
         }
         return node
@@ -171,7 +187,8 @@ public indirect enum DecodedValue: Sendable, Equatable {
         case .integer(let i): return String(i)
         case .text(let s): return JSONText.string(s)
         case .list(let items): return "[" + items.map(\.json).joined(separator: ",") + "]"
-        case .record(let fields): return "{" + fields.map { JSONText.string($0.0) + ":" + $0.1.json }.joined(separator: ",") + "}"
+        case .record(let fields):
+            return "{" + fields.map { JSONText.string($0.0) + ":" + $0.1.json }.joined(separator: ",") + "}"
         }
     }
 }

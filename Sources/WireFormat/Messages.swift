@@ -4,13 +4,19 @@ import CompassCore
 public struct RosTime: Sendable, Equatable, Hashable {
     public var sec: Int32
     public var nanosec: UInt32
-    public init(sec: Int32, nanosec: UInt32) { self.sec = sec; self.nanosec = nanosec }
+    public init(sec: Int32, nanosec: UInt32) {
+        self.sec = sec
+        self.nanosec = nanosec
+    }
     /// From seconds (rounded to the nanosecond).
     public init(seconds: Double) {
         let whole = (seconds).rounded(.down)
         var ns = ((seconds - whole) * 1e9).rounded()
         var s = whole
-        if ns >= 1e9 { ns -= 1e9; s += 1 }
+        if ns >= 1e9 {
+            ns -= 1e9
+            s += 1
+        }
         self.init(sec: Int32(clamping: Int64(s)), nanosec: UInt32(ns))
     }
     /// Seconds as a Double (ns resolution is kept to about 0.2 us for present-day epochs).
@@ -23,14 +29,19 @@ public struct RosTime: Sendable, Equatable, Hashable {
 public struct RosHeader: Sendable, Equatable {
     public var stamp: RosTime
     public var frameId: String
-    public init(stamp: RosTime, frameId: String) { self.stamp = stamp; self.frameId = frameId }
+    public init(stamp: RosTime, frameId: String) {
+        self.stamp = stamp
+        self.frameId = frameId
+    }
 
     init(_ r: inout CDRReader) throws(CDRError) {
         stamp = RosTime(sec: try r.int32("header.stamp.sec"), nanosec: try r.uint32("header.stamp.nanosec"))
         frameId = try r.string("header.frame_id")
     }
     func encode(_ w: inout CDRWriter) {
-        w.int32(stamp.sec); w.uint32(stamp.nanosec); w.string(frameId)
+        w.int32(stamp.sec)
+        w.uint32(stamp.nanosec)
+        w.string(frameId)
     }
 }
 
@@ -70,11 +81,17 @@ public struct ImuMessage: RosMessage, Equatable {
     public var linearAcceleration: Vector3
     public var linearAccelerationCovariance: Covariance9
 
-    public init(header: RosHeader, orientation: Quaternion, orientationCovariance: Covariance9, angularVelocity: Vector3,
-                angularVelocityCovariance: Covariance9, linearAcceleration: Vector3, linearAccelerationCovariance: Covariance9) {
-        self.header = header; self.orientation = orientation; self.orientationCovariance = orientationCovariance
-        self.angularVelocity = angularVelocity; self.angularVelocityCovariance = angularVelocityCovariance
-        self.linearAcceleration = linearAcceleration; self.linearAccelerationCovariance = linearAccelerationCovariance
+    public init(
+        header: RosHeader, orientation: Quaternion, orientationCovariance: Covariance9, angularVelocity: Vector3,
+        angularVelocityCovariance: Covariance9, linearAcceleration: Vector3, linearAccelerationCovariance: Covariance9
+    ) {
+        self.header = header
+        self.orientation = orientation
+        self.orientationCovariance = orientationCovariance
+        self.angularVelocity = angularVelocity
+        self.angularVelocityCovariance = angularVelocityCovariance
+        self.linearAcceleration = linearAcceleration
+        self.linearAccelerationCovariance = linearAccelerationCovariance
     }
 
     public init(cdr: UnsafeRawBufferPointer) throws(CDRError) {
@@ -84,20 +101,31 @@ public struct ImuMessage: RosMessage, Equatable {
         let qz = try r.float64("orientation.z"), qw = try r.float64("orientation.w")
         orientation = Quaternion(w: qw, x: qx, y: qy, z: qz)
         orientationCovariance = try Covariance9(&r, "orientation_covariance")
-        angularVelocity = Vector3(try r.float64("angular_velocity.x"), try r.float64("angular_velocity.y"), try r.float64("angular_velocity.z"))
+        angularVelocity = Vector3(
+            try r.float64("angular_velocity.x"), try r.float64("angular_velocity.y"),
+            try r.float64("angular_velocity.z"))
         angularVelocityCovariance = try Covariance9(&r, "angular_velocity_covariance")
-        linearAcceleration = Vector3(try r.float64("linear_acceleration.x"), try r.float64("linear_acceleration.y"), try r.float64("linear_acceleration.z"))
+        linearAcceleration = Vector3(
+            try r.float64("linear_acceleration.x"), try r.float64("linear_acceleration.y"),
+            try r.float64("linear_acceleration.z"))
         linearAccelerationCovariance = try Covariance9(&r, "linear_acceleration_covariance")
     }
 
     public func cdr() -> [UInt8] {
         var w = CDRWriter(capacity: 360)
         header.encode(&w)
-        w.float64(orientation.x); w.float64(orientation.y); w.float64(orientation.z); w.float64(orientation.w)
+        w.float64(orientation.x)
+        w.float64(orientation.y)
+        w.float64(orientation.z)
+        w.float64(orientation.w)
         orientationCovariance.encode(&w)
-        w.float64(angularVelocity.x); w.float64(angularVelocity.y); w.float64(angularVelocity.z)
+        w.float64(angularVelocity.x)
+        w.float64(angularVelocity.y)
+        w.float64(angularVelocity.z)
         angularVelocityCovariance.encode(&w)
-        w.float64(linearAcceleration.x); w.float64(linearAcceleration.y); w.float64(linearAcceleration.z)
+        w.float64(linearAcceleration.x)
+        w.float64(linearAcceleration.y)
+        w.float64(linearAcceleration.z)
         linearAccelerationCovariance.encode(&w)
         return w.take()
     }
@@ -117,20 +145,25 @@ public struct MagneticFieldMessage: RosMessage, Equatable {
     public var magneticFieldCovariance: Covariance9
 
     public init(header: RosHeader, magneticField: Vector3, magneticFieldCovariance: Covariance9) {
-        self.header = header; self.magneticField = magneticField; self.magneticFieldCovariance = magneticFieldCovariance
+        self.header = header
+        self.magneticField = magneticField
+        self.magneticFieldCovariance = magneticFieldCovariance
     }
 
     public init(cdr: UnsafeRawBufferPointer) throws(CDRError) {
         var r = try CDRReader(cdr)
         header = try RosHeader(&r)
-        magneticField = Vector3(try r.float64("magnetic_field.x"), try r.float64("magnetic_field.y"), try r.float64("magnetic_field.z"))
+        magneticField = Vector3(
+            try r.float64("magnetic_field.x"), try r.float64("magnetic_field.y"), try r.float64("magnetic_field.z"))
         magneticFieldCovariance = try Covariance9(&r, "magnetic_field_covariance")
     }
 
     public func cdr() -> [UInt8] {
         var w = CDRWriter(capacity: 128)
         header.encode(&w)
-        w.float64(magneticField.x); w.float64(magneticField.y); w.float64(magneticField.z)
+        w.float64(magneticField.x)
+        w.float64(magneticField.y)
+        w.float64(magneticField.z)
         magneticFieldCovariance.encode(&w)
         return w.take()
     }
@@ -155,10 +188,17 @@ public struct NavSatFixMessage: RosMessage, Equatable {
     public var positionCovariance: Covariance9
     public var positionCovarianceType: UInt8
 
-    public init(header: RosHeader, status: Int8, service: UInt16, latitude: Double, longitude: Double, altitude: Double,
-                positionCovariance: Covariance9, positionCovarianceType: UInt8) {
-        self.header = header; self.status = status; self.service = service; self.latitude = latitude
-        self.longitude = longitude; self.altitude = altitude; self.positionCovariance = positionCovariance
+    public init(
+        header: RosHeader, status: Int8, service: UInt16, latitude: Double, longitude: Double, altitude: Double,
+        positionCovariance: Covariance9, positionCovarianceType: UInt8
+    ) {
+        self.header = header
+        self.status = status
+        self.service = service
+        self.latitude = latitude
+        self.longitude = longitude
+        self.altitude = altitude
+        self.positionCovariance = positionCovariance
         self.positionCovarianceType = positionCovarianceType
     }
 
@@ -167,7 +207,9 @@ public struct NavSatFixMessage: RosMessage, Equatable {
         header = try RosHeader(&r)
         status = try r.int8("status.status")
         service = try r.uint16("status.service")
-        latitude = try r.float64("latitude"); longitude = try r.float64("longitude"); altitude = try r.float64("altitude")
+        latitude = try r.float64("latitude")
+        longitude = try r.float64("longitude")
+        altitude = try r.float64("altitude")
         positionCovariance = try Covariance9(&r, "position_covariance")
         positionCovarianceType = try r.uint8("position_covariance_type")
     }
@@ -175,14 +217,16 @@ public struct NavSatFixMessage: RosMessage, Equatable {
     public func cdr() -> [UInt8] {
         var w = CDRWriter(capacity: 160)
         header.encode(&w)
-        w.int8(status); w.uint16(service)
-        w.float64(latitude); w.float64(longitude); w.float64(altitude)
+        w.int8(status)
+        w.uint16(service)
+        w.float64(latitude)
+        w.float64(longitude)
+        w.float64(altitude)
         positionCovariance.encode(&w)
         w.uint8(positionCovarianceType)
         return w.take()
     }
 }
-
 
 /// A ROS float64[9] covariance (row-major 3x3) held inline: no heap allocation per message.
 public struct Covariance9: Sendable, Equatable, ExpressibleByArrayLiteral, CustomStringConvertible {
@@ -193,10 +237,22 @@ public struct Covariance9: Sendable, Equatable, ExpressibleByArrayLiteral, Custo
     /// allocate per message.
     public static let zero = Covariance9()
     /// -1 in the first entry: ROS's "this field is not provided".
-    public static let notProvided: Covariance9 = { var c = Covariance9(); c.m0 = -1; return c }()
+    public static let notProvided: Covariance9 = {
+        var c = Covariance9()
+        c.m0 = -1
+        return c
+    }()
     /// All nine entries equal to `value`.
     public init(repeating value: Double) {
-        m0 = value; m1 = value; m2 = value; m3 = value; m4 = value; m5 = value; m6 = value; m7 = value; m8 = value
+        m0 = value
+        m1 = value
+        m2 = value
+        m3 = value
+        m4 = value
+        m5 = value
+        m6 = value
+        m7 = value
+        m8 = value
     }
     /// From up to nine values, row-major; missing ones are 0 (an empty list means "all zero").
     public init(_ values: [Double]) {
@@ -237,18 +293,31 @@ public struct Covariance9: Sendable, Equatable, ExpressibleByArrayLiteral, Custo
     public var description: String { array.description }
 
     init(_ r: inout CDRReader, _ field: String) throws(CDRError) {
-        m0 = try r.float64(field); m1 = try r.float64(field); m2 = try r.float64(field)
-        m3 = try r.float64(field); m4 = try r.float64(field); m5 = try r.float64(field)
-        m6 = try r.float64(field); m7 = try r.float64(field); m8 = try r.float64(field)
+        m0 = try r.float64(field)
+        m1 = try r.float64(field)
+        m2 = try r.float64(field)
+        m3 = try r.float64(field)
+        m4 = try r.float64(field)
+        m5 = try r.float64(field)
+        m6 = try r.float64(field)
+        m7 = try r.float64(field)
+        m8 = try r.float64(field)
     }
 
     func encode(_ w: inout CDRWriter) {
         #if _endian(little)
-        // Nine stored Doubles in declaration order: one aligned block copy.
-        withUnsafeBytes(of: self) { w.float64Block($0) }
+            // Nine stored Doubles in declaration order: one aligned block copy.
+            withUnsafeBytes(of: self) { w.float64Block($0) }
         #else
-        w.float64(m0); w.float64(m1); w.float64(m2); w.float64(m3); w.float64(m4)
-        w.float64(m5); w.float64(m6); w.float64(m7); w.float64(m8)
+            w.float64(m0)
+            w.float64(m1)
+            w.float64(m2)
+            w.float64(m3)
+            w.float64(m4)
+            w.float64(m5)
+            w.float64(m6)
+            w.float64(m7)
+            w.float64(m8)
         #endif
     }
 }

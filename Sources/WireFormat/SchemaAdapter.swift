@@ -12,10 +12,14 @@ public struct SchemaAdapter: Sendable {
 
     /// The field paths each supported type needs.
     static let required: [String: [String]] = [
-        ImuMessage.typeName: ["header.stamp.sec", "header.stamp.nanosec", "header.frame_id", "angular_velocity.x", "angular_velocity.y",
-                              "angular_velocity.z", "linear_acceleration.x", "linear_acceleration.y", "linear_acceleration.z"],
-        MagneticFieldMessage.typeName: ["header.stamp.sec", "header.stamp.nanosec", "header.frame_id", "magnetic_field.x",
-                                        "magnetic_field.y", "magnetic_field.z"],
+        ImuMessage.typeName: [
+            "header.stamp.sec", "header.stamp.nanosec", "header.frame_id", "angular_velocity.x", "angular_velocity.y",
+            "angular_velocity.z", "linear_acceleration.x", "linear_acceleration.y", "linear_acceleration.z",
+        ],
+        MagneticFieldMessage.typeName: [
+            "header.stamp.sec", "header.stamp.nanosec", "header.frame_id", "magnetic_field.x",
+            "magnetic_field.y", "magnetic_field.z",
+        ],
     ]
 
     /// - Parameters:
@@ -24,18 +28,24 @@ public struct SchemaAdapter: Sendable {
     public init(type: String, schemaEncoding: String?, schemaText: String?) throws(MessageSchema.SchemaError) {
         self.type = type
         guard let needed = Self.required[type], let ours = MessageDefinitions.definition(for: type) else {
-            throw MessageSchema.SchemaError(type: type, message: "not an input type the pipeline reads (\(Self.required.keys.sorted().joined(separator: ", ")))")
+            throw MessageSchema.SchemaError(
+                type: type,
+                message: "not an input type the pipeline reads (\(Self.required.keys.sorted().joined(separator: ", ")))"
+            )
         }
         guard let schemaText, !schemaText.isEmpty, schemaEncoding == nil || schemaEncoding == "ros2msg" else {
             if let e = schemaEncoding, e != "ros2msg", !(schemaText ?? "").isEmpty {
-                throw MessageSchema.SchemaError(type: type, message: "schema encoding '\(e)' is not supported (ros2msg is)")
+                throw MessageSchema.SchemaError(
+                    type: type, message: "schema encoding '\(e)' is not supported (ros2msg is)")
             }
-            mode = .passThrough; schema = nil
+            mode = .passThrough
+            schema = nil
             return
         }
         let theirs = try MessageSchema(name: type, text: schemaText)
         if theirs.layout == (try MessageSchema(name: type, text: ours)).layout {
-            mode = .passThrough; schema = nil
+            mode = .passThrough
+            schema = nil
             return
         }
         let leaves = Set(theirs.layout.map { String($0.split(separator: ":").first!) })
@@ -58,13 +68,20 @@ public struct SchemaAdapter: Sendable {
         let header = RosHeader(stamp: RosTime(sec: stampSec, nanosec: stampNs), frameId: frame)
         switch type {
         case ImuMessage.typeName:
-            return ImuMessage(header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0), orientationCovariance: .notProvided,
-                              angularVelocity: Vector3(d("angular_velocity.x"), d("angular_velocity.y"), d("angular_velocity.z")),
-                              angularVelocityCovariance: .zero, linearAcceleration: Vector3(d("linear_acceleration.x"), d("linear_acceleration.y"), d("linear_acceleration.z")),
-                              linearAccelerationCovariance: .zero).cdr()
+            return ImuMessage(
+                header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0), orientationCovariance: .notProvided,
+                angularVelocity: Vector3(d("angular_velocity.x"), d("angular_velocity.y"), d("angular_velocity.z")),
+                angularVelocityCovariance: .zero,
+                linearAcceleration: Vector3(
+                    d("linear_acceleration.x"), d("linear_acceleration.y"), d("linear_acceleration.z")),
+                linearAccelerationCovariance: .zero
+            ).cdr()
         default:
-            return MagneticFieldMessage(header: header, magneticField: Vector3(d("magnetic_field.x"), d("magnetic_field.y"), d("magnetic_field.z")),
-                                        magneticFieldCovariance: .zero).cdr()
+            return MagneticFieldMessage(
+                header: header,
+                magneticField: Vector3(d("magnetic_field.x"), d("magnetic_field.y"), d("magnetic_field.z")),
+                magneticFieldCovariance: .zero
+            ).cdr()
         }
     }
 }

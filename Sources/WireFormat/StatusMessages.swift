@@ -22,10 +22,19 @@ public struct CalibrationStatusMessage: RosMessage, Equatable {
     /// rad/s measured at rest; NaN when never at rest.
     public var gyroBias: Vector3
 
-    public init(header: RosHeader, state: UInt8, prompt: Bool, progress: Double, coverage: Double, rmsResidual: Double,
-                fieldStrength: Double, hardIron: Vector3, softIron: Covariance9, gyroBias: Vector3) {
-        self.header = header; self.state = state; self.prompt = prompt; self.progress = progress; self.coverage = coverage
-        self.rmsResidual = rmsResidual; self.fieldStrength = fieldStrength; self.hardIron = hardIron; self.softIron = softIron
+    public init(
+        header: RosHeader, state: UInt8, prompt: Bool, progress: Double, coverage: Double, rmsResidual: Double,
+        fieldStrength: Double, hardIron: Vector3, softIron: Covariance9, gyroBias: Vector3
+    ) {
+        self.header = header
+        self.state = state
+        self.prompt = prompt
+        self.progress = progress
+        self.coverage = coverage
+        self.rmsResidual = rmsResidual
+        self.fieldStrength = fieldStrength
+        self.hardIron = hardIron
+        self.softIron = softIron
         self.gyroBias = gyroBias
     }
 
@@ -34,8 +43,10 @@ public struct CalibrationStatusMessage: RosMessage, Equatable {
         header = try RosHeader(&r)
         state = try r.uint8("state")
         prompt = try r.uint8("prompt") != 0
-        progress = try r.float64("progress"); coverage = try r.float64("coverage")
-        rmsResidual = try r.float64("rms_residual"); fieldStrength = try r.float64("field_strength")
+        progress = try r.float64("progress")
+        coverage = try r.float64("coverage")
+        rmsResidual = try r.float64("rms_residual")
+        fieldStrength = try r.float64("field_strength")
         hardIron = Vector3(try r.float64("hard_iron.x"), try r.float64("hard_iron.y"), try r.float64("hard_iron.z"))
         softIron = try Covariance9(&r, "soft_iron")
         gyroBias = Vector3(try r.float64("gyro_bias.x"), try r.float64("gyro_bias.y"), try r.float64("gyro_bias.z"))
@@ -44,11 +55,19 @@ public struct CalibrationStatusMessage: RosMessage, Equatable {
     public func cdr() -> [UInt8] {
         var w = CDRWriter(capacity: 200)
         header.encode(&w)
-        w.uint8(state); w.uint8(prompt ? 1 : 0)
-        w.float64(progress); w.float64(coverage); w.float64(rmsResidual); w.float64(fieldStrength)
-        w.float64(hardIron.x); w.float64(hardIron.y); w.float64(hardIron.z)
+        w.uint8(state)
+        w.uint8(prompt ? 1 : 0)
+        w.float64(progress)
+        w.float64(coverage)
+        w.float64(rmsResidual)
+        w.float64(fieldStrength)
+        w.float64(hardIron.x)
+        w.float64(hardIron.y)
+        w.float64(hardIron.z)
         softIron.encode(&w)
-        w.float64(gyroBias.x); w.float64(gyroBias.y); w.float64(gyroBias.z)
+        w.float64(gyroBias.x)
+        w.float64(gyroBias.y)
+        w.float64(gyroBias.z)
         return w.take()
     }
 }
@@ -68,11 +87,19 @@ public struct InterferenceStatusMessage: RosMessage, Equatable {
     public var expectedStrength: Double
     public var expectedDip: Double
 
-    public init(header: RosHeader, disturbed: Bool, flags: UInt16, samplesAssessed: UInt32, samplesFlagged: UInt32,
-                disturbedPeriods: UInt32, disturbedSeconds: Double, expectedStrength: Double, expectedDip: Double) {
-        self.header = header; self.disturbed = disturbed; self.flags = flags; self.samplesAssessed = samplesAssessed
-        self.samplesFlagged = samplesFlagged; self.disturbedPeriods = disturbedPeriods; self.disturbedSeconds = disturbedSeconds
-        self.expectedStrength = expectedStrength; self.expectedDip = expectedDip
+    public init(
+        header: RosHeader, disturbed: Bool, flags: UInt16, samplesAssessed: UInt32, samplesFlagged: UInt32,
+        disturbedPeriods: UInt32, disturbedSeconds: Double, expectedStrength: Double, expectedDip: Double
+    ) {
+        self.header = header
+        self.disturbed = disturbed
+        self.flags = flags
+        self.samplesAssessed = samplesAssessed
+        self.samplesFlagged = samplesFlagged
+        self.disturbedPeriods = disturbedPeriods
+        self.disturbedSeconds = disturbedSeconds
+        self.expectedStrength = expectedStrength
+        self.expectedDip = expectedDip
     }
 
     public init(cdr: UnsafeRawBufferPointer) throws(CDRError) {
@@ -80,25 +107,33 @@ public struct InterferenceStatusMessage: RosMessage, Equatable {
         header = try RosHeader(&r)
         disturbed = try r.uint8("disturbed") != 0
         flags = try r.uint16("flags")
-        samplesAssessed = try r.uint32("samples_assessed"); samplesFlagged = try r.uint32("samples_flagged")
+        samplesAssessed = try r.uint32("samples_assessed")
+        samplesFlagged = try r.uint32("samples_flagged")
         disturbedPeriods = try r.uint32("disturbed_periods")
         disturbedSeconds = try r.float64("disturbed_seconds")
-        expectedStrength = try r.float64("expected_strength"); expectedDip = try r.float64("expected_dip")
+        expectedStrength = try r.float64("expected_strength")
+        expectedDip = try r.float64("expected_dip")
     }
 
     public func cdr() -> [UInt8] {
         var w = CDRWriter(capacity: 96)
         header.encode(&w)
-        w.uint8(disturbed ? 1 : 0); w.uint16(flags)
-        w.uint32(samplesAssessed); w.uint32(samplesFlagged); w.uint32(disturbedPeriods)
-        w.float64(disturbedSeconds); w.float64(expectedStrength); w.float64(expectedDip)
+        w.uint8(disturbed ? 1 : 0)
+        w.uint16(flags)
+        w.uint32(samplesAssessed)
+        w.uint32(samplesFlagged)
+        w.uint32(disturbedPeriods)
+        w.float64(disturbedSeconds)
+        w.float64(expectedStrength)
+        w.float64(expectedDip)
         return w.take()
     }
 }
 
 extension CalibrationStatusMessage: JSONRepresentable {
     public var json: String {
-        "{\"header\":\(JSONText.header(header)),\"state\":\(state),\"prompt\":\(prompt),\"progress\":\(JSONText.number(progress)),"
+        "{\"header\":\(JSONText.header(header)),\"state\":\(state),\"prompt\":\(prompt),"
+            + "\"progress\":\(JSONText.number(progress)),"
             + "\"coverage\":\(JSONText.number(coverage)),\"rms_residual\":\(JSONText.number(rmsResidual)),"
             + "\"field_strength\":\(JSONText.number(fieldStrength)),\"hard_iron\":\(JSONText.vector(hardIron)),"
             + "\"soft_iron\":\(JSONText.array(softIron)),\"gyro_bias\":\(JSONText.vector(gyroBias))}"
@@ -107,9 +142,11 @@ extension CalibrationStatusMessage: JSONRepresentable {
 
 extension InterferenceStatusMessage: JSONRepresentable {
     public var json: String {
-        "{\"header\":\(JSONText.header(header)),\"disturbed\":\(disturbed),\"flags\":\(flags),\"samples_assessed\":\(samplesAssessed),"
+        "{\"header\":\(JSONText.header(header)),\"disturbed\":\(disturbed),\"flags\":\(flags),"
+            + "\"samples_assessed\":\(samplesAssessed),"
             + "\"samples_flagged\":\(samplesFlagged),\"disturbed_periods\":\(disturbedPeriods),"
-            + "\"disturbed_seconds\":\(JSONText.number(disturbedSeconds)),\"expected_strength\":\(JSONText.number(expectedStrength)),"
+            + "\"disturbed_seconds\":\(JSONText.number(disturbedSeconds)),"
+            + "\"expected_strength\":\(JSONText.number(expectedStrength)),"
             + "\"expected_dip\":\(JSONText.number(expectedDip))}"
     }
 }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import CYAML
 
@@ -7,7 +7,10 @@ import CYAML
 public struct YAMLMark: Sendable, Equatable, CustomStringConvertible {
     public var line: Int
     public var column: Int
-    public init(line: Int, column: Int) { self.line = line; self.column = column }
+    public init(line: Int, column: Int) {
+        self.line = line
+        self.column = column
+    }
     public var description: String { "line \(line), column \(column)" }
 }
 
@@ -36,11 +39,15 @@ public struct YAMLNode: Sendable, Equatable {
     public var scalar: String? { if case .scalar(let s, _) = value { return s } else { return nil } }
     /// True for a plain `null`, `~` or empty scalar.
     public var isNull: Bool {
-        if case .scalar(let s, let plain) = value { return plain && (s.isEmpty || s == "~" || s == "null" || s == "Null" || s == "NULL") }
+        if case .scalar(let s, let plain) = value {
+            return plain && (s.isEmpty || s == "~" || s == "null" || s == "Null" || s == "NULL")
+        }
         return false
     }
     /// Mapping entries, if this is a mapping.
-    public var mapping: [(key: YAMLNode, value: YAMLNode)]? { if case .mapping(let m) = value { return m } else { return nil } }
+    public var mapping: [(key: YAMLNode, value: YAMLNode)]? {
+        if case .mapping(let m) = value { return m } else { return nil }
+    }
     /// Sequence items, if this is a sequence.
     public var sequence: [YAMLNode]? { if case .sequence(let s) = value { return s } else { return nil } }
     /// The value for a scalar key in a mapping.
@@ -60,7 +67,11 @@ public struct YAMLError: Error, Sendable, Equatable, CustomStringConvertible {
     public var file: String
     public var mark: YAMLMark
     public var message: String
-    public init(file: String, mark: YAMLMark, message: String) { self.file = file; self.mark = mark; self.message = message }
+    public init(file: String, mark: YAMLMark, message: String) {
+        self.file = file
+        self.mark = mark
+        self.message = message
+    }
     public var description: String { "\(file):\(mark.line):\(mark.column): \(message)" }
 }
 
@@ -107,16 +118,21 @@ public enum YAMLParser {
         func mark(_ m: yaml_mark_t) -> YAMLMark { YAMLMark(line: Int(m.line) + 1, column: Int(m.column) + 1) }
 
         func attach(_ node: YAMLNode) throws(YAMLError) {
-            guard let top = stack.popLast() else { root = node; return }
+            guard let top = stack.popLast() else {
+                root = node
+                return
+            }
             switch top {
             case .sequence(var items, let m, let a):
-                items.append(node); stack.append(.sequence(items, m, anchor: a))
+                items.append(node)
+                stack.append(.sequence(items, m, anchor: a))
             case .mapping(var entries, let key, let m, let a):
                 if let key {
                     if entries.contains(where: { $0.key.scalar != nil && $0.key.scalar == key.scalar }) {
                         throw YAMLError(file: file, mark: key.mark, message: "duplicate key '\(key.scalar ?? "")'")
                     }
-                    entries.append((key, node)); stack.append(.mapping(entries, pendingKey: nil, m, anchor: a))
+                    entries.append((key, node))
+                    stack.append(.mapping(entries, pendingKey: nil, m, anchor: a))
                 } else {
                     stack.append(.mapping(entries, pendingKey: node, m, anchor: a))
                 }
@@ -128,7 +144,8 @@ public enum YAMLParser {
             guard yaml_parser_parse(&parser, &event) == 1 else {
                 let problem = parser.problem.map { String(cString: $0) } ?? "syntax error"
                 let context = parser.context.map { " " + String(cString: $0) } ?? ""
-                throw YAMLError(file: file, mark: mark(parser.problem_mark), message: "YAML syntax error: \(problem)\(context)")
+                throw YAMLError(
+                    file: file, mark: mark(parser.problem_mark), message: "YAML syntax error: \(problem)\(context)")
             }
             defer { yaml_event_delete(&event) }
             let m = mark(event.start_mark)
@@ -142,14 +159,20 @@ public enum YAMLParser {
             case YAML_SEQUENCE_START_EVENT:
                 stack.append(.sequence([], m, anchor: event.data.sequence_start.anchor.map { String(cString: $0) }))
             case YAML_MAPPING_START_EVENT:
-                stack.append(.mapping([], pendingKey: nil, m, anchor: event.data.mapping_start.anchor.map { String(cString: $0) }))
+                stack.append(
+                    .mapping(
+                        [], pendingKey: nil, m, anchor: event.data.mapping_start.anchor.map { String(cString: $0) }))
             case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
                 guard let top = stack.popLast() else { break }
                 let node: YAMLNode
                 let anchor: String?
                 switch top {
-                case .sequence(let items, let sm, let a): node = YAMLNode(value: .sequence(items), mark: sm); anchor = a
-                case .mapping(let entries, _, let mm, let a): node = YAMLNode(value: .mapping(entries), mark: mm); anchor = a
+                case .sequence(let items, let sm, let a):
+                    node = YAMLNode(value: .sequence(items), mark: sm)
+                    anchor = a
+                case .mapping(let entries, _, let mm, let a):
+                    node = YAMLNode(value: .mapping(entries), mark: mm)
+                    anchor = a
                 }
                 if let anchor { anchors[anchor] = node }
                 try attach(node)

@@ -25,17 +25,29 @@ func simulatedMessages(seconds: Double = 6, seed: UInt64 = 4) -> [BagMessage] {
     for x in IMUSimulator.samples(s) {
         let header = RosHeader(stamp: RosTime(seconds: x.imu.timestamp), frameId: "imu_link")
         let t = UInt64(header.stamp.nanoseconds)
-        let imu = ImuMessage(header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0), orientationCovariance: [-1, 0, 0, 0, 0, 0, 0, 0, 0],
-                             angularVelocity: x.imu.angularVelocity, angularVelocityCovariance: [], linearAcceleration: x.imu.specificForce,
-                             linearAccelerationCovariance: [])
-        let mag = MagneticFieldMessage(header: header, magneticField: x.magnetometer.fieldMicrotesla * 1e-6, magneticFieldCovariance: [])
-        out.append(BagMessage(topic: "/imu/data_raw", type: ImuMessage.typeName, encoding: "cdr", logTime: t, publishTime: t, data: imu.cdr()))
-        out.append(BagMessage(topic: "/imu/mag", type: MagneticFieldMessage.typeName, encoding: "cdr", logTime: t, publishTime: t, data: mag.cdr()))
+        let imu = ImuMessage(
+            header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0),
+            orientationCovariance: [-1, 0, 0, 0, 0, 0, 0, 0, 0],
+            angularVelocity: x.imu.angularVelocity, angularVelocityCovariance: [],
+            linearAcceleration: x.imu.specificForce,
+            linearAccelerationCovariance: [])
+        let mag = MagneticFieldMessage(
+            header: header, magneticField: x.magnetometer.fieldMicrotesla * 1e-6, magneticFieldCovariance: [])
+        out.append(
+            BagMessage(
+                topic: "/imu/data_raw", type: ImuMessage.typeName, encoding: "cdr", logTime: t, publishTime: t,
+                data: imu.cdr()))
+        out.append(
+            BagMessage(
+                topic: "/imu/mag", type: MagneticFieldMessage.typeName, encoding: "cdr", logTime: t, publishTime: t,
+                data: mag.cdr()))
     }
     return out
 }
 
-func writeMCAP(_ messages: [BagMessage], to path: String, compression: String, chunkBytes: Int = 16 << 10, finish: Bool = true) throws -> MCAPWriter {
+func writeMCAP(
+    _ messages: [BagMessage], to path: String, compression: String, chunkBytes: Int = 16 << 10, finish: Bool = true
+) throws -> MCAPWriter {
     let w = try MCAPWriter(path: path, compression: compression)
     w.chunkTargetBytes = chunkBytes
     for m in messages {
@@ -62,7 +74,9 @@ struct BagsTests {
         let path = dir.path + "/t.mcap"
         _ = try writeMCAP(messages, to: path, compression: compression)
         let reader = try MCAPReader(path: path)
-        #expect(reader.hasFooter && !reader.chunkIndexes.isEmpty && reader.statistics?.messageCount == UInt64(messages.count))
+        #expect(
+            reader.hasFooter && !reader.chunkIndexes.isEmpty
+                && reader.statistics?.messageCount == UInt64(messages.count))
         #expect(Set(reader.chunkIndexes.map(\.compression)) == [compression])
         #expect(try readAll(path) == messages)
         // The same file read without its summary (forward scan) gives the same messages.
@@ -70,7 +84,9 @@ struct BagsTests {
         try reader.scan(from: 8, to: reader.size, .init(), { scanned.append($0) }, topLevel: true)
         #expect(scanned == messages)
         let topics = try BagReader(path: path).topics()
-        #expect(topics.map(\.name) == ["/imu/data_raw", "/imu/mag"] && topics.allSatisfy { $0.messageCount == messages.count / 2 })
+        #expect(
+            topics.map(\.name) == ["/imu/data_raw", "/imu/mag"]
+                && topics.allSatisfy { $0.messageCount == messages.count / 2 })
     }
 
     @Test("topic and time filters select without reading the rest")
@@ -83,7 +99,9 @@ struct BagsTests {
         options.startTime = messages[200].logTime
         options.endTime = messages[800].logTime
         let got = try readAll(path, options)
-        let want = messages.filter { $0.topic == "/imu/mag" && $0.logTime >= options.startTime! && $0.logTime < options.endTime! }
+        let want = messages.filter {
+            $0.topic == "/imu/mag" && $0.logTime >= options.startTime! && $0.logTime < options.endTime!
+        }
         #expect(got == want && !got.isEmpty)
     }
 
@@ -92,7 +110,10 @@ struct BagsTests {
         let dir = ScratchDirectory()
         let db = dir.path + "/bag_0.db3"
         let w = try SQLiteBagWriter(path: db)
-        for m in messages { try w.addTopic(m.topic, type: m.type); try w.write(topic: m.topic, timestamp: m.logTime, data: m.data) }
+        for m in messages {
+            try w.addTopic(m.topic, type: m.type)
+            try w.write(topic: m.topic, timestamp: m.logTime, data: m.data)
+        }
         try w.finish()
         let back = try readAll(db)
         #expect(back.map(\.data) == messages.map(\.data) && back.map(\.logTime) == messages.map(\.logTime))
@@ -104,7 +125,8 @@ struct BagsTests {
             - bag_0.db3
         """.write(toFile: dir.path + "/metadata.yaml", atomically: true, encoding: .utf8)
         #expect(try readAll(dir.path).count == messages.count)
-        try "rosbag2_bagfile_information:\n  storage_identifier: tape\n".write(toFile: dir.path + "/metadata.yaml", atomically: true, encoding: .utf8)
+        try "rosbag2_bagfile_information:\n  storage_identifier: tape\n".write(
+            toFile: dir.path + "/metadata.yaml", atomically: true, encoding: .utf8)
         #expect(throws: BagError.self) { try BagReader(path: dir.path) }
     }
 
@@ -116,7 +138,7 @@ struct BagsTests {
         let reader = try MCAPReader(path: path)
         #expect(!reader.hasFooter)
         #expect(try readAll(path) == messages)
-        _ = w   // the writer finishes the file when it goes away
+        _ = w  // the writer finishes the file when it goes away
     }
 
     @Test("truncation at any point: a clear error, or with salvage every message before the damage")
@@ -133,11 +155,16 @@ struct BagsTests {
                 var options = BagReadOptions()
                 options.salvage = true
                 let got = try readAll(cut, options)
-                #expect(got == Array(messages.prefix(got.count)), "salvage at \(n) returned messages out of order or altered")
+                #expect(
+                    got == Array(messages.prefix(got.count)),
+                    "salvage at \(n) returned messages out of order or altered")
                 salvagedCounts.append(got.count)
             } catch let e as BagError {
                 #expect(!e.description.isEmpty)
-                switch e { case .notABag, .truncated, .cannotOpen: break; default: Issue.record("unexpected error for a cut at \(n): \(e)") }
+                switch e {
+                case .notABag, .truncated, .cannotOpen: break
+                default: Issue.record("unexpected error for a cut at \(n): \(e)")
+                }
             }
         }
         #expect(salvagedCounts.count > 250)
@@ -195,7 +222,11 @@ struct BagsTests {
         options.salvage = true
         let r2 = try BagReader(path: path)
         try r2.forEachMessage(options) { _ in }
-        #expect(r2.damage.contains { if case .tooLarge = $0 { return true }; return false })
+        #expect(
+            r2.damage.contains {
+                if case .tooLarge = $0 { return true }
+                return false
+            })
     }
 
     @Test("not a bag, missing files and empty files are clear errors")
@@ -203,7 +234,9 @@ struct BagsTests {
         let dir = ScratchDirectory()
         #expect(throws: BagError.self) { try BagReader(path: dir.path + "/nothing.mcap") }
         try Data("hello".utf8).write(to: URL(fileURLWithPath: dir.path + "/x.mcap"))
-        #expect(throws: BagError.notABag(path: dir.path + "/x.mcap", reason: "no MCAP magic at the start")) { try BagReader(path: dir.path + "/x.mcap") }
+        #expect(throws: BagError.notABag(path: dir.path + "/x.mcap", reason: "no MCAP magic at the start")) {
+            try BagReader(path: dir.path + "/x.mcap")
+        }
         try Data().write(to: URL(fileURLWithPath: dir.path + "/e.mcap"))
         #expect(throws: BagError.self) { try BagReader(path: dir.path + "/e.mcap") }
         try Data("garbage".utf8).write(to: URL(fileURLWithPath: dir.path + "/g.db3"))

@@ -3,7 +3,9 @@ import CompassCore
 import IMUSimulator
 
 /// Raw magnetometer readings from the simulator's figure-eight motion (300 samples: 6 s at 50 Hz).
-func figureEightReadings(hardIron: Vector3, softIron: Matrix3 = .identity, noise: Double = 0.5, seed: UInt64 = 7) -> [Vector3] {
+func figureEightReadings(hardIron: Vector3, softIron: Matrix3 = .identity, noise: Double = 0.5, seed: UInt64 = 7)
+    -> [Vector3]
+{
     var s = SimulationScenario()
     s.seed = seed
     s.sampleRateHz = 50
@@ -38,7 +40,8 @@ struct CalibrationTests {
         let fit = try CalibrationFitter.fitSphere(readings).get()
         let c = fit.calibration.hardIronOffsetMicrotesla
         #expect(abs(c.x - 22) < 0.1 && abs(c.y + 27) < 0.1 && abs(c.z - 14) < 0.1, "offset \(c)")
-        #expect(abs(fit.calibration.fieldRadiusMicrotesla - 48) < 0.1, "radius \(fit.calibration.fieldRadiusMicrotesla)")
+        #expect(
+            abs(fit.calibration.fieldRadiusMicrotesla - 48) < 0.1, "radius \(fit.calibration.fieldRadiusMicrotesla)")
         #expect(fit.rmsResidualMicrotesla < 0.7)
         #expect(fit.meanResultantLength < 0.2)
         #expect(fit.directionCoverage > 0.8)
@@ -46,7 +49,10 @@ struct CalibrationTests {
         let before = headingErrors(calibration: .uncalibrated, hardIron: offset)
         let after = headingErrors(calibration: fit.calibration, hardIron: offset)
         let medianBefore = percentile(before, 50), medianAfter = percentile(after, 50), p95After = percentile(after, 95)
-        print("hard iron: median heading error uncalibrated \(medianBefore) deg, calibrated \(medianAfter) deg, p95 \(p95After) deg")
+        print(
+            "hard iron: median heading error uncalibrated \(medianBefore) deg, calibrated \(medianAfter) deg, p95 "
+                + "\(p95After) deg"
+        )
         #expect(medianBefore > 10)
         #expect(medianAfter < 1.3)
         #expect(p95After < 3.5)
@@ -67,7 +73,8 @@ struct CalibrationTests {
         let sphereErrors = headingErrors(calibration: sphere.calibration, hardIron: offset, softIron: soft)
         let ellipsoidErrors = headingErrors(calibration: ellipsoid.calibration, hardIron: offset, softIron: soft)
         // The noise floor: the same readings with the true inverse distortion applied.
-        let perfect = MagnetometerCalibration(hardIronOffsetMicrotesla: offset, softIronCorrection: soft.inverse!, fieldRadiusMicrotesla: 48)
+        let perfect = MagnetometerCalibration(
+            hardIronOffsetMicrotesla: offset, softIronCorrection: soft.inverse!, fieldRadiusMicrotesla: 48)
         let floorErrors = headingErrors(calibration: perfect, hardIron: offset, softIron: soft)
         let sm = percentile(sphereErrors, 50), em = percentile(ellipsoidErrors, 50), fm = percentile(floorErrors, 50)
         let s95 = percentile(sphereErrors, 95), e95 = percentile(ellipsoidErrors, 95)
@@ -82,7 +89,8 @@ struct CalibrationTests {
         let good = figureEightReadings(hardIron: offset)
         // Too few.
         #expect(CalibrationFitter.fitSphere(Array(good.prefix(5))) == .failure(.tooFewReadings(count: 5, minimum: 8)))
-        #expect(CalibrationFitter.fitEllipsoid(Array(good.prefix(12))) == .failure(.tooFewReadings(count: 12, minimum: 18)))
+        #expect(
+            CalibrationFitter.fitEllipsoid(Array(good.prefix(12))) == .failure(.tooFewReadings(count: 12, minimum: 18)))
         // Non-finite.
         var bad = good
         bad[17] = Vector3(.nan, 1, 2)
@@ -104,7 +112,8 @@ struct CalibrationTests {
         let cap = (0..<300).map { _ -> Vector3 in
             let polar = 50 * radiansPerDegree * rng.nextUniform().squareRoot()
             let az = rng.nextUniform() * 2 * Double.pi
-            let d = Vector3(_sinForTest(polar) * _cosForTest(az), _sinForTest(polar) * _sinForTest(az), _cosForTest(polar))
+            let d = Vector3(
+                _sinForTest(polar) * _cosForTest(az), _sinForTest(polar) * _sinForTest(az), _cosForTest(polar))
             return d * 48 + offset + Vector3(rng.nextNormal(), rng.nextNormal(), rng.nextNormal()) * 0.5
         }
         for result in [CalibrationFitter.fitSphere(cap), CalibrationFitter.fitEllipsoid(cap)] {

@@ -16,7 +16,7 @@ struct DisplayTests {
         let m = try #require(CircularStatistics.meanDegrees([350.0, 10, 355, 5]))
         #expect(abs(signedDegrees(m)) < 1e-9)
         let arithmetic = [350.0, 10, 355, 5].reduce(0, +) / 4
-        #expect(abs(arithmetic - 180) < 1e-9)   // what a naive mean would say
+        #expect(abs(arithmetic - 180) < 1e-9)  // what a naive mean would say
         #expect(CircularStatistics.meanDegrees([0.0, 180]) == nil)
         #expect(CircularStatistics.meanDegrees([Double]()) == nil)
         #expect(CircularStatistics.meanDegrees([1.0, .nan]) == nil)
@@ -57,7 +57,7 @@ struct DisplayTests {
 
     @Test("heading change filter delivers only changes of at least N degrees")
     func changeFilter() {
-        var f = HeadingChangeFilter()   // default 1 degree
+        var f = HeadingChangeFilter()  // default 1 degree
         let offered = [10.0, 10.5, 10.9, 11.0, 11.5, 359.5, 0.2, 0.6, .nan, 2]
         let delivered = offered.compactMap { f.offer($0) }
         #expect(delivered == [10, 11, 359.5, 0.6, 2])
@@ -73,11 +73,17 @@ struct DirectionSourceTests {
     @Test("GPS course when fast and accurate, else compass when accurate, else unknown")
     func choice() {
         let fast = CourseOverGround(courseDegrees: 91, speedMetresPerSecond: 2.5, courseAccuracyDegrees: 10)
-        #expect(selector.choose(gps: fast, compassHeadingDegrees: 80, compassAccuracyDegrees: 5) == .gpsCourse(degrees: 91, accuracyDegrees: 10))
+        #expect(
+            selector.choose(gps: fast, compassHeadingDegrees: 80, compassAccuracyDegrees: 5)
+                == .gpsCourse(degrees: 91, accuracyDegrees: 10))
         let slow = CourseOverGround(courseDegrees: 91, speedMetresPerSecond: 1.9, courseAccuracyDegrees: 10)
-        #expect(selector.choose(gps: slow, compassHeadingDegrees: 80, compassAccuracyDegrees: 5) == .compass(degrees: 80, accuracyDegrees: 5))
+        #expect(
+            selector.choose(gps: slow, compassHeadingDegrees: 80, compassAccuracyDegrees: 5)
+                == .compass(degrees: 80, accuracyDegrees: 5))
         let vague = CourseOverGround(courseDegrees: 91, speedMetresPerSecond: 5, courseAccuracyDegrees: 16)
-        #expect(selector.choose(gps: vague, compassHeadingDegrees: 80, compassAccuracyDegrees: 30) == .compass(degrees: 80, accuracyDegrees: 30))
+        #expect(
+            selector.choose(gps: vague, compassHeadingDegrees: 80, compassAccuracyDegrees: 30)
+                == .compass(degrees: 80, accuracyDegrees: 30))
         #expect(selector.choose(gps: vague, compassHeadingDegrees: 80, compassAccuracyDegrees: 31) == .unknown)
         #expect(selector.choose(gps: nil, compassHeadingDegrees: .nan, compassAccuracyDegrees: 5) == .unknown)
     }
@@ -86,7 +92,8 @@ struct DirectionSourceTests {
     func invalidValues() {
         let unknownAccuracy = CourseOverGround(courseDegrees: 91, speedMetresPerSecond: 10, courseAccuracyDegrees: -1)
         #expect(unknownAccuracy.courseAccuracyDegrees == nil)
-        #expect(selector.choose(gps: unknownAccuracy, compassHeadingDegrees: 80, compassAccuracyDegrees: -1) == .unknown)
+        #expect(
+            selector.choose(gps: unknownAccuracy, compassHeadingDegrees: 80, compassAccuracyDegrees: -1) == .unknown)
         let nanSpeed = CourseOverGround(courseDegrees: 91, speedMetresPerSecond: .nan, courseAccuracyDegrees: 1)
         #expect(nanSpeed.speedMetresPerSecond == nil)
         #expect(selector.choose(gps: nanSpeed, compassHeadingDegrees: 80, compassAccuracyDegrees: .nan) == .unknown)
@@ -95,9 +102,12 @@ struct DirectionSourceTests {
 
     @Test("thresholds are configurable")
     func thresholds() {
-        let strict = DirectionSourceSelector(minimumSpeedMetresPerSecond: 5, maximumCourseAccuracyDegrees: 5, maximumCompassAccuracyDegrees: 10)
+        let strict = DirectionSourceSelector(
+            minimumSpeedMetresPerSecond: 5, maximumCourseAccuracyDegrees: 5, maximumCompassAccuracyDegrees: 10)
         let gps = CourseOverGround(courseDegrees: 10, speedMetresPerSecond: 4, courseAccuracyDegrees: 3)
         #expect(strict.choose(gps: gps, compassHeadingDegrees: 12, compassAccuracyDegrees: 11) == .unknown)
-        #expect(strict.choose(gps: gps, compassHeadingDegrees: 12, compassAccuracyDegrees: 9) == .compass(degrees: 12, accuracyDegrees: 9))
+        #expect(
+            strict.choose(gps: gps, compassHeadingDegrees: 12, compassAccuracyDegrees: 9)
+                == .compass(degrees: 12, accuracyDegrees: 9))
     }
 }

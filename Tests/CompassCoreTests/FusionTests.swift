@@ -4,7 +4,10 @@ import IMUSimulator
 
 typealias FusionFilter = OrientationFilter
 
-struct Step { let sample: SimulatedSample; let output: FusionOutput }
+struct Step {
+    let sample: SimulatedSample
+    let output: FusionOutput
+}
 
 func run<F: FusionFilter>(_ filter: inout F, _ scenario: SimulationScenario) -> [Step] {
     IMUSimulator.samples(scenario).compactMap { s in
@@ -27,8 +30,10 @@ func inclinationError(_ step: Step) -> Double {
 
 func acosClamped(_ x: Double) -> Double { _acosForTest(max(-1, min(1, x))) }
 
-func makeScenario(_ motion: [MotionSegment], seed: UInt64 = 3, heading: Double = 30, pitch: Double = 0,
-                  bias: Vector3 = .zero, disturbances: [ScheduledDisturbance] = []) -> SimulationScenario {
+func makeScenario(
+    _ motion: [MotionSegment], seed: UInt64 = 3, heading: Double = 30, pitch: Double = 0,
+    bias: Vector3 = .zero, disturbances: [ScheduledDisturbance] = []
+) -> SimulationScenario {
     var s = SimulationScenario()
     s.seed = seed
     s.sampleRateHz = 100
@@ -61,9 +66,11 @@ struct FusionTests {
         let bias = Vector3(0.015, -0.01, 0.02)
         var motion: [MotionSegment] = []
         for _ in 0..<6 {
-            motion += [.turn(degreesPerSecond: 40, seconds: 5), .walking(seconds: 10, stepsPerSecond: 1.8),
-                       .rotate(sensorAxis: Vector3(1, 0.3, 0), degreesPerSecond: 30, seconds: 4),
-                       .turn(degreesPerSecond: -25, seconds: 6), .figureEight(seconds: 8)]
+            motion += [
+                .turn(degreesPerSecond: 40, seconds: 5), .walking(seconds: 10, stepsPerSecond: 1.8),
+                .rotate(sensorAxis: Vector3(1, 0.3, 0), degreesPerSecond: 30, seconds: 4),
+                .turn(degreesPerSecond: -25, seconds: 6), .figureEight(seconds: 8),
+            ]
         }
         let scenario = makeScenario(motion, bias: bias)
         var kf = KalmanFilter()
@@ -78,10 +85,16 @@ struct FusionTests {
     @Test("a magnet held near for 10 s moves the heading by less than 2 degrees (both filters)")
     func magnetNearby() {
         // 25 uT pointing east in the world: the raw compass swings by tens of degrees.
-        let magnet = ScheduledDisturbance(startSeconds: 30, durationSeconds: 10, fieldMicrotesla: Vector3(25, 0, 0), frame: .world, rampSeconds: 1)
-        let scenario = makeScenario([.rest(seconds: 25), .turn(degreesPerSecond: 6, seconds: 20), .rest(seconds: 15)], disturbances: [magnet])
+        let magnet = ScheduledDisturbance(
+            startSeconds: 30, durationSeconds: 10, fieldMicrotesla: Vector3(25, 0, 0), frame: .world, rampSeconds: 1)
+        let scenario = makeScenario(
+            [.rest(seconds: 25), .turn(degreesPerSecond: 6, seconds: 20), .rest(seconds: 15)], disturbances: [magnet])
         let raw = IMUSimulator.samples(scenario).filter { $0.isDisturbed }.map { s in
-            abs(signedDegrees(TiltCompensatedCompass.headingDegrees(field: s.magnetometer.fieldMicrotesla, specificForce: s.imu.specificForce)! - s.trueHeadingDegrees!))
+            abs(
+                signedDegrees(
+                    TiltCompensatedCompass.headingDegrees(
+                        field: s.magnetometer.fieldMicrotesla, specificForce: s.imu.specificForce)! - s
+                        .trueHeadingDegrees!))
         }
         #expect(raw.max()! > 20)
         var kf = KalmanFilter()
@@ -89,19 +102,27 @@ struct FusionTests {
         for (name, steps) in [("Kalman", run(&kf, scenario)), ("complementary", run(&cf, scenario))] {
             let errors = steps.filter { $0.sample.imu.timestamp > 20 }.compactMap(headingError).map(abs)
             #expect(errors.max()! < 2, "\(name): worst heading error \(errors.max()!) deg")
-            #expect(steps.contains { $0.output.flags.contains(.magnetometerRejected) }, "\(name) never rejected the magnet")
+            #expect(
+                steps.contains { $0.output.flags.contains(.magnetometerRejected) }, "\(name) never rejected the magnet")
         }
     }
 
     @Test("a plausible disturbance that keeps strength and dip is caught by gyro consistency (both filters)")
     func plausibleDisturbance() {
         // (-1.5 north, 8 east) uT: turns the compass by 24 degrees at heading 30, pitch 10.
-        let plausible = ScheduledDisturbance(startSeconds: 30, durationSeconds: 30, fieldMicrotesla: Vector3(8, -1.5, 0), frame: .world, rampSeconds: 0.5)
+        let plausible = ScheduledDisturbance(
+            startSeconds: 30, durationSeconds: 30, fieldMicrotesla: Vector3(8, -1.5, 0), frame: .world, rampSeconds: 0.5
+        )
         let scenario = makeScenario([.rest(seconds: 80)], pitch: 10, disturbances: [plausible])
         let check = InterferenceCheck(expectedStrengthMicrotesla: 48, expectedDipDegrees: 66)
-        let disturbed = IMUSimulator.samples(makeScenario([.rest(seconds: 40)], pitch: 10, disturbances: [plausible])).last!
-        #expect(check.assess(fieldMicrotesla: disturbed.trueEarthFieldMicrotesla + disturbed.trueOrientation.inverseRotate(Vector3(8, -1.5, 0)),
-                             specificForce: disturbed.imu.specificForce).isClean, "strength/dip alone let it through")
+        let disturbed = IMUSimulator.samples(makeScenario([.rest(seconds: 40)], pitch: 10, disturbances: [plausible]))
+            .last!
+        #expect(
+            check.assess(
+                fieldMicrotesla: disturbed.trueEarthFieldMicrotesla
+                    + disturbed.trueOrientation.inverseRotate(Vector3(8, -1.5, 0)),
+                specificForce: disturbed.imu.specificForce
+            ).isClean, "strength/dip alone let it through")
         var kf = KalmanFilter()
         var cf = ComplementaryFilter()
         for (name, steps) in [("Kalman", run(&kf, scenario)), ("complementary", run(&cf, scenario))] {
@@ -109,14 +130,21 @@ struct FusionTests {
             #expect(errors.max()! < 2, "\(name): worst heading error \(errors.max()!) deg")
             let flagged = steps.filter { $0.output.flags.contains(.magneticGyroInconsistent) }
             #expect(!flagged.isEmpty, "\(name): no gyro-inconsistency flag")
-            if let first = flagged.first { #expect(first.sample.imu.timestamp < 31.5, "\(name): flagged at \(first.sample.imu.timestamp) s") }
-            #expect(!steps.filter { $0.sample.imu.timestamp > 45 && $0.sample.imu.timestamp < 60 }.contains { $0.output.flags.contains(.magneticStrengthDisturbed) || $0.output.flags.contains(.magneticDipDisturbed) })
+            if let first = flagged.first {
+                #expect(first.sample.imu.timestamp < 31.5, "\(name): flagged at \(first.sample.imu.timestamp) s")
+            }
+            #expect(
+                !steps.filter { $0.sample.imu.timestamp > 45 && $0.sample.imu.timestamp < 60 }.contains {
+                    $0.output.flags.contains(.magneticStrengthDisturbed)
+                        || $0.output.flags.contains(.magneticDipDisturbed)
+                })
         }
     }
 
     @Test("impacts of 5 g do not tilt the estimate by more than 1 degree (both filters)")
     func impacts() {
-        let scenario = makeScenario([.rest(seconds: 20), .impacts(seconds: 30, peakG: 5, intervalSeconds: 0.5), .rest(seconds: 5)], pitch: 15)
+        let scenario = makeScenario(
+            [.rest(seconds: 20), .impacts(seconds: 30, peakG: 5, intervalSeconds: 0.5), .rest(seconds: 5)], pitch: 15)
         var kf = KalmanFilter()
         var cf = ComplementaryFilter()
         for (name, steps) in [("Kalman", run(&kf, scenario)), ("complementary", run(&cf, scenario))] {
@@ -135,20 +163,34 @@ struct FusionTests {
                 guard i % 50 == 25 else { continue }
                 let t = s.imu.timestamp
                 let bad: [(ImuSample, MagnetometerSample?)] = [
-                    (ImuSample(timestamp: t + 0.001, angularVelocity: Vector3(.nan, 0, 0), specificForce: s.imu.specificForce), nil),
-                    (ImuSample(timestamp: t + 0.001, angularVelocity: .zero, specificForce: Vector3(0, .infinity, 0)), nil),
+                    (
+                        ImuSample(
+                            timestamp: t + 0.001, angularVelocity: Vector3(.nan, 0, 0),
+                            specificForce: s.imu.specificForce), nil
+                    ),
+                    (
+                        ImuSample(
+                            timestamp: t + 0.001, angularVelocity: .zero, specificForce: Vector3(0, .infinity, 0)), nil
+                    ),
                     (ImuSample(timestamp: t + 0.001, angularVelocity: .zero, specificForce: .zero), nil),
                     (ImuSample(timestamp: t - 1, angularVelocity: .zero, specificForce: s.imu.specificForce), nil),
                     (ImuSample(timestamp: t, angularVelocity: .zero, specificForce: s.imu.specificForce), nil),
                     (ImuSample(timestamp: .nan, angularVelocity: .zero, specificForce: s.imu.specificForce), nil),
                 ]
-                for (imu, mag) in bad { #expect(filter.update(imu: imu, magnetometer: mag) == nil, "\(name) accepted \(imu)") }
+                for (imu, mag) in bad {
+                    #expect(filter.update(imu: imu, magnetometer: mag) == nil, "\(name) accepted \(imu)")
+                }
             }
             let rounds = good.indices.filter { $0 % 50 == 25 }.count
             let k = filter.skipped
-            #expect(k.nonFiniteImu == 3 * rounds && k.zeroSpecificForce == rounds && k.timestampNotIncreasing == 2 * rounds, "\(name): \(k)")
+            #expect(
+                k.nonFiniteImu == 3 * rounds && k.zeroSpecificForce == rounds && k.timestampNotIncreasing == 2 * rounds,
+                "\(name): \(k)")
             #expect(outputs.count == good.count)
-            #expect(outputs.allSatisfy { $0.orientation.isFinite && $0.gyroBias.isFinite && ($0.headingDegrees?.isFinite ?? true) })
+            #expect(
+                outputs.allSatisfy {
+                    $0.orientation.isFinite && $0.gyroBias.isFinite && ($0.headingDegrees?.isFinite ?? true)
+                })
             #expect(abs(headingError(Step(sample: good.last!, output: outputs.last!))!) < 2)
         }
         var kf = KalmanFilter()
@@ -158,16 +200,21 @@ struct FusionTests {
         // A bad magnetometer alone is counted and the IMU part still used.
         var k2 = KalmanFilter()
         _ = k2.update(imu: good[0].imu, magnetometer: good[0].magnetometer)
-        let o = k2.update(imu: good[1].imu, magnetometer: MagnetometerSample(timestamp: good[1].imu.timestamp, fieldMicrotesla: Vector3(0, .nan, 1)))
+        let o = k2.update(
+            imu: good[1].imu,
+            magnetometer: MagnetometerSample(timestamp: good[1].imu.timestamp, fieldMicrotesla: Vector3(0, .nan, 1)))
         #expect(o != nil && k2.skipped.nonFiniteMagnetometer == 1)
-        _ = k2.update(imu: good[2].imu, magnetometer: MagnetometerSample(timestamp: good[2].imu.timestamp, fieldMicrotesla: .zero))
+        _ = k2.update(
+            imu: good[2].imu, magnetometer: MagnetometerSample(timestamp: good[2].imu.timestamp, fieldMicrotesla: .zero)
+        )
         #expect(k2.skipped.zeroMagneticField == 1)
     }
 
     @Test("flags explain the state: initialising, at rest, gyro only")
     func flags() {
         // 30 s at rest with the magnetometer, then 120 s of turning without it.
-        let scenario = makeScenario([.rest(seconds: 30), .turn(degreesPerSecond: 20, seconds: 120)], bias: Vector3(0, 0, 0.004))
+        let scenario = makeScenario(
+            [.rest(seconds: 30), .turn(degreesPerSecond: 20, seconds: 120)], bias: Vector3(0, 0, 0.004))
         var kf = KalmanFilter()
         var outputs: [FusionOutput] = []
         for (i, s) in IMUSimulator.samples(scenario).enumerated() {
@@ -179,8 +226,9 @@ struct FusionTests {
         #expect(outputs[2900].headingAccuracyDegrees != nil)
         #expect(outputs.last!.flags.contains(.gyroOnly) && !outputs.last!.flags.contains(.atRest))
         // Without the compass the uncertainty grows.
-        #expect(outputs.last!.headingAccuracyDegrees! > outputs[2900].headingAccuracyDegrees! + 0.5,
-                "accuracy \(outputs[2900].headingAccuracyDegrees!) -> \(outputs.last!.headingAccuracyDegrees!)")
+        #expect(
+            outputs.last!.headingAccuracyDegrees! > outputs[2900].headingAccuracyDegrees! + 0.5,
+            "accuracy \(outputs[2900].headingAccuracyDegrees!) -> \(outputs.last!.headingAccuracyDegrees!)")
         #expect(FusionFlags([.atRest, .gyroOnly]).description == "at_rest|gyro_only")
     }
 
@@ -199,7 +247,9 @@ struct FusionTests {
         var last: FusionOutput?
         for x in IMUSimulator.samples(s) {
             var mag = x.magnetometer
-            if x.imu.timestamp >= 20 { mag.fieldMicrotesla = x.trueOrientation.inverseRotate(turned.rotate(s.earthFieldENU)) }
+            if x.imu.timestamp >= 20 {
+                mag.fieldMicrotesla = x.trueOrientation.inverseRotate(turned.rotate(s.earthFieldENU))
+            }
             guard let o = cf.update(imu: x.imu, magnetometer: mag), let h = o.headingDegrees else { continue }
             if let p = previous, x.imu.timestamp > 2 { worstStep = max(worstStep, abs(signedDegrees(h - p))) }
             previous = h
@@ -220,7 +270,11 @@ struct FusionTests {
             var predicted = kind.make(CommonFilterOptions(sensorLatencySeconds: 0.02))
             var last: (FusionOutput, FusionOutput)?
             for x in IMUSimulator.samples(s) {
-                if let a = plain.update(imu: x.imu, magnetometer: x.magnetometer), let b = predicted.update(imu: x.imu, magnetometer: x.magnetometer) { last = (a, b) }
+                if let a = plain.update(imu: x.imu, magnetometer: x.magnetometer),
+                    let b = predicted.update(imu: x.imu, magnetometer: x.magnetometer)
+                {
+                    last = (a, b)
+                }
             }
             // Turning at 50 deg/s: 20 ms ahead is 1 degree further round.
             let turned = signedDegrees(last!.1.headingDegrees! - last!.0.headingDegrees!)
@@ -231,8 +285,10 @@ struct FusionTests {
     @Test("the reference offset makes a chosen direction zero (both filters)")
     func referenceOffset() {
         let scenario = makeScenario([.rest(seconds: 5)], heading: 75)
-        var ks = KalmanFilterSettings(); ks.referenceOffsetDegrees = 75
-        var cs = ComplementaryFilterSettings(); cs.referenceOffsetDegrees = 75
+        var ks = KalmanFilterSettings()
+        ks.referenceOffsetDegrees = 75
+        var cs = ComplementaryFilterSettings()
+        cs.referenceOffsetDegrees = 75
         var kf = KalmanFilter(settings: ks)
         var cf = ComplementaryFilter(settings: cs)
         for steps in [run(&kf, scenario), run(&cf, scenario)] {
@@ -245,10 +301,13 @@ struct FusionTests {
     func honestAccuracy() {
         var motion: [MotionSegment] = [.rest(seconds: 20)]
         for _ in 0..<4 {
-            motion += [.turn(degreesPerSecond: 30, seconds: 6), .walking(seconds: 15, stepsPerSecond: 1.8), .rest(seconds: 5),
-                       .moveTo(headingDegrees: 200, pitchDegrees: 20, rollDegrees: -10, seconds: 3), .figureEight(seconds: 6)]
+            motion += [
+                .turn(degreesPerSecond: 30, seconds: 6), .walking(seconds: 15, stepsPerSecond: 1.8), .rest(seconds: 5),
+                .moveTo(headingDegrees: 200, pitchDegrees: 20, rollDegrees: -10, seconds: 3), .figureEight(seconds: 6),
+            ]
         }
-        let magnet = ScheduledDisturbance(startSeconds: 60, durationSeconds: 15, fieldMicrotesla: Vector3(0, 15, 10), frame: .world)
+        let magnet = ScheduledDisturbance(
+            startSeconds: 60, durationSeconds: 15, fieldMicrotesla: Vector3(0, 15, 10), frame: .world)
         let scenario = makeScenario(motion, bias: Vector3(0.005, 0.003, -0.004), disturbances: [magnet])
         var kf = KalmanFilter()
         let steps = run(&kf, scenario).filter { $0.output.headingAccuracyDegrees != nil }

@@ -1,7 +1,7 @@
 import CompassCore
 import IMUSimulator
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The earth field used across the foundation tests: 48 uT dipping 66 degrees, ENU, y magnetic north.
@@ -9,7 +9,8 @@ let testEarthField = Vector3(0, 48 * cos(66 * radiansPerDegree), -48 * sin(66 * 
 let gravityUp = Vector3(0, 0, standardGravity)
 
 /// What a perfect sensor at `orientation` reads: (field, specific force) in the sensor frame.
-func idealReadings(_ orientation: Quaternion, earthField: Vector3 = testEarthField) -> (field: Vector3, force: Vector3) {
+func idealReadings(_ orientation: Quaternion, earthField: Vector3 = testEarthField) -> (field: Vector3, force: Vector3)
+{
     (orientation.inverseRotate(earthField), orientation.inverseRotate(gravityUp))
 }
 
@@ -26,7 +27,8 @@ func randomAttitudes(count: Int, maxTiltDegrees: Double, seed: UInt64) -> [Quate
         let heading = rng.nextUniform() * 360
         let tilt = maxTiltDegrees * rng.nextUniform().squareRoot()
         let direction = rng.nextUniform() * 2 * Double.pi
-        return Quaternion(headingDegrees: heading, pitchDegrees: tilt * cos(direction), rollDegrees: tilt * sin(direction))
+        return Quaternion(
+            headingDegrees: heading, pitchDegrees: tilt * cos(direction), rollDegrees: tilt * sin(direction))
     }
 }
 

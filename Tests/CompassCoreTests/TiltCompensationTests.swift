@@ -5,7 +5,9 @@ import CompassCore
 struct TiltCompensationTests {
     @Test("flat formula error grows with pitch as the issue's table says")
     func flatFormulaErrors() {
-        let expected: [(pitch: Double, error: Double)] = [(0, 0.00), (5, -4.72), (10, -8.09), (20, -12.46), (40, -16.65), (60, -18.13)]
+        let expected: [(pitch: Double, error: Double)] = [
+            (0, 0.00), (5, -4.72), (10, -8.09), (20, -12.46), (40, -16.65), (60, -18.13),
+        ]
         for (pitch, error) in expected {
             let q = Quaternion(headingDegrees: 30, pitchDegrees: pitch, rollDegrees: 0)
             let (field, force) = idealReadings(q)
@@ -17,8 +19,9 @@ struct TiltCompensationTests {
         }
     }
 
-    @Test("tilt-compensated heading is exact at arbitrary attitudes",
-          arguments: [(0.0, 0.0, 0.0), (90, 30, 0), (200, -45, 20), (315, 70, -35)])
+    @Test(
+        "tilt-compensated heading is exact at arbitrary attitudes",
+        arguments: [(0.0, 0.0, 0.0), (90, 30, 0), (200, -45, 20), (315, 70, -35)])
     func tiltCompensatedExact(attitude: (Double, Double, Double)) throws {
         let q = Quaternion(headingDegrees: attitude.0, pitchDegrees: attitude.1, rollDegrees: attitude.2)
         let (field, force) = idealReadings(q)
@@ -35,11 +38,22 @@ struct TiltCompensationTests {
     func badInput() {
         let g = gravityUp
         let m = testEarthField
-        #expect(TiltCompensatedCompass.reading(field: Vector3(.nan, 0, 0), specificForce: g) == .failure(.nonFinite(input: "magnetic field")))
-        #expect(TiltCompensatedCompass.reading(field: m, specificForce: Vector3(0, .infinity, 0)) == .failure(.nonFinite(input: "specific force")))
-        #expect(TiltCompensatedCompass.reading(field: .zero, specificForce: g) == .failure(.zeroVector(input: "magnetic field")))
-        #expect(TiltCompensatedCompass.reading(field: m, specificForce: .zero) == .failure(.zeroVector(input: "specific force")))
-        if case .failure(.fieldParallelToGravity) = TiltCompensatedCompass.reading(field: Vector3(0, 0, -40), specificForce: g) {} else {
+        #expect(
+            TiltCompensatedCompass.reading(field: Vector3(.nan, 0, 0), specificForce: g)
+                == .failure(.nonFinite(input: "magnetic field")))
+        #expect(
+            TiltCompensatedCompass.reading(field: m, specificForce: Vector3(0, .infinity, 0))
+                == .failure(.nonFinite(input: "specific force")))
+        #expect(
+            TiltCompensatedCompass.reading(field: .zero, specificForce: g)
+                == .failure(.zeroVector(input: "magnetic field")))
+        #expect(
+            TiltCompensatedCompass.reading(field: m, specificForce: .zero)
+                == .failure(.zeroVector(input: "specific force")))
+        if case .failure(.fieldParallelToGravity) = TiltCompensatedCompass.reading(
+            field: Vector3(0, 0, -40), specificForce: g)
+        {
+        } else {
             Issue.record("a vertical field must be refused")
         }
         #expect(TiltCompensatedCompass.headingDegrees(field: Vector3(0, 0, -40), specificForce: g) == nil)
@@ -100,7 +114,8 @@ struct AlgebraTests {
     func leastSquaresFailures() {
         // Two identical columns.
         let a: [Double] = [1, 1, 2, 2, 3, 3, 4, 4]
-        if case .failure(.rankDeficient) = LeastSquares.solve(rowMajor: a, unknowns: 2, rhs: [1, 2, 3, 4]) {} else {
+        if case .failure(.rankDeficient) = LeastSquares.solve(rowMajor: a, unknowns: 2, rhs: [1, 2, 3, 4]) {
+        } else {
             Issue.record("rank-deficient design must be refused")
         }
         #expect(LeastSquares.solve(rowMajor: [1, .nan], unknowns: 1, rhs: [1, 2]).isFailure)

@@ -26,8 +26,9 @@ struct WorldMagneticModelTests {
 
     @Test("every official test value matches to its rounding", arguments: official)
     func officialValues(row: Row) throws {
-        let e = try WorldMagneticModel.wmm2025.elements(latitudeDegrees: row.lat, longitudeDegrees: row.lon,
-                                                        heightKilometres: row.height, decimalYear: row.year)
+        let e = try WorldMagneticModel.wmm2025.elements(
+            latitudeDegrees: row.lat, longitudeDegrees: row.lon,
+            heightKilometres: row.height, decimalYear: row.year)
         // Half a unit of the last printed digit, plus a hair for the table's own rounding of inputs.
         #expect(abs(e.northNanotesla - row.x) <= 0.051, "X \(e.northNanotesla)")
         #expect(abs(e.eastNanotesla - row.y) <= 0.051, "Y \(e.eastNanotesla)")
@@ -39,10 +40,14 @@ struct WorldMagneticModelTests {
     @Test("dates outside 2025.0-2030.0 and bad positions are refused")
     func refusals() {
         let model = WorldMagneticModel.wmm2025
-        #expect(throws: WorldMagneticModelError.dateOutsideValidity(decimalYear: 2024.9, validFrom: 2025, validUntil: 2030)) {
+        #expect(
+            throws: WorldMagneticModelError.dateOutsideValidity(decimalYear: 2024.9, validFrom: 2025, validUntil: 2030)
+        ) {
             try model.elements(latitudeDegrees: 0, longitudeDegrees: 0, decimalYear: 2024.9)
         }
-        #expect(throws: WorldMagneticModelError.dateOutsideValidity(decimalYear: 2030.01, validFrom: 2025, validUntil: 2030)) {
+        #expect(
+            throws: WorldMagneticModelError.dateOutsideValidity(decimalYear: 2030.01, validFrom: 2025, validUntil: 2030)
+        ) {
             try model.elements(latitudeDegrees: 0, longitudeDegrees: 0, decimalYear: 2030.01)
         }
         #expect(throws: WorldMagneticModelError.latitudeOutOfRange(91)) {
@@ -84,7 +89,7 @@ struct WorldMagneticModelTests {
         let unix = try #require(decimalYear(unixSeconds: 1_795_996_800))
         let civil = try #require(decimalYear(year: 2026, month: 11, day: 30))
         #expect(abs(unix - civil) < 1e-9)
-        #expect(decimalYear(unixSeconds: 20454 * 86400) == 2026.0)   // 2026-01-01T00:00:00Z
+        #expect(decimalYear(unixSeconds: 20454 * 86400) == 2026.0)  // 2026-01-01T00:00:00Z
         #expect(decimalYear(unixSeconds: .nan) == nil)
     }
 }

@@ -2,7 +2,9 @@ import Testing
 import CompassCore
 import IMUSimulator
 
-func scenario(_ motion: [MotionSegment], seed: UInt64 = 1, sensors: SensorErrorModel = SensorErrorModel()) -> SimulationScenario {
+func scenario(_ motion: [MotionSegment], seed: UInt64 = 1, sensors: SensorErrorModel = SensorErrorModel())
+    -> SimulationScenario
+{
     var s = SimulationScenario()
     s.seed = seed
     s.motion = motion
@@ -12,10 +14,12 @@ func scenario(_ motion: [MotionSegment], seed: UInt64 = 1, sensors: SensorErrorM
 
 @Suite("Seeded IMU simulator")
 struct IMUSimulatorTests {
-    let mixed: [MotionSegment] = [.rest(seconds: 1), .turn(degreesPerSecond: 90, seconds: 2), .figureEight(seconds: 4),
-                                  .walking(seconds: 3, stepsPerSecond: 1.8), .impacts(seconds: 2, peakG: 5, intervalSeconds: 0.5),
-                                  .rotate(sensorAxis: Vector3(1, 1, 0), degreesPerSecond: 30, seconds: 1),
-                                  .moveTo(headingDegrees: 200, pitchDegrees: 30, rollDegrees: -20, seconds: 2)]
+    let mixed: [MotionSegment] = [
+        .rest(seconds: 1), .turn(degreesPerSecond: 90, seconds: 2), .figureEight(seconds: 4),
+        .walking(seconds: 3, stepsPerSecond: 1.8), .impacts(seconds: 2, peakG: 5, intervalSeconds: 0.5),
+        .rotate(sensorAxis: Vector3(1, 1, 0), degreesPerSecond: 30, seconds: 1),
+        .moveTo(headingDegrees: 200, pitchDegrees: 30, rollDegrees: -20, seconds: 2),
+    ]
 
     @Test("same seed, same samples; another seed, other noise")
     func determinism() {
@@ -25,7 +29,7 @@ struct IMUSimulatorTests {
         #expect(a.count == 1500)
         #expect(a == b)
         #expect(a.map(\.imu) != c.map(\.imu))
-        #expect(a.map(\.trueOrientation) == c.map(\.trueOrientation))   // motion is not random
+        #expect(a.map(\.trueOrientation) == c.map(\.trueOrientation))  // motion is not random
         // A fixed value pins the generator across machines and releases.
         var g = SeededGenerator(seed: 1)
         #expect(g.next() == 0xB3F2_AF6D_0FC7_10C5)
@@ -46,9 +50,17 @@ struct IMUSimulatorTests {
 
     @Test("ideal accelerometer and magnetometer give the true attitude through the compass")
     func idealSensorsAreConsistent() {
-        let samples = IMUSimulator.samples(scenario(mixed.filter { if case .walking = $0 { return false }; if case .impacts = $0 { return false }; return true }, sensors: .ideal))
+        let samples = IMUSimulator.samples(
+            scenario(
+                mixed.filter {
+                    if case .walking = $0 { return false }
+                    if case .impacts = $0 { return false }
+                    return true
+                }, sensors: .ideal))
         for s in samples {
-            let r = try! TiltCompensatedCompass.reading(field: s.magnetometer.fieldMicrotesla, specificForce: s.imu.specificForce).get()
+            let r = try! TiltCompensatedCompass.reading(
+                field: s.magnetometer.fieldMicrotesla, specificForce: s.imu.specificForce
+            ).get()
             #expect(r.orientation.angularDistance(to: s.trueOrientation) < 1e-9)
             #expect(abs(s.imu.specificForce.norm - standardGravity) < 1e-9)
         }
@@ -62,8 +74,12 @@ struct IMUSimulatorTests {
         let samples = IMUSimulator.samples(scenario([.rest(seconds: 100)], sensors: sensors))
         let n = Double(samples.count)
         var gyroMean = Vector3.zero, magMean = Vector3.zero
-        for s in samples { gyroMean += s.imu.angularVelocity; magMean += s.magnetometer.fieldMicrotesla }
-        gyroMean = gyroMean / n; magMean = magMean / n
+        for s in samples {
+            gyroMean += s.imu.angularVelocity
+            magMean += s.magnetometer.fieldMicrotesla
+        }
+        gyroMean = gyroMean / n
+        magMean = magMean / n
         var gyroVar = 0.0, magVar = 0.0
         for s in samples {
             gyroVar += (s.imu.angularVelocity.x - s.trueGyroBias.x) * (s.imu.angularVelocity.x - s.trueGyroBias.x)
@@ -81,7 +97,10 @@ struct IMUSimulatorTests {
     @Test("a scheduled magnet adds its field only while present, in its frame")
     func disturbances() {
         var s = scenario([.rest(seconds: 10)], sensors: .ideal)
-        s.disturbances = [ScheduledDisturbance(startSeconds: 4, durationSeconds: 2, fieldMicrotesla: Vector3(30, 0, 0), frame: .world, rampSeconds: 0)]
+        s.disturbances = [
+            ScheduledDisturbance(
+                startSeconds: 4, durationSeconds: 2, fieldMicrotesla: Vector3(30, 0, 0), frame: .world, rampSeconds: 0)
+        ]
         let samples = IMUSimulator.samples(s)
         for x in samples {
             let t = x.imu.timestamp
@@ -94,7 +113,8 @@ struct IMUSimulatorTests {
 
     @Test("impacts reach the configured peak; walking accelerates without tilting on average")
     func linearAcceleration() {
-        let impacts = IMUSimulator.samples(scenario([.impacts(seconds: 5, peakG: 5, intervalSeconds: 1)], sensors: .ideal))
+        let impacts = IMUSimulator.samples(
+            scenario([.impacts(seconds: 5, peakG: 5, intervalSeconds: 1)], sensors: .ideal))
         let peak = impacts.map { $0.trueLinearAcceleration.norm }.max()!
         // A 30 ms half-sine sampled every 10 ms is seen at sin(60 deg) = 0.87 of its peak at most.
         #expect(peak > 0.86 * 5 * standardGravity && peak <= 5 * standardGravity + 1e-9)

@@ -7,7 +7,8 @@ import CZeroMQ
 struct WireFrameTests {
     @Test("wire frames round-trip, batches unpack, and malformed ones are refused")
     func frames() throws {
-        let f = WireFrame(topic: "heading", type: "gyrocompass_msgs/msg/Heading", encoding: "cdr", payload: [0, 1, 0, 0, 42])
+        let f = WireFrame(
+            topic: "heading", type: "gyrocompass_msgs/msg/Heading", encoding: "cdr", payload: [0, 1, 0, 0, 42])
         #expect(Array(f.encoded().prefix(8)) == Array("heading\0".utf8))
         #expect(try WireFrame.decode(f.encoded()) == f)
         // The batch layout written out by hand: header, then per frame its u32 little-endian length and the frame.
@@ -23,13 +24,16 @@ struct WireFrameTests {
         }
         let batch = batchBytes([f, f, WireFrame.endOfStream(from: "x")])
         #expect(try WireFrame.frames(in: batch) == [f, f, WireFrame.endOfStream(from: "x")])
-        #expect(throws: WireFrame.DecodeError.missingSeparator(field: "type")) { try WireFrame.decode(Array("topic\0type".utf8)) }
+        #expect(throws: WireFrame.DecodeError.missingSeparator(field: "type")) {
+            try WireFrame.decode(Array("topic\0type".utf8))
+        }
         #expect(throws: WireFrame.DecodeError.invalidUTF8(field: "topic")) { try WireFrame.decode([0xFF, 0, 0, 0]) }
         var bad = batch
-        bad[header.count] = 0xFF   // the first length claims more than the batch holds
+        bad[header.count] = 0xFF  // the first length claims more than the batch holds
         #expect(throws: WireFrame.DecodeError.self) { try WireFrame.frames(in: bad) }
         // The one-pass encoder writes that layout; decoding in place gives the frames back.
-        let other = WireFrame(topic: "some/unknown topic", type: "pkg/msg/Unlisted", encoding: "json", payload: Array("{}".utf8))
+        let other = WireFrame(
+            topic: "some/unknown topic", type: "pkg/msg/Unlisted", encoding: "json", payload: Array("{}".utf8))
         let frames = [f, other, f]
         #expect(WireFrame.encodedMessage(frames[...]) == batchBytes(frames))
         #expect(other.encoded() == Array("some/unknown topic\0pkg/msg/Unlisted\0json\0{}".utf8))

@@ -4,35 +4,44 @@ import WireFormat
 
 @Suite("gyrocompass_msgs .msg files")
 struct MessageFileTests {
-    static let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
         .appendingPathComponent("Sources/WireFormat/gyrocompass_msgs/msg")
 
     /// Lines without comments, blank lines or trailing space.
     static func significant(_ text: String) -> [String] {
         text.split(separator: "\n").map { line in
-            String(line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? "").trimmingCharacters(in: .whitespaces)
+            String(line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+                .trimmingCharacters(in: .whitespaces)
         }.filter { !$0.isEmpty }
     }
 
-    @Test("the embedded definitions are the files", arguments: [
-        ("Heading", HeadingMessage.definitionText), ("CalibrationStatus", MessageDefinitions.calibrationStatusText),
-        ("InterferenceStatus", MessageDefinitions.interferenceStatusText),
-    ])
+    @Test(
+        "the embedded definitions are the files",
+        arguments: [
+            ("Heading", HeadingMessage.definitionText), ("CalibrationStatus", MessageDefinitions.calibrationStatusText),
+            ("InterferenceStatus", MessageDefinitions.interferenceStatusText),
+        ])
     func embeddedMatchesFile(_ name: String, _ embedded: String) throws {
         let file = try String(contentsOf: Self.folder.appendingPathComponent("\(name).msg"), encoding: .utf8)
         #expect(Self.significant(file) == Self.significant(embedded))
         // And each parses as a schema with its dependencies.
-        _ = try MessageSchema(name: "gyrocompass_msgs/msg/\(name)", text: MessageDefinitions.definition(for: "gyrocompass_msgs/msg/\(name)")!)
+        _ = try MessageSchema(
+            name: "gyrocompass_msgs/msg/\(name)",
+            text: MessageDefinitions.definition(for: "gyrocompass_msgs/msg/\(name)")!)
     }
 
     @Test("status messages round-trip")
     func statusRoundTrip() throws {
         let h = RosHeader(stamp: RosTime(sec: 5, nanosec: 6), frameId: "imu_link")
-        let c = CalibrationStatusMessage(header: h, state: 2, prompt: false, progress: 100, coverage: 0.8, rmsResidual: 0.4, fieldStrength: 47.9,
-                                         hardIron: .init(22, -27, 14), softIron: Covariance9([1, 0, 0, 0, 1, 0, 0, 0, 1]), gyroBias: .init(0.01, 0, -0.02))
+        let c = CalibrationStatusMessage(
+            header: h, state: 2, prompt: false, progress: 100, coverage: 0.8, rmsResidual: 0.4, fieldStrength: 47.9,
+            hardIron: .init(22, -27, 14), softIron: Covariance9([1, 0, 0, 0, 1, 0, 0, 0, 1]),
+            gyroBias: .init(0.01, 0, -0.02))
         #expect(try CalibrationStatusMessage(cdrBytes: c.cdr()) == c)
-        let i = InterferenceStatusMessage(header: h, disturbed: true, flags: 128, samplesAssessed: 100, samplesFlagged: 7, disturbedPeriods: 2,
-                                          disturbedSeconds: 1.5, expectedStrength: 48, expectedDip: 66)
+        let i = InterferenceStatusMessage(
+            header: h, disturbed: true, flags: 128, samplesAssessed: 100, samplesFlagged: 7, disturbedPeriods: 2,
+            disturbedSeconds: 1.5, expectedStrength: 48, expectedDip: 66)
         #expect(try InterferenceStatusMessage(cdrBytes: i.cdr()) == i)
         #expect(try jsonFromCDR(type: CalibrationStatusMessage.typeName, c.cdr())!.contains("\"prompt\":false"))
     }

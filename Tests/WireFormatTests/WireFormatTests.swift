@@ -9,32 +9,41 @@ struct CDRTests {
 
     @Test("Imu round-trips and has the ROS layout")
     func imu() throws {
-        let m = ImuMessage(header: header, orientation: Quaternion(w: 0.5, x: 0.5, y: -0.5, z: 0.5),
-                           orientationCovariance: Covariance9((0..<9).map(Double.init)), angularVelocity: Vector3(0.1, -0.2, 0.3),
-                           angularVelocityCovariance: Covariance9(repeating: 0.01), linearAcceleration: Vector3(0, 0.5, 9.81),
-                           linearAccelerationCovariance: Covariance9(repeating: -1))
+        let m = ImuMessage(
+            header: header, orientation: Quaternion(w: 0.5, x: 0.5, y: -0.5, z: 0.5),
+            orientationCovariance: Covariance9((0..<9).map(Double.init)), angularVelocity: Vector3(0.1, -0.2, 0.3),
+            angularVelocityCovariance: Covariance9(repeating: 0.01), linearAcceleration: Vector3(0, 0.5, 9.81),
+            linearAccelerationCovariance: Covariance9(repeating: -1))
         let bytes = m.cdr()
         // 4 header + 8 stamp + 4 length + 9 "imu_link\0" = 25, padded to 28 (8-aligned body offset 24),
         // then 4 + 9 + 3 + 9 + 3 + 9 = 37 float64s.
         #expect(bytes.count == 4 + 24 + 37 * 8)
         #expect(Array(bytes[0..<4]) == [0, 1, 0, 0])
         #expect(try ImuMessage(cdrBytes: bytes) == m)
-        #expect(m.sample == ImuSample(timestamp: header.stamp.seconds, angularVelocity: Vector3(0.1, -0.2, 0.3), specificForce: Vector3(0, 0.5, 9.81)))
+        #expect(
+            m.sample
+                == ImuSample(
+                    timestamp: header.stamp.seconds, angularVelocity: Vector3(0.1, -0.2, 0.3),
+                    specificForce: Vector3(0, 0.5, 9.81)))
     }
 
     @Test("MagneticField and NavSatFix round-trip; tesla becomes microtesla in the sample")
     func others() throws {
-        let mag = MagneticFieldMessage(header: header, magneticField: Vector3(20e-6, -5e-6, -44e-6), magneticFieldCovariance: Covariance9(repeating: 0))
+        let mag = MagneticFieldMessage(
+            header: header, magneticField: Vector3(20e-6, -5e-6, -44e-6),
+            magneticFieldCovariance: Covariance9(repeating: 0))
         #expect(try MagneticFieldMessage(cdrBytes: mag.cdr()) == mag)
         #expect((mag.sample.fieldMicrotesla - Vector3(20, -5, -44)).norm < 1e-9)
-        let fix = NavSatFixMessage(header: header, status: 0, service: 1, latitude: 52.5, longitude: 13.4, altitude: 35,
-                                   positionCovariance: Covariance9(repeating: 2), positionCovarianceType: 2)
+        let fix = NavSatFixMessage(
+            header: header, status: 0, service: 1, latitude: 52.5, longitude: 13.4, altitude: 35,
+            positionCovariance: Covariance9(repeating: 2), positionCovarianceType: 2)
         #expect(try NavSatFixMessage(cdrBytes: fix.cdr()) == fix)
     }
 
     @Test("truncated, mis-encapsulated and random payloads give errors naming the field, never a crash")
     func badPayloads() {
-        let good = MagneticFieldMessage(header: header, magneticField: Vector3(1, 2, 3), magneticFieldCovariance: []).cdr()
+        let good = MagneticFieldMessage(header: header, magneticField: Vector3(1, 2, 3), magneticFieldCovariance: [])
+            .cdr()
         for n in 0..<good.count {
             #expect(throws: CDRError.self) { try MagneticFieldMessage(cdrBytes: Array(good.prefix(n))) }
         }
@@ -44,9 +53,14 @@ struct CDRTests {
         } catch {
             #expect(error.description.contains("magnetic_field"), "\(error)")
         }
-        var wrong = good; wrong[1] = 0x07
+        var wrong = good
+        wrong[1] = 0x07
         #expect(throws: CDRError.unsupportedEncapsulation(0x0007)) { try MagneticFieldMessage(cdrBytes: wrong) }
-        var lying = good; lying[12] = 0xFF; lying[13] = 0xFF; lying[14] = 0xFF; lying[15] = 0x7F
+        var lying = good
+        lying[12] = 0xFF
+        lying[13] = 0xFF
+        lying[14] = 0xFF
+        lying[15] = 0x7F
         #expect(throws: CDRError.self) { try MagneticFieldMessage(cdrBytes: lying) }
         var rng = SystemRandomNumberGenerator()
         for _ in 0..<2000 {
@@ -71,15 +85,15 @@ struct YAMLTests {
     @Test("mappings, sequences, scalars and their positions")
     func parse() throws {
         let text = """
-        stages:
-          - name: source
-            type: simulator
-            rate: 100
-          - name: fusion
-            inputs: [source]
-        empty:
-        quoted: "null"
-        """
+            stages:
+              - name: source
+                type: simulator
+                rate: 100
+              - name: fusion
+                inputs: [source]
+            empty:
+            quoted: "null"
+            """
         let root = try #require(try YAMLParser.parse(text, file: "p.yaml"))
         let stages = try #require(root["stages"]?.sequence)
         #expect(stages.count == 2)

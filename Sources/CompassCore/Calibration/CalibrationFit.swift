@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Why a calibration fit was refused. Every case says what about the readings is wrong.
@@ -68,15 +68,21 @@ public enum CalibrationFitter {
     /// Hard-iron calibration: the sphere |m - c| = r fitted as the linear problem
     /// |m|^2 = 2 c.m + (r^2 - |c|^2) in the unknowns (c, k). Readings in microtesla.
     public static func fitSphere(_ readings: [Vector3], settings: CalibrationFitSettings = .init())
-        -> Result<CalibrationFit, CalibrationFitError> {
+        -> Result<CalibrationFit, CalibrationFitError>
+    {
         switch prepare(readings, minimum: minimumSphereReadings, settings: settings) {
         case .failure(let e): return .failure(e)
         case .success(let mean):
-            var a = [Double](); a.reserveCapacity(readings.count * 4)
-            var b = [Double](); b.reserveCapacity(readings.count)
+            var a = [Double]()
+            a.reserveCapacity(readings.count * 4)
+            var b = [Double]()
+            b.reserveCapacity(readings.count)
             for r in readings {
-                let p = r - mean   // centring keeps the columns well scaled
-                a.append(2 * p.x); a.append(2 * p.y); a.append(2 * p.z); a.append(1)
+                let p = r - mean  // centring keeps the columns well scaled
+                a.append(2 * p.x)
+                a.append(2 * p.y)
+                a.append(2 * p.z)
+                a.append(1)
                 b.append(p.squaredNorm)
             }
             guard case .success(let s) = LeastSquares.solve(rowMajor: a, unknowns: 4, rhs: b) else {
@@ -85,7 +91,8 @@ public enum CalibrationFitter {
             let c = Vector3(s.x[0], s.x[1], s.x[2])
             let r2 = s.x[3] + c.squaredNorm
             guard r2 > 0, r2.isFinite else { return .failure(.notAnEllipsoid) }
-            let cal = MagnetometerCalibration(hardIronOffsetMicrotesla: c + mean, fieldRadiusMicrotesla: r2.squareRoot())
+            let cal = MagnetometerCalibration(
+                hardIronOffsetMicrotesla: c + mean, fieldRadiusMicrotesla: r2.squareRoot())
             return assess(cal, model: .sphere, readings: readings, settings: settings)
         }
     }
@@ -95,19 +102,27 @@ public enum CalibrationFitter {
     /// fitted to the centred readings, then turned into a centre and the symmetric matrix that maps the
     /// ellipsoid to a sphere of the same volume (radius = geometric mean of the semi-axes).
     public static func fitEllipsoid(_ readings: [Vector3], settings: CalibrationFitSettings = .init())
-        -> Result<CalibrationFit, CalibrationFitError> {
+        -> Result<CalibrationFit, CalibrationFitError>
+    {
         switch prepare(readings, minimum: minimumEllipsoidReadings, settings: settings) {
         case .failure(let e): return .failure(e)
         case .success(let mean):
             // Scale to unit size so the squared terms stay comparable with the linear ones.
             var scale = 0.0
             for r in readings { scale = Swift.max(scale, (r - mean).norm) }
-            var a = [Double](); a.reserveCapacity(readings.count * 9)
+            var a = [Double]()
+            a.reserveCapacity(readings.count * 9)
             for r in readings {
                 let p = (r - mean) / scale
-                a.append(p.x * p.x); a.append(p.y * p.y); a.append(p.z * p.z)
-                a.append(2 * p.x * p.y); a.append(2 * p.x * p.z); a.append(2 * p.y * p.z)
-                a.append(2 * p.x); a.append(2 * p.y); a.append(2 * p.z)
+                a.append(p.x * p.x)
+                a.append(p.y * p.y)
+                a.append(p.z * p.z)
+                a.append(2 * p.x * p.y)
+                a.append(2 * p.x * p.z)
+                a.append(2 * p.y * p.z)
+                a.append(2 * p.x)
+                a.append(2 * p.y)
+                a.append(2 * p.z)
             }
             let b = [Double](repeating: 1, count: readings.count)
             let solution: LeastSquares.Solution
@@ -123,30 +138,38 @@ public enum CalibrationFitter {
             let centre = -(mInverse * v)
             let gain = 1 + centre.dot(m * centre)
             guard gain > 0 else { return .failure(.notAnEllipsoid) }
-            let shape = m * (1 / gain)   // (p - c)^T shape (p - c) = 1
+            let shape = m * (1 / gain)  // (p - c)^T shape (p - c) = 1
             guard let eig = SymmetricEigen3(shape), eig.values.x > 0 else { return .failure(.notAnEllipsoid) }
             let radiusUnit = pow(eig.values.x * eig.values.y * eig.values.z, -1.0 / 6.0)
             let correction = eig.applying { $0.squareRoot() } * radiusUnit
-            let cal = MagnetometerCalibration(hardIronOffsetMicrotesla: centre * scale + mean,
-                                              softIronCorrection: correction,
-                                              fieldRadiusMicrotesla: radiusUnit * scale)
+            let cal = MagnetometerCalibration(
+                hardIronOffsetMicrotesla: centre * scale + mean,
+                softIronCorrection: correction,
+                fieldRadiusMicrotesla: radiusUnit * scale)
             return assess(cal, model: .ellipsoid, readings: readings, settings: settings)
         }
     }
 
     /// Checks count, finiteness and spread; returns the mean reading.
     static func prepare(_ readings: [Vector3], minimum: Int, settings: CalibrationFitSettings)
-        -> Result<Vector3, CalibrationFitError> {
+        -> Result<Vector3, CalibrationFitError>
+    {
         if let bad = readings.firstIndex(where: { !$0.isFinite }) { return .failure(.nonFiniteReading(index: bad)) }
-        guard readings.count >= minimum else { return .failure(.tooFewReadings(count: readings.count, minimum: minimum)) }
+        guard readings.count >= minimum else {
+            return .failure(.tooFewReadings(count: readings.count, minimum: minimum))
+        }
         var mean = Vector3.zero
         for r in readings { mean += r }
         mean = mean / Double(readings.count)
         var s = Matrix3(0, 0, 0, 0, 0, 0, 0, 0, 0)
         for r in readings {
             let p = r - mean
-            s.m00 += p.x * p.x; s.m01 += p.x * p.y; s.m02 += p.x * p.z
-            s.m11 += p.y * p.y; s.m12 += p.y * p.z; s.m22 += p.z * p.z
+            s.m00 += p.x * p.x
+            s.m01 += p.x * p.y
+            s.m02 += p.x * p.z
+            s.m11 += p.y * p.y
+            s.m12 += p.y * p.z
+            s.m22 += p.z * p.z
         }
         guard let eig = SymmetricEigen3(s), eig.values.z > 0 else { return .failure(.collinearReadings) }
         if eig.values.y / eig.values.z < settings.minimumScatterRatio { return .failure(.collinearReadings) }
@@ -155,10 +178,13 @@ public enum CalibrationFitter {
     }
 
     /// Residual, spread and coverage of a candidate calibration; refuses one-sided data.
-    static func assess(_ cal: MagnetometerCalibration, model: CalibrationFit.Model, readings: [Vector3],
-                       settings: CalibrationFitSettings) -> Result<CalibrationFit, CalibrationFitError> {
+    static func assess(
+        _ cal: MagnetometerCalibration, model: CalibrationFit.Model, readings: [Vector3],
+        settings: CalibrationFitSettings
+    ) -> Result<CalibrationFit, CalibrationFitError> {
         guard cal.hardIronOffsetMicrotesla.isFinite, cal.softIronCorrection.isFinite,
-              cal.fieldRadiusMicrotesla.isFinite, cal.fieldRadiusMicrotesla > 0 else { return .failure(.notAnEllipsoid) }
+            cal.fieldRadiusMicrotesla.isFinite, cal.fieldRadiusMicrotesla > 0
+        else { return .failure(.notAnEllipsoid) }
         var ss = 0.0
         var resultant = Vector3.zero
         var hit = [Bool](repeating: false, count: coverageDirections.count)
@@ -178,9 +204,11 @@ public enum CalibrationFitter {
             return .failure(.oneSided(meanResultantLength: mrl, maximum: settings.maximumMeanResultantLength))
         }
         let coverage = Double(hit.filter { $0 }.count) / Double(hit.count)
-        return .success(CalibrationFit(model: model, calibration: cal, rmsResidualMicrotesla: (ss / count).squareRoot(),
-                                       meanResultantLength: mrl, directionCoverage: coverage,
-                                       readingCount: readings.count))
+        return .success(
+            CalibrationFit(
+                model: model, calibration: cal, rmsResidualMicrotesla: (ss / count).squareRoot(),
+                meanResultantLength: mrl, directionCoverage: coverage,
+                readingCount: readings.count))
     }
 
     /// 32 near-uniform unit directions (Fibonacci sphere), for the coverage figure.

@@ -9,8 +9,10 @@ public struct MagnetometerCalibration: Sendable, Equatable {
     /// Radius of the calibrated sphere: the local field strength as this sensor sees it, microtesla.
     public var fieldRadiusMicrotesla: Double
 
-    public init(hardIronOffsetMicrotesla: Vector3, softIronCorrection: Matrix3 = .identity,
-                fieldRadiusMicrotesla: Double) {
+    public init(
+        hardIronOffsetMicrotesla: Vector3, softIronCorrection: Matrix3 = .identity,
+        fieldRadiusMicrotesla: Double
+    ) {
         self.hardIronOffsetMicrotesla = hardIronOffsetMicrotesla
         self.softIronCorrection = softIronCorrection
         self.fieldRadiusMicrotesla = fieldRadiusMicrotesla

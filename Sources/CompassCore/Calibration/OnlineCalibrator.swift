@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Parameters of `OnlineCalibrator`.
@@ -72,7 +72,9 @@ public struct OnlineCalibrator: Sendable {
     }
 
     /// Progress toward the first (or next) accepted calibration, percent.
-    public var progressPercent: Double { state == .calibrated ? 100 : min(100, 100 * coverage / settings.minimumCoverage) }
+    public var progressPercent: Double {
+        state == .calibrated ? 100 : min(100, 100 * coverage / settings.minimumCoverage)
+    }
 
     /// True when the user should make the figure-eight motion.
     public var needsMotion: Bool { state == .uncalibrated || state == .collecting || state == .degraded }
@@ -81,7 +83,8 @@ public struct OnlineCalibrator: Sendable {
     public mutating func add(_ raw: Vector3, time: Double) -> CalibrationFit? {
         guard raw.isFinite else { return nil }
         latestTime = time
-        meanSum += raw; meanCount += 1
+        meanSum += raw
+        meanCount += 1
         insert(raw, time: time, centre: centreEstimate ?? calibration?.hardIronOffsetMicrotesla ?? meanSum / meanCount)
         trackDegradation(raw, time: time)
         if state == .uncalibrated { state = .collecting }
@@ -90,8 +93,11 @@ public struct OnlineCalibrator: Sendable {
         // Directions are judged from the sphere the recent readings describe, not from their mean
         // (after a long rest the mean is a point on the sphere).
         let oldest = latestTime - settings.maximumReadingAgeSeconds
-        if case .success(let sphere) = CalibrationFitter.fitSphere(bins.flatMap { $0.filter { $0.time >= oldest }.map(\.field) }),
-           settings.plausibleRadiusMicrotesla.contains(sphere.calibration.fieldRadiusMicrotesla), sphere.directionCoverage >= 0.5 {
+        if case .success(let sphere) = CalibrationFitter.fitSphere(
+            bins.flatMap { $0.filter { $0.time >= oldest }.map(\.field) }),
+            settings.plausibleRadiusMicrotesla.contains(sphere.calibration.fieldRadiusMicrotesla),
+            sphere.directionCoverage >= 0.5
+        {
             let centre = sphere.calibration.hardIronOffsetMicrotesla
             if centreEstimate.map({ ($0 - centre).norm > 1 }) ?? true {
                 centreEstimate = centre
@@ -107,9 +113,14 @@ public struct OnlineCalibrator: Sendable {
         var best = 0, bestDot = -2.0
         for (i, d) in CalibrationFitter.coverageDirections.enumerated() {
             let dot = d.dot(u)
-            if dot > bestDot { bestDot = dot; best = i }
+            if dot > bestDot {
+                bestDot = dot
+                best = i
+            }
         }
-        if bins[best].count < settings.readingsPerBin { bins[best].append((raw, time)) } else {
+        if bins[best].count < settings.readingsPerBin {
+            bins[best].append((raw, time))
+        } else {
             bins[best][nextSlot[best]] = (raw, time)
             nextSlot[best] = (nextSlot[best] + 1) % settings.readingsPerBin
         }
@@ -136,7 +147,8 @@ public struct OnlineCalibrator: Sendable {
                 state = .degraded
                 bins = Array(repeating: [], count: bins.count)
                 nextSlot = Array(repeating: 0, count: bins.count)
-                meanSum = .zero; meanCount = 0
+                meanSum = .zero
+                meanCount = 0
                 centreEstimate = nil
             }
         } else {
@@ -153,15 +165,22 @@ public struct OnlineCalibrator: Sendable {
         if coverage >= settings.ellipsoidCoverage, case .success(let e) = CalibrationFitter.fitEllipsoid(readings) {
             candidates.append(refined(e, readings))
         }
-        guard let best = candidates.filter({ $0.rmsResidualMicrotesla <= settings.maximumResidualMicrotesla
-                && settings.plausibleRadiusMicrotesla.contains($0.calibration.fieldRadiusMicrotesla) })
-            .min(by: { $0.rmsResidualMicrotesla < $1.rmsResidualMicrotesla }) else { return nil }
+        guard
+            let best = candidates.filter({
+                $0.rmsResidualMicrotesla <= settings.maximumResidualMicrotesla
+                    && settings.plausibleRadiusMicrotesla.contains($0.calibration.fieldRadiusMicrotesla)
+            })
+            .min(by: { $0.rmsResidualMicrotesla < $1.rmsResidualMicrotesla })
+        else { return nil }
         // Keep the current calibration unless the new fit is at least as good (or the current is degraded).
-        if let current = fit, state != .degraded, best.rmsResidualMicrotesla > current.rmsResidualMicrotesla * 1.05 { return nil }
+        if let current = fit, state != .degraded, best.rmsResidualMicrotesla > current.rmsResidualMicrotesla * 1.05 {
+            return nil
+        }
         calibration = best.calibration
         fit = best
         state = .calibrated
-        residualLowPass = 0; degradedSince = nil
+        residualLowPass = 0
+        degradedSince = nil
         return best
     }
 
@@ -170,11 +189,15 @@ public struct OnlineCalibrator: Sendable {
     func refined(_ start: CalibrationFit, _ readings: [Vector3]) -> CalibrationFit {
         let radius = start.calibration.fieldRadiusMicrotesla
         func unpack(_ p: [Double]) -> MagnetometerCalibration {
-            MagnetometerCalibration(hardIronOffsetMicrotesla: Vector3(p[0], p[1], p[2]),
-                                    softIronCorrection: Matrix3(p[3], p[6], p[7], p[6], p[4], p[8], p[7], p[8], p[5]),
-                                    fieldRadiusMicrotesla: radius)
+            MagnetometerCalibration(
+                hardIronOffsetMicrotesla: Vector3(p[0], p[1], p[2]),
+                softIronCorrection: Matrix3(p[3], p[6], p[7], p[6], p[4], p[8], p[7], p[8], p[5]),
+                fieldRadiusMicrotesla: radius)
         }
-        func residuals(_ p: [Double]) -> [Double] { let c = unpack(p); return readings.map { c.apply($0).norm - radius } }
+        func residuals(_ p: [Double]) -> [Double] {
+            let c = unpack(p)
+            return readings.map { c.apply($0).norm - radius }
+        }
         let c0 = start.calibration.hardIronOffsetMicrotesla, w0 = start.calibration.softIronCorrection
         var p = [c0.x, c0.y, c0.z, w0.m00, w0.m11, w0.m22, w0.m01, w0.m02, w0.m12]
         var r = residuals(p)
@@ -192,12 +215,16 @@ public struct OnlineCalibrator: Sendable {
             }
             for j in 0..<9 { jacobian[(readings.count + j) * 9 + j] = lambda.squareRoot() }
             let rhs = r.map { -$0 } + [Double](repeating: 0, count: 9)
-            guard case .success(let step) = LeastSquares.solve(rowMajor: jacobian, unknowns: 9, rhs: rhs, minimumConditioning: 1e-14) else { break }
+            guard
+                case .success(let step) = LeastSquares.solve(
+                    rowMajor: jacobian, unknowns: 9, rhs: rhs, minimumConditioning: 1e-14)
+            else { break }
             let trial = zip(p, step.x).map(+)
             let rt = residuals(trial)
             let trialCost = rt.reduce(0) { $0 + $1 * $1 }
             if trialCost < cost {
-                p = trial; r = rt
+                p = trial
+                r = rt
                 let improvement = cost - trialCost
                 cost = trialCost
                 lambda = max(1e-9, lambda / 5)
@@ -207,8 +234,11 @@ public struct OnlineCalibrator: Sendable {
                 if lambda > 1e6 { break }
             }
         }
-        guard cost.isFinite, cost < start.rmsResidualMicrotesla * start.rmsResidualMicrotesla * Double(readings.count) else { return start }
-        if case .success(let assessed) = CalibrationFitter.assess(unpack(p), model: .ellipsoid, readings: readings, settings: .init()) {
+        guard cost.isFinite, cost < start.rmsResidualMicrotesla * start.rmsResidualMicrotesla * Double(readings.count)
+        else { return start }
+        if case .success(let assessed) = CalibrationFitter.assess(
+            unpack(p), model: .ellipsoid, readings: readings, settings: .init())
+        {
             return assessed
         }
         return start

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// What a single magnetometer + accelerometer reading says, tilt compensated.
@@ -17,8 +17,10 @@ public struct CompassReading: Sendable, Equatable {
 
     @inlinable
     public init(headingDegrees: Double, dipDegrees: Double, fieldStrength: Double, orientation: Quaternion) {
-        self.headingDegrees = headingDegrees; self.dipDegrees = dipDegrees
-        self.fieldStrength = fieldStrength; self.orientation = orientation
+        self.headingDegrees = headingDegrees
+        self.dipDegrees = dipDegrees
+        self.fieldStrength = fieldStrength
+        self.orientation = orientation
     }
 }
 
@@ -52,13 +54,17 @@ public enum TiltCompensatedCompass {
         let dip = asin(Swift.max(-1, Swift.min(1, down.dot(field) / strength))) * degreesPerRadian
         // Rows of the sensor-to-ENU matrix are the earth axes expressed in the sensor frame.
         let orientation = Quaternion(rotationMatrix: Matrix3(rows: east, north, up))
-        return .success(CompassReading(headingDegrees: heading, dipDegrees: dip, fieldStrength: strength,
-                                       orientation: orientation))
+        return .success(
+            CompassReading(
+                headingDegrees: heading, dipDegrees: dip, fieldStrength: strength,
+                orientation: orientation))
     }
 
     /// The orientation to start a filter from: the compass's when the field is usable, otherwise level
     /// from gravity alone with an arbitrary heading (`headingKnown` false). nil for unusable gravity.
-    public static func initialOrientation(specificForce: Vector3, field: Vector3?) -> (orientation: Quaternion, headingKnown: Bool)? {
+    public static func initialOrientation(specificForce: Vector3, field: Vector3?) -> (
+        orientation: Quaternion, headingKnown: Bool
+    )? {
         if let f = field, case .success(let reading) = reading(field: f, specificForce: specificForce) {
             return (reading.orientation, true)
         }

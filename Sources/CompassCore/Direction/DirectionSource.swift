@@ -49,8 +49,10 @@ public struct DirectionSourceSelector: Sendable, Equatable {
     /// Worst acceptable compass heading accuracy, degrees. Default 30.
     public var maximumCompassAccuracyDegrees: Double = 30
 
-    public init(minimumSpeedMetresPerSecond: Double = 2, maximumCourseAccuracyDegrees: Double = 15,
-                maximumCompassAccuracyDegrees: Double = 30) {
+    public init(
+        minimumSpeedMetresPerSecond: Double = 2, maximumCourseAccuracyDegrees: Double = 15,
+        maximumCompassAccuracyDegrees: Double = 30
+    ) {
         self.minimumSpeedMetresPerSecond = minimumSpeedMetresPerSecond
         self.maximumCourseAccuracyDegrees = maximumCourseAccuracyDegrees
         self.maximumCompassAccuracyDegrees = maximumCompassAccuracyDegrees
@@ -60,15 +62,19 @@ public struct DirectionSourceSelector: Sendable, Equatable {
     ///   - gps: the latest course over ground, if any.
     ///   - compassHeadingDegrees: compass heading (NaN = unknown).
     ///   - compassAccuracyDegrees: its accuracy (negative or NaN = unknown).
-    public func choose(gps: CourseOverGround?, compassHeadingDegrees: Double,
-                       compassAccuracyDegrees: Double) -> DirectionChoice {
+    public func choose(
+        gps: CourseOverGround?, compassHeadingDegrees: Double,
+        compassAccuracyDegrees: Double
+    ) -> DirectionChoice {
         if let gps, let course = gps.courseDegrees, let speed = gps.speedMetresPerSecond,
-           let accuracy = gps.courseAccuracyDegrees,
-           speed >= minimumSpeedMetresPerSecond, accuracy <= maximumCourseAccuracyDegrees {
+            let accuracy = gps.courseAccuracyDegrees,
+            speed >= minimumSpeedMetresPerSecond, accuracy <= maximumCourseAccuracyDegrees
+        {
             return .gpsCourse(degrees: course, accuracyDegrees: accuracy)
         }
         if compassHeadingDegrees.isFinite, let accuracy = validNonNegative(compassAccuracyDegrees),
-           accuracy <= maximumCompassAccuracyDegrees {
+            accuracy <= maximumCompassAccuracyDegrees
+        {
             return .compass(degrees: normalizedDegrees(compassHeadingDegrees), accuracyDegrees: accuracy)
         }
         return .unknown

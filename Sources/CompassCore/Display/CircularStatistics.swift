@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Statistics on angles done on the circle: headings either side of north average to north.
@@ -12,7 +12,9 @@ public enum CircularStatistics {
         var s = 0.0, c = 0.0, n = 0
         for a in angles {
             guard a.isFinite else { return nil }
-            s += sin(a * radiansPerDegree); c += cos(a * radiansPerDegree); n += 1
+            s += sin(a * radiansPerDegree)
+            c += cos(a * radiansPerDegree)
+            n += 1
         }
         guard n > 0, (s * s + c * c).squareRoot() / Double(n) > 1e-9 else { return nil }
         return normalizedDegrees(atan2(s, c) * degreesPerRadian)
@@ -22,7 +24,9 @@ public enum CircularStatistics {
     public static func meanResultantLength<S: Sequence>(_ angles: S) -> Double? where S.Element == Double {
         var s = 0.0, c = 0.0, n = 0
         for a in angles where a.isFinite {
-            s += sin(a * radiansPerDegree); c += cos(a * radiansPerDegree); n += 1
+            s += sin(a * radiansPerDegree)
+            c += cos(a * radiansPerDegree)
+            n += 1
         }
         return n > 0 ? (s * s + c * c).squareRoot() / Double(n) : nil
     }
@@ -44,9 +48,12 @@ public struct CircularSmoother: Sendable, Equatable {
         if degrees.isFinite {
             let s = sin(degrees * radiansPerDegree), c = cos(degrees * radiansPerDegree)
             if primed {
-                sine += weight * (s - sine); cosine += weight * (c - cosine)
+                sine += weight * (s - sine)
+                cosine += weight * (c - cosine)
             } else {
-                sine = s; cosine = c; primed = true
+                sine = s
+                cosine = c
+                primed = true
             }
         }
         return value

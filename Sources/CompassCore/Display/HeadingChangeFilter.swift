@@ -15,7 +15,8 @@ public struct HeadingChangeFilter: Sendable, Equatable {
     public mutating func offer(_ headingDegrees: Double) -> Double? {
         guard headingDegrees.isFinite else { return nil }
         if let last = lastDelivered, abs(signedDegrees(headingDegrees - last)) < minimumChangeDegrees,
-           minimumChangeDegrees > 0 {
+            minimumChangeDegrees > 0
+        {
             return nil
         }
         lastDelivered = normalizedDegrees(headingDegrees)

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The classic gyro-compass: the gyro carries the orientation; the accelerometer (low-passed in the
@@ -92,7 +92,8 @@ public struct ComplementaryFilter: Sendable {
 
         // Inclination: rotate part of the way toward the low-passed gravity direction.
         let force = orientation.rotate(imu.specificForce)
-        lowPassedForceEarth += (force - lowPassedForceEarth) * forceWeight(dt, tau: settings.accelerometerLowPassSeconds)
+        lowPassedForceEarth +=
+            (force - lowPassedForceEarth) * forceWeight(dt, tau: settings.accelerometerLowPassSeconds)
         let forceNorm = lowPassedForceEarth.norm
         var correction = Vector3.zero
         if abs(forceNorm - standardGravity) > settings.accelerationRejectionTolerance * standardGravity {
@@ -111,19 +112,23 @@ public struct ComplementaryFilter: Sendable {
             if horizontal > 1e-3 * m.norm {
                 let alpha = atan2Small(earth.x, earth.y)
                 if !headingFixed {
-                    correction.z = alpha   // first usable compass reading: take it whole
+                    correction.z = alpha  // first usable compass reading: take it whole
                     headingFixed = true
                 } else {
-                    let verdict = magneticGate.assess(strengthMicrotesla: m.norm, dipDegrees: approximateAtan2(-earth.z, horizontal) * degreesPerRadian,
-                                                      headingInnovation: alpha, headingVariance: driftSigmaDegrees * driftSigmaDegrees * radiansPerDegree * radiansPerDegree,
-                                                      dt: magneticDt)
+                    let verdict = magneticGate.assess(
+                        strengthMicrotesla: m.norm,
+                        dipDegrees: approximateAtan2(-earth.z, horizontal) * degreesPerRadian,
+                        headingInnovation: alpha,
+                        headingVariance: driftSigmaDegrees * driftSigmaDegrees * radiansPerDegree * radiansPerDegree,
+                        dt: magneticDt)
                     flags.formUnion(verdict.flags)
                     if verdict.use {
                         let learning = magneticGate.isLearning || elapsed < 1
                         let tau = learning ? 0.5 : settings.headingTimeConstantSeconds
                         var step = alpha * min(1, magneticDt / tau)
                         if !learning {
-                            let limit = settings.maximumHeadingCorrectionDegreesPerSecond * radiansPerDegree * magneticDt
+                            let limit =
+                                settings.maximumHeadingCorrectionDegreesPerSecond * radiansPerDegree * magneticDt
                             step = max(-limit, min(limit, step))
                         }
                         correction.z = step
@@ -156,8 +161,10 @@ public struct ComplementaryFilter: Sendable {
     /// Always inlined: as a call it copied the whole filter per sample.
     @inline(__always)
     func output(_ timestamp: Double, flags: FusionFlags) -> FusionOutput {
-        FusionOutput(timestamp: timestamp, orientation: reportedOrientation, referenceOffsetDegrees: settings.referenceOffsetDegrees,
-                     headingVarianceDegrees2: flags.contains(.initialising) ? nil : headingSigmaDegrees * headingSigmaDegrees,
-                     gyroBias: gyroBias, flags: flags)
+        FusionOutput(
+            timestamp: timestamp, orientation: reportedOrientation,
+            referenceOffsetDegrees: settings.referenceOffsetDegrees,
+            headingVarianceDegrees2: flags.contains(.initialising) ? nil : headingSigmaDegrees * headingSigmaDegrees,
+            gyroBias: gyroBias, flags: flags)
     }
 }

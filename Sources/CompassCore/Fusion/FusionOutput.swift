@@ -26,7 +26,8 @@ public struct FusionFlags: OptionSet, Sendable, Hashable, CustomStringConvertibl
         (.initialising, "initialising"), (.atRest, "at_rest"), (.accelerationRejected, "acceleration_rejected"),
         (.magnetometerRejected, "magnetometer_rejected"), (.gyroOnly, "gyro_only"),
         (.magneticStrengthDisturbed, "magnetic_strength"), (.magneticDipDisturbed, "magnetic_dip"),
-        (.magneticGyroInconsistent, "magnetic_gyro_inconsistent"), (.magneticReferenceChanged, "magnetic_reference_changed"),
+        (.magneticGyroInconsistent, "magnetic_gyro_inconsistent"),
+        (.magneticReferenceChanged, "magnetic_reference_changed"),
     ]
 
     /// Flag names, separated by "|" ("" when none).
@@ -56,10 +57,17 @@ public struct FusionOutput: Sendable, Equatable {
     public var flags: FusionFlags
 
     @inlinable
-    public init(timestamp: Double, orientation: Quaternion, referenceOffsetDegrees: Double = 0, headingVarianceDegrees2: Double?,
-                gyroBias: Vector3, flags: FusionFlags) {
-        self.timestamp = timestamp; self.orientation = orientation; self.referenceOffsetDegrees = referenceOffsetDegrees
-        self.headingVarianceDegrees2 = headingVarianceDegrees2; self.gyroBias = gyroBias; self.flags = flags
+    public init(
+        timestamp: Double, orientation: Quaternion, referenceOffsetDegrees: Double = 0,
+        headingVarianceDegrees2: Double?,
+        gyroBias: Vector3, flags: FusionFlags
+    ) {
+        self.timestamp = timestamp
+        self.orientation = orientation
+        self.referenceOffsetDegrees = referenceOffsetDegrees
+        self.headingVarianceDegrees2 = headingVarianceDegrees2
+        self.gyroBias = gyroBias
+        self.flags = flags
     }
 }
 
@@ -79,5 +87,7 @@ public struct SkippedSampleCounts: Sendable, Equatable {
     public var timeGaps = 0
 
     public init() {}
-    public var total: Int { nonFiniteImu + nonFiniteMagnetometer + zeroSpecificForce + zeroMagneticField + timestampNotIncreasing }
+    public var total: Int {
+        nonFiniteImu + nonFiniteMagnetometer + zeroSpecificForce + zeroMagneticField + timestampNotIncreasing
+    }
 }

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Orientation and gyro bias by an error-state (multiplicative) Kalman filter.
@@ -98,10 +98,12 @@ public struct KalmanFilter: Sendable {
 
         // The earth-frame low-passed specific force: linear accelerations that come and go cancel.
         let force = r * imu.specificForce
-        lowPassedForceEarth += (force - lowPassedForceEarth) * forceWeight(dt, tau: settings.accelerometerLowPassSeconds)
+        lowPassedForceEarth +=
+            (force - lowPassedForceEarth) * forceWeight(dt, tau: settings.accelerometerLowPassSeconds)
         // |f| within g (1 +- tolerance), compared squared: no square root per sample.
         let forceSquared = lowPassedForceEarth.squaredNorm
-        let low = standardGravity * (1 - settings.accelerationRejectionTolerance), high = standardGravity * (1 + settings.accelerationRejectionTolerance)
+        let low = standardGravity * (1 - settings.accelerationRejectionTolerance),
+            high = standardGravity * (1 + settings.accelerationRejectionTolerance)
         let accelerationUsable = forceSquared >= low * low && forceSquared <= high * high
         if !accelerationUsable { flags.insert(.accelerationRejected) }
 
@@ -133,7 +135,8 @@ public struct KalmanFilter: Sendable {
             if headingSeconds > 0 {
                 let variance = settings.headingNoiseDensity * settings.headingNoiseDensity / headingSeconds
                 scalarUpdate(2, residual: headingSum / headingSeconds - dTheta.z, variance: variance, &dTheta, &dBias)
-                headingSum = 0; headingSeconds = 0
+                headingSum = 0
+                headingSeconds = 0
             }
             // At rest the low-passed gyro reading is the bias.
             if flags.contains(.atRest) {
@@ -168,7 +171,8 @@ public struct KalmanFilter: Sendable {
     @inline(__always)
     var headingVariance: Double {
         let g2 = pendingG.row2
-        return attitudeCovariance.m22 + 2 * crossCovariance.row2.dot(g2) + g2.dot(biasCovariance * g2) + pendingAttitudeNoise
+        return attitudeCovariance.m22 + 2 * crossCovariance.row2.dot(g2) + g2.dot(biasCovariance * g2)
+            + pendingAttitudeNoise
     }
 
     // MARK: - Steps
@@ -208,27 +212,51 @@ public struct KalmanFilter: Sendable {
         a.m00 += 2 * y.m00 + gc.row0.dot(g.row0)
         a.m11 += 2 * y.m11 + gc.row1.dot(g.row1)
         a.m22 += 2 * y.m22 + gc.row2.dot(g.row2)
-        a.m01 += y.m01 + y.m10 + gc.row0.dot(g.row1); a.m10 = a.m01
-        a.m02 += y.m02 + y.m20 + gc.row0.dot(g.row2); a.m20 = a.m02
-        a.m12 += y.m12 + y.m21 + gc.row1.dot(g.row2); a.m21 = a.m12
+        a.m01 += y.m01 + y.m10 + gc.row0.dot(g.row1)
+        a.m10 = a.m01
+        a.m02 += y.m02 + y.m20 + gc.row0.dot(g.row2)
+        a.m20 = a.m02
+        a.m12 += y.m12 + y.m21 + gc.row1.dot(g.row2)
+        a.m21 = a.m12
         crossCovariance = crossCovariance + gc
         attitudeCovariance = a.addingToDiagonal(pendingAttitudeNoise)
         biasCovariance = biasCovariance.addingToDiagonal(pendingBiasNoise)
         pendingG = Matrix3(0, 0, 0, 0, 0, 0, 0, 0, 0)
-        pendingAttitudeNoise = 0; pendingBiasNoise = 0
+        pendingAttitudeNoise = 0
+        pendingBiasNoise = 0
     }
 
     /// One scalar measurement of error-state component `index` (0-2 attitude, 3-5 bias). The two
     /// diagonal blocks stay exactly symmetric: their downdate p p^T / s is formed once per pair.
-    mutating func scalarUpdate(_ index: Int, residual: Double, variance: Double, _ dTheta: inout Vector3, _ dBias: inout Vector3) {
+    mutating func scalarUpdate(
+        _ index: Int, residual: Double, variance: Double, _ dTheta: inout Vector3, _ dBias: inout Vector3
+    ) {
         let pa: Vector3, pb: Vector3, pii: Double
         switch index {
-        case 0: pa = attitudeCovariance.column0; pb = crossCovariance.row0; pii = attitudeCovariance.m00
-        case 1: pa = attitudeCovariance.column1; pb = crossCovariance.row1; pii = attitudeCovariance.m11
-        case 2: pa = attitudeCovariance.column2; pb = crossCovariance.row2; pii = attitudeCovariance.m22
-        case 3: pa = crossCovariance.column0; pb = biasCovariance.column0; pii = biasCovariance.m00
-        case 4: pa = crossCovariance.column1; pb = biasCovariance.column1; pii = biasCovariance.m11
-        default: pa = crossCovariance.column2; pb = biasCovariance.column2; pii = biasCovariance.m22
+        case 0:
+            pa = attitudeCovariance.column0
+            pb = crossCovariance.row0
+            pii = attitudeCovariance.m00
+        case 1:
+            pa = attitudeCovariance.column1
+            pb = crossCovariance.row1
+            pii = attitudeCovariance.m11
+        case 2:
+            pa = attitudeCovariance.column2
+            pb = crossCovariance.row2
+            pii = attitudeCovariance.m22
+        case 3:
+            pa = crossCovariance.column0
+            pb = biasCovariance.column0
+            pii = biasCovariance.m00
+        case 4:
+            pa = crossCovariance.column1
+            pb = biasCovariance.column1
+            pii = biasCovariance.m11
+        default:
+            pa = crossCovariance.column2
+            pb = biasCovariance.column2
+            pii = biasCovariance.m22
         }
         let inv = 1 / (pii + variance)
         let ka = pa * inv, kb = pb * inv
@@ -259,8 +287,9 @@ public struct KalmanFilter: Sendable {
         let dip = approximateAtan2(-earth.z, horizontal) * degreesPerRadian
         // Clockwise angle of the horizontal field from +y: the earth-frame heading error about z.
         let alpha = atan2Small(earth.x, earth.y)
-        let verdict = magneticGate.assess(strengthMicrotesla: strength, dipDegrees: dip, headingInnovation: alpha,
-                                          headingVariance: headingVariance, dt: dt)
+        let verdict = magneticGate.assess(
+            strengthMicrotesla: strength, dipDegrees: dip, headingInnovation: alpha,
+            headingVariance: headingVariance, dt: dt)
         if verdict.use {
             // Time-weighted, so irregular magnetometer rates average correctly.
             let weight = max(dt, 1e-6)
@@ -277,8 +306,10 @@ public struct KalmanFilter: Sendable {
     func output(_ timestamp: Double, flags: FusionFlags) -> FusionOutput {
         let floor = settings.headingAccuracyFloorDegrees
         let variance = headingVariance * degreesPerRadian * degreesPerRadian + floor * floor
-        return FusionOutput(timestamp: timestamp, orientation: reportedOrientation, referenceOffsetDegrees: settings.referenceOffsetDegrees,
-                            headingVarianceDegrees2: flags.contains(.initialising) || !variance.isFinite ? nil : variance,
-                            gyroBias: gyroBias, flags: flags)
+        return FusionOutput(
+            timestamp: timestamp, orientation: reportedOrientation,
+            referenceOffsetDegrees: settings.referenceOffsetDegrees,
+            headingVarianceDegrees2: flags.contains(.initialising) || !variance.isFinite ? nil : variance,
+            gyroBias: gyroBias, flags: flags)
     }
 }

@@ -88,16 +88,22 @@ public struct MagneticDisturbanceGate: Sendable {
     ///   - headingVariance: the filter's own heading variance, rad^2.
     ///   - dt: seconds since the previous reading.
     /// - Returns: whether to use the reading, and the flags explaining a rejection or a new reference.
-    public mutating func assess(strengthMicrotesla strength: Double, dipDegrees dip: Double, headingInnovation: Double,
-                                headingVariance: Double, dt: Double) -> (use: Bool, flags: FusionFlags) {
+    public mutating func assess(
+        strengthMicrotesla strength: Double, dipDegrees dip: Double, headingInnovation: Double,
+        headingVariance: Double, dt: Double
+    ) -> (use: Bool, flags: FusionFlags) {
         guard let refStrength = referenceFieldMicrotesla, let refDip = referenceDipDegrees else {
-            learnedStrengthSum += strength; learnedDipSum += dip; learnedCount += 1
+            learnedStrengthSum += strength
+            learnedDipSum += dip
+            learnedCount += 1
             learningSeconds += dt
-            strengthLowPass = strength; dipLowPass = dip
+            strengthLowPass = strength
+            dipLowPass = dip
             if learningSeconds >= settings.learningSeconds {
                 referenceFieldMicrotesla = learnedStrengthSum / Double(learnedCount)
                 referenceDipDegrees = learnedDipSum / Double(learnedCount)
-                strengthLowPass = referenceFieldMicrotesla!; dipLowPass = referenceDipDegrees!
+                strengthLowPass = referenceFieldMicrotesla!
+                dipLowPass = referenceDipDegrees!
             }
             return (true, [])
         }
@@ -107,22 +113,30 @@ public struct MagneticDisturbanceGate: Sendable {
         // Compass minus gyro-only heading, unwrapped against the baseline.
         let raw = headingInnovation + appliedCorrection
         if !compassMinusGyroPrimed {
-            compassMinusGyroShort = raw; compassMinusGyroBaseline = raw; compassMinusGyroPrimed = true
+            compassMinusGyroShort = raw
+            compassMinusGyroBaseline = raw
+            compassMinusGyroPrimed = true
         }
         let value = compassMinusGyroBaseline + wrappedRadians(raw - compassMinusGyroBaseline)
-        compassMinusGyroShort += (value - compassMinusGyroShort) * shortWeight(dt, tau: settings.consistencyLowPassSeconds)
+        compassMinusGyroShort +=
+            (value - compassMinusGyroShort) * shortWeight(dt, tau: settings.consistencyLowPassSeconds)
         if !isRejecting {
-            compassMinusGyroBaseline += (compassMinusGyroShort - compassMinusGyroBaseline) * baselineWeight(dt, tau: settings.consistencyBaselineSeconds)
+            compassMinusGyroBaseline +=
+                (compassMinusGyroShort - compassMinusGyroBaseline)
+                * baselineWeight(dt, tau: settings.consistencyBaselineSeconds)
         }
 
         var reasons: FusionFlags = []
-        if abs(strengthLowPass - refStrength) > settings.strengthTolerance * refStrength { reasons.insert(.magneticStrengthDisturbed) }
+        if abs(strengthLowPass - refStrength) > settings.strengthTolerance * refStrength {
+            reasons.insert(.magneticStrengthDisturbed)
+        }
         if abs(dipLowPass - refDip) > settings.dipToleranceDegrees { reasons.insert(.magneticDipDisturbed) }
         // gate = max(floor, 3 sigma) + scale allowance; the square root only when the floor is not enough.
         let deviation = abs(compassMinusGyroShort - compassMinusGyroBaseline)
         let allowance = settings.gyroScaleErrorBound * radiansTurnedSinceAccepted
         if deviation > settings.consistencyGateDegrees * radiansPerDegree + allowance
-            && deviation > 3 * headingVariance.squareRoot() + allowance {
+            && deviation > 3 * headingVariance.squareRoot() + allowance
+        {
             reasons.insert(.magneticGyroInconsistent)
         }
 
@@ -166,7 +180,8 @@ public struct MagneticDisturbanceGate: Sendable {
 
     /// Follows a field that differs from the reference; true once it has been steady long enough.
     mutating func trackCandidate(dt: Double) -> Bool {
-        let steady = candidateSeconds > 0
+        let steady =
+            candidateSeconds > 0
             && abs(strengthLowPass / candidateStrength - 1) <= settings.strengthTolerance
             && abs(dipLowPass - candidateDip) <= settings.dipToleranceDegrees
         if steady {
@@ -175,7 +190,9 @@ public struct MagneticDisturbanceGate: Sendable {
             candidateDip += (dipLowPass - candidateDip) * c
             candidateSeconds += dt
         } else {
-            candidateStrength = strengthLowPass; candidateDip = dipLowPass; candidateSeconds = dt
+            candidateStrength = strengthLowPass
+            candidateDip = dipLowPass
+            candidateSeconds = dt
         }
         return candidateSeconds >= settings.newFieldSeconds
     }

@@ -39,7 +39,8 @@ public struct CommonFilterOptions: Sendable, Equatable {
     /// See `KalmanFilterSettings.referenceOffsetDegrees`. Default 0.
     public var referenceOffsetDegrees = 0.0
     public init(sensorLatencySeconds: Double = 0, referenceOffsetDegrees: Double = 0) {
-        self.sensorLatencySeconds = sensorLatencySeconds; self.referenceOffsetDegrees = referenceOffsetDegrees
+        self.sensorLatencySeconds = sensorLatencySeconds
+        self.referenceOffsetDegrees = referenceOffsetDegrees
     }
 }
 
@@ -66,7 +67,9 @@ public struct SampleAligner: Sendable {
     }
 
     /// Takes a magnetometer sample; returns the held IMU sample if this is its partner.
-    public mutating func magnetometer(_ sample: MagnetometerSample) -> (imu: ImuSample, magnetometer: MagnetometerSample?)? {
+    public mutating func magnetometer(_ sample: MagnetometerSample) -> (
+        imu: ImuSample, magnetometer: MagnetometerSample?
+    )? {
         pending = sample
         guard let h = held, sample.timestamp <= h.timestamp + Self.sameStamp else { return nil }
         held = nil

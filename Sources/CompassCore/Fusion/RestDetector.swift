@@ -16,10 +16,14 @@ public struct RestDetector: Sendable, Equatable {
     private var primed = false
     private var weight = LowPassWeight()
 
-    public init(maximumRate: Double = 0.035, maximumAccelerationDeviation: Double = 0.5, minimumSeconds: Double = 1.5,
-                filterSeconds: Double = 0.5) {
-        self.maximumRate = maximumRate; self.maximumAccelerationDeviation = maximumAccelerationDeviation
-        self.minimumSeconds = minimumSeconds; self.filterSeconds = filterSeconds
+    public init(
+        maximumRate: Double = 0.035, maximumAccelerationDeviation: Double = 0.5, minimumSeconds: Double = 1.5,
+        filterSeconds: Double = 0.5
+    ) {
+        self.maximumRate = maximumRate
+        self.maximumAccelerationDeviation = maximumAccelerationDeviation
+        self.minimumSeconds = minimumSeconds
+        self.filterSeconds = filterSeconds
     }
 
     /// True once the sensor has been still for `minimumSeconds`.
@@ -28,13 +32,19 @@ public struct RestDetector: Sendable, Equatable {
     /// Feeds one sample (rates uncorrected for bias: a bias larger than `maximumRate` hides rest,
     /// which is the safe side). Returns `isAtRest`.
     public mutating func update(rate: Vector3, specificForce: Vector3, dt: Double) -> Bool {
-        if !primed { lowPassedRate = rate; lowPassedForce = specificForce; primed = true }
+        if !primed {
+            lowPassedRate = rate
+            lowPassedForce = specificForce
+            primed = true
+        }
         let a = weight(dt, tau: filterSeconds)
         lowPassedRate += (rate - lowPassedRate) * a
         lowPassedForce += (specificForce - lowPassedForce) * a
-        let still = (rate - lowPassedRate).squaredNorm < maximumRate * maximumRate * 4
+        let still =
+            (rate - lowPassedRate).squaredNorm < maximumRate * maximumRate * 4
             && lowPassedRate.squaredNorm < maximumRate * maximumRate
-            && (specificForce - lowPassedForce).squaredNorm < maximumAccelerationDeviation * maximumAccelerationDeviation
+            && (specificForce - lowPassedForce).squaredNorm < maximumAccelerationDeviation
+                * maximumAccelerationDeviation
         restSeconds = still ? restSeconds + dt : 0
         return isAtRest
     }

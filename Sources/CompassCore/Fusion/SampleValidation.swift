@@ -13,14 +13,27 @@ public struct SampleValidator: Sendable, Equatable {
     /// 0 for the very first sample.
     public mutating func step(for imu: ImuSample) -> Double? {
         guard imu.timestamp.isFinite, imu.angularVelocity.isFinite, imu.specificForce.isFinite else {
-            skipped.nonFiniteImu += 1; return nil
+            skipped.nonFiniteImu += 1
+            return nil
         }
-        guard imu.specificForce.squaredNorm > 1e-12 else { skipped.zeroSpecificForce += 1; return nil }
-        guard let last = lastTimestamp else { lastTimestamp = imu.timestamp; return 0 }
+        guard imu.specificForce.squaredNorm > 1e-12 else {
+            skipped.zeroSpecificForce += 1
+            return nil
+        }
+        guard let last = lastTimestamp else {
+            lastTimestamp = imu.timestamp
+            return 0
+        }
         let dt = imu.timestamp - last
-        guard dt > 0 else { skipped.timestampNotIncreasing += 1; return nil }
+        guard dt > 0 else {
+            skipped.timestampNotIncreasing += 1
+            return nil
+        }
         lastTimestamp = imu.timestamp
-        if dt > maximumStepSeconds { skipped.timeGaps += 1; return maximumStepSeconds }
+        if dt > maximumStepSeconds {
+            skipped.timeGaps += 1
+            return maximumStepSeconds
+        }
         return dt
     }
 
@@ -34,8 +47,14 @@ public struct SampleValidator: Sendable, Equatable {
     /// The magnetometer reading if usable (finite, non-zero), else nil with the reason counted.
     public mutating func field(of mag: MagnetometerSample?) -> Vector3? {
         guard let mag else { return nil }
-        guard mag.fieldMicrotesla.isFinite, mag.timestamp.isFinite else { skipped.nonFiniteMagnetometer += 1; return nil }
-        guard mag.fieldMicrotesla.squaredNorm > 1e-12 else { skipped.zeroMagneticField += 1; return nil }
+        guard mag.fieldMicrotesla.isFinite, mag.timestamp.isFinite else {
+            skipped.nonFiniteMagnetometer += 1
+            return nil
+        }
+        guard mag.fieldMicrotesla.squaredNorm > 1e-12 else {
+            skipped.zeroMagneticField += 1
+            return nil
+        }
         return mag.fieldMicrotesla
     }
 }

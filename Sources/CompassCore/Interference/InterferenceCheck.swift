@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Flags raised by the strength/dip interference check.
@@ -29,7 +29,9 @@ public struct InterferenceAssessment: Sendable, Equatable {
 
     @inlinable
     public init(strengthRatio: Double?, dipDegrees: Double?, flags: InterferenceFlags) {
-        self.strengthRatio = strengthRatio; self.dipDegrees = dipDegrees; self.flags = flags
+        self.strengthRatio = strengthRatio
+        self.dipDegrees = dipDegrees
+        self.flags = flags
     }
 }
 
@@ -47,8 +49,10 @@ public struct InterferenceCheck: Sendable, Equatable {
     /// Allowed dip deviation in degrees; default 5.
     public var dipToleranceDegrees: Double
 
-    public init(expectedStrengthMicrotesla: Double, expectedDipDegrees: Double,
-                strengthTolerance: Double = 0.15, dipToleranceDegrees: Double = 5) {
+    public init(
+        expectedStrengthMicrotesla: Double, expectedDipDegrees: Double,
+        strengthTolerance: Double = 0.15, dipToleranceDegrees: Double = 5
+    ) {
         self.expectedStrengthMicrotesla = expectedStrengthMicrotesla
         self.expectedDipDegrees = expectedDipDegrees
         self.strengthTolerance = strengthTolerance
@@ -59,11 +63,14 @@ public struct InterferenceCheck: Sendable, Equatable {
     @inlinable
     public func assess(fieldMicrotesla field: Vector3, specificForce: Vector3) -> InterferenceAssessment {
         guard field.isFinite, specificForce.isFinite, let down = (-specificForce).normalized,
-              expectedStrengthMicrotesla > 0 else {
+            expectedStrengthMicrotesla > 0
+        else {
             return InterferenceAssessment(strengthRatio: nil, dipDegrees: nil, flags: .invalid)
         }
         let strength = field.norm
-        guard strength > 0 else { return InterferenceAssessment(strengthRatio: 0, dipDegrees: nil, flags: [.invalid, .strength]) }
+        guard strength > 0 else {
+            return InterferenceAssessment(strengthRatio: 0, dipDegrees: nil, flags: [.invalid, .strength])
+        }
         let ratio = strength / expectedStrengthMicrotesla
         let dip = asin(Swift.max(-1, Swift.min(1, down.dot(field) / strength))) * degreesPerRadian
         var flags: InterferenceFlags = []

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Degrees per radian.
@@ -56,7 +56,10 @@ public func atanOverX(_ x: Double) -> Double {
 /// otherwise. Identical to libm within 1e-10 relative.
 @inlinable @inline(__always)
 public func atan2Small(_ y: Double, _ x: Double) -> Double {
-    if x > 0 && abs(y) < 0.1 * x { let r = y / x; return r * atanOverX(r) }
+    if x > 0 && abs(y) < 0.1 * x {
+        let r = y / x
+        return r * atanOverX(r)
+    }
     return atan2(y, x)
 }
 
@@ -70,7 +73,10 @@ public func approximateAtan2(_ y: Double, _ x: Double) -> Double {
     let swap = ay > ax
     let t = swap ? ax / ay : ay / ax
     let t2 = t * t
-    var r = t * (0.99997726 + t2 * (-0.33262347 + t2 * (0.19354346 + t2 * (-0.11643287 + t2 * (0.05265332 + t2 * -0.01172120)))))
+    var r =
+        t
+        * (0.99997726 + t2
+            * (-0.33262347 + t2 * (0.19354346 + t2 * (-0.11643287 + t2 * (0.05265332 + t2 * -0.01172120)))))
     if swap { r = .pi / 2 - r }
     if x < 0 { r = .pi - r }
     return y < 0 ? -r : r

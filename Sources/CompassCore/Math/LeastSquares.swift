@@ -23,8 +23,10 @@ public enum LeastSquares {
     }
 
     /// Solves min |A x - b| where `a` is row-major with `unknowns` columns.
-    public static func solve(rowMajor a: [Double], unknowns n: Int, rhs b: [Double],
-                             minimumConditioning: Double = 1e-10) -> Result<Solution, Failure> {
+    public static func solve(
+        rowMajor a: [Double], unknowns n: Int, rhs b: [Double],
+        minimumConditioning: Double = 1e-10
+    ) -> Result<Solution, Failure> {
         let m = b.count
         guard m >= n, a.count == m * n else { return .failure(.underdetermined(rows: m, unknowns: n)) }
         guard a.allSatisfy({ $0.isFinite }), b.allSatisfy({ $0.isFinite }) else { return .failure(.nonFinite) }
@@ -37,7 +39,10 @@ public enum LeastSquares {
             var normSq = 0.0
             for r in k..<m { normSq += q[k * m + r] * q[k * m + r] }
             let norm = normSq.squareRoot()
-            if norm == 0 { diag[k] = 0; continue }
+            if norm == 0 {
+                diag[k] = 0
+                continue
+            }
             let alpha = q[k * m + k] > 0 ? -norm : norm
             q[k * m + k] -= alpha
             var vNormSq = 0.0
@@ -58,7 +63,9 @@ public enum LeastSquares {
         let largest = diag.map(abs).max() ?? 0
         let smallest = diag.map(abs).min() ?? 0
         let conditioning = largest > 0 ? smallest / largest : 0
-        guard conditioning > minimumConditioning else { return .failure(.rankDeficient(relativeDiagonal: conditioning)) }
+        guard conditioning > minimumConditioning else {
+            return .failure(.rankDeficient(relativeDiagonal: conditioning))
+        }
         var x = [Double](repeating: 0, count: n)
         for k in stride(from: n - 1, through: 0, by: -1) {
             var s = rhs[k]

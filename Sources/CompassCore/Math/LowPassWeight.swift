@@ -10,7 +10,11 @@ public struct LowPassWeight: Sendable, Equatable {
 
     @inlinable @inline(__always)
     public mutating func callAsFunction(_ dt: Double, tau: Double) -> Double {
-        if dt != lastDt || tau != lastTau { lastDt = dt; lastTau = tau; lastWeight = dt / (tau + dt) }
+        if dt != lastDt || tau != lastTau {
+            lastDt = dt
+            lastTau = tau
+            lastWeight = dt / (tau + dt)
+        }
         return lastWeight
     }
 }

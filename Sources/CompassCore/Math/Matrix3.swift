@@ -6,12 +6,20 @@ public struct Matrix3: Sendable, Hashable, CustomStringConvertible {
     public var m20, m21, m22: Double
 
     @inlinable
-    public init(_ m00: Double, _ m01: Double, _ m02: Double,
-                _ m10: Double, _ m11: Double, _ m12: Double,
-                _ m20: Double, _ m21: Double, _ m22: Double) {
-        self.m00 = m00; self.m01 = m01; self.m02 = m02
-        self.m10 = m10; self.m11 = m11; self.m12 = m12
-        self.m20 = m20; self.m21 = m21; self.m22 = m22
+    public init(
+        _ m00: Double, _ m01: Double, _ m02: Double,
+        _ m10: Double, _ m11: Double, _ m12: Double,
+        _ m20: Double, _ m21: Double, _ m22: Double
+    ) {
+        self.m00 = m00
+        self.m01 = m01
+        self.m02 = m02
+        self.m10 = m10
+        self.m11 = m11
+        self.m12 = m12
+        self.m20 = m20
+        self.m21 = m21
+        self.m22 = m22
     }
 
     /// The matrix whose rows are the given vectors.
@@ -73,16 +81,18 @@ public struct Matrix3: Sendable, Hashable, CustomStringConvertible {
 
     @inlinable @inline(__always)
     public static func * (a: Matrix3, v: Vector3) -> Vector3 {
-        Vector3(a.m00 * v.x + a.m01 * v.y + a.m02 * v.z,
-                a.m10 * v.x + a.m11 * v.y + a.m12 * v.z,
-                a.m20 * v.x + a.m21 * v.y + a.m22 * v.z)
+        Vector3(
+            a.m00 * v.x + a.m01 * v.y + a.m02 * v.z,
+            a.m10 * v.x + a.m11 * v.y + a.m12 * v.z,
+            a.m20 * v.x + a.m21 * v.y + a.m22 * v.z)
     }
 
     @inlinable @inline(__always)
     public static func * (a: Matrix3, b: Matrix3) -> Matrix3 {
-        Matrix3(rows: Vector3(a.row0.dot(b.column0), a.row0.dot(b.column1), a.row0.dot(b.column2)),
-                Vector3(a.row1.dot(b.column0), a.row1.dot(b.column1), a.row1.dot(b.column2)),
-                Vector3(a.row2.dot(b.column0), a.row2.dot(b.column1), a.row2.dot(b.column2)))
+        Matrix3(
+            rows: Vector3(a.row0.dot(b.column0), a.row0.dot(b.column1), a.row0.dot(b.column2)),
+            Vector3(a.row1.dot(b.column0), a.row1.dot(b.column1), a.row1.dot(b.column2)),
+            Vector3(a.row2.dot(b.column0), a.row2.dot(b.column1), a.row2.dot(b.column2)))
     }
 
     @inlinable @inline(__always)
@@ -92,8 +102,9 @@ public struct Matrix3: Sendable, Hashable, CustomStringConvertible {
 
     @inlinable @inline(__always)
     public static func + (a: Matrix3, b: Matrix3) -> Matrix3 {
-        Matrix3(a.m00 + b.m00, a.m01 + b.m01, a.m02 + b.m02, a.m10 + b.m10, a.m11 + b.m11, a.m12 + b.m12,
-                a.m20 + b.m20, a.m21 + b.m21, a.m22 + b.m22)
+        Matrix3(
+            a.m00 + b.m00, a.m01 + b.m01, a.m02 + b.m02, a.m10 + b.m10, a.m11 + b.m11, a.m12 + b.m12,
+            a.m20 + b.m20, a.m21 + b.m21, a.m22 + b.m22)
     }
 
     @inlinable
@@ -128,15 +139,18 @@ extension Matrix3 {
 
     @inlinable @inline(__always)
     public static func - (a: Matrix3, b: Matrix3) -> Matrix3 {
-        Matrix3(a.m00 - b.m00, a.m01 - b.m01, a.m02 - b.m02, a.m10 - b.m10, a.m11 - b.m11, a.m12 - b.m12,
-                a.m20 - b.m20, a.m21 - b.m21, a.m22 - b.m22)
+        Matrix3(
+            a.m00 - b.m00, a.m01 - b.m01, a.m02 - b.m02, a.m10 - b.m10, a.m11 - b.m11, a.m12 - b.m12,
+            a.m20 - b.m20, a.m21 - b.m21, a.m22 - b.m22)
     }
 
     /// Adds `s` to the diagonal.
     @inlinable
     public func addingToDiagonal(_ s: Double) -> Matrix3 {
         var m = self
-        m.m00 += s; m.m11 += s; m.m22 += s
+        m.m00 += s
+        m.m11 += s
+        m.m22 += s
         return m
     }
 }
@@ -147,9 +161,14 @@ extension Matrix3 {
     public mutating func subtractSymmetricOuter(_ k: Vector3, _ p: Vector3) {
         let a00 = k.x * p.x, a01 = k.x * p.y, a02 = k.x * p.z
         let a11 = k.y * p.y, a12 = k.y * p.z, a22 = k.z * p.z
-        m00 -= a00; m11 -= a11; m22 -= a22
-        m01 -= a01; m10 = m01
-        m02 -= a02; m20 = m02
-        m12 -= a12; m21 = m12
+        m00 -= a00
+        m11 -= a11
+        m22 -= a22
+        m01 -= a01
+        m10 = m01
+        m02 -= a02
+        m20 = m02
+        m12 -= a12
+        m21 = m12
     }
 }

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A quaternion of `Double`, Hamilton convention, scalar first. As an orientation it is the rotation
@@ -13,14 +13,22 @@ public struct Quaternion: Sendable, Hashable, CustomStringConvertible {
     public var y: Double
     public var z: Double
 
-    @inlinable public init(w: Double, x: Double, y: Double, z: Double) { self.w = w; self.x = x; self.y = y; self.z = z }
+    @inlinable public init(w: Double, x: Double, y: Double, z: Double) {
+        self.w = w
+        self.x = x
+        self.y = y
+        self.z = z
+    }
 
     public static let identity = Quaternion(w: 1, x: 0, y: 0, z: 0)
 
     /// The rotation by `angleRadians` about `axis` (need not be unit length; a zero axis gives identity).
     @inlinable
     public init(axis: Vector3, angleRadians: Double) {
-        guard let u = axis.normalized else { self = .identity; return }
+        guard let u = axis.normalized else {
+            self = .identity
+            return
+        }
         let h = 0.5 * angleRadians
         let s = sin(h)
         self.init(w: cos(h), x: u.x * s, y: u.y * s, z: u.z * s)
@@ -50,18 +58,20 @@ public struct Quaternion: Sendable, Hashable, CustomStringConvertible {
         let cr = cos(0.5 * roll), sr = sin(0.5 * roll)
         let cp = cos(0.5 * pitch), sp = sin(0.5 * pitch)
         let cy = cos(0.5 * yaw), sy = sin(0.5 * yaw)
-        self.init(w: cy * cp * cr + sy * sp * sr,
-                  x: cy * cp * sr - sy * sp * cr,
-                  y: cy * sp * cr + sy * cp * sr,
-                  z: sy * cp * cr - cy * sp * sr)
+        self.init(
+            w: cy * cp * cr + sy * sp * sr,
+            x: cy * cp * sr - sy * sp * cr,
+            y: cy * sp * cr + sy * cp * sr,
+            z: sy * cp * cr - cy * sp * sr)
     }
 
     /// The orientation with compass heading, pitch and roll in degrees (heading clockwise from north of
     /// the sensor x axis; pitch and roll as ROS RPY, positive pitch lowers the nose).
     @inlinable
     public init(headingDegrees: Double, pitchDegrees: Double, rollDegrees: Double) {
-        self.init(rollRadians: rollDegrees * radiansPerDegree, pitchRadians: pitchDegrees * radiansPerDegree,
-                  yawRadians: (90 - headingDegrees) * radiansPerDegree)
+        self.init(
+            rollRadians: rollDegrees * radiansPerDegree, pitchRadians: pitchDegrees * radiansPerDegree,
+            yawRadians: (90 - headingDegrees) * radiansPerDegree)
     }
 
     /// The quaternion of a proper rotation matrix (Shepperd's method: stable for every rotation).
@@ -85,10 +95,11 @@ public struct Quaternion: Sendable, Hashable, CustomStringConvertible {
 
     @inlinable @inline(__always)
     public static func * (a: Quaternion, b: Quaternion) -> Quaternion {
-        Quaternion(w: a.w * b.w - a.x * b.x - a.y * b.y - a.z * b.z,
-                   x: a.w * b.x + a.x * b.w + a.y * b.z - a.z * b.y,
-                   y: a.w * b.y - a.x * b.z + a.y * b.w + a.z * b.x,
-                   z: a.w * b.z + a.x * b.y - a.y * b.x + a.z * b.w)
+        Quaternion(
+            w: a.w * b.w - a.x * b.x - a.y * b.y - a.z * b.z,
+            x: a.w * b.x + a.x * b.w + a.y * b.z - a.z * b.y,
+            y: a.w * b.y - a.x * b.z + a.y * b.w + a.z * b.x,
+            z: a.w * b.z + a.x * b.y - a.y * b.x + a.z * b.w)
     }
 
     @inlinable public var conjugate: Quaternion { Quaternion(w: w, x: -x, y: -y, z: -z) }
@@ -135,9 +146,10 @@ public struct Quaternion: Sendable, Hashable, CustomStringConvertible {
     public var rotationMatrix: Matrix3 {
         let ww = w * w, xx = x * x, yy = y * y, zz = z * z
         let xy = x * y, xz = x * z, yz = y * z, wx = w * x, wy = w * y, wz = w * z
-        return Matrix3(ww + xx - yy - zz, 2 * (xy - wz), 2 * (xz + wy),
-                       2 * (xy + wz), ww - xx + yy - zz, 2 * (yz - wx),
-                       2 * (xz - wy), 2 * (yz + wx), ww - xx - yy + zz)
+        return Matrix3(
+            ww + xx - yy - zz, 2 * (xy - wz), 2 * (xz + wy),
+            2 * (xy + wz), ww - xx + yy - zz, 2 * (yz - wx),
+            2 * (xz - wy), 2 * (yz + wx), ww - xx - yy + zz)
     }
 
     /// The logarithm map: rotation vector (axis times angle in radians, angle in [0, pi]).
@@ -171,9 +183,13 @@ public struct Quaternion: Sendable, Hashable, CustomStringConvertible {
     public func slerp(to other: Quaternion, fraction s: Double) -> Quaternion {
         var b = other
         var d = w * b.w + x * b.x + y * b.y + z * b.z
-        if d < 0 { b = Quaternion(w: -b.w, x: -b.x, y: -b.y, z: -b.z); d = -d }
+        if d < 0 {
+            b = Quaternion(w: -b.w, x: -b.x, y: -b.y, z: -b.z)
+            d = -d
+        }
         if d > 0.9995 {
-            return Quaternion(w: w + (b.w - w) * s, x: x + (b.x - x) * s, y: y + (b.y - y) * s, z: z + (b.z - z) * s).normalized
+            return Quaternion(w: w + (b.w - w) * s, x: x + (b.x - x) * s, y: y + (b.y - y) * s, z: z + (b.z - z) * s)
+                .normalized
         }
         let theta = acos(min(1, d))
         let k0 = sin((1 - s) * theta) / sin(theta)

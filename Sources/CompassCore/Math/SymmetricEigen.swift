@@ -10,7 +10,9 @@ public struct SymmetricEigen3: Sendable {
     public init?(_ a: Matrix3) {
         guard a.isFinite else { return nil }
         var m = a
-        m.m10 = m.m01; m.m20 = m.m02; m.m21 = m.m12
+        m.m10 = m.m01
+        m.m20 = m.m02
+        m.m21 = m.m12
         var v = Matrix3.identity
         for _ in 0..<64 {
             let off = m.m01 * m.m01 + m.m02 * m.m02 + m.m12 * m.m12

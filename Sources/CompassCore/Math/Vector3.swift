@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A 3-vector of `Double`. Plain stored properties: measured faster than `SIMD3<Double>` on this
@@ -12,8 +12,16 @@ public struct Vector3: Sendable, Hashable, CustomStringConvertible {
     public var y: Double
     public var z: Double
 
-    @inlinable public init(_ x: Double, _ y: Double, _ z: Double) { self.x = x; self.y = y; self.z = z }
-    @inlinable public init(x: Double, y: Double, z: Double) { self.x = x; self.y = y; self.z = z }
+    @inlinable public init(_ x: Double, _ y: Double, _ z: Double) {
+        self.x = x
+        self.y = y
+        self.z = z
+    }
+    @inlinable public init(x: Double, y: Double, z: Double) {
+        self.x = x
+        self.y = y
+        self.z = z
+    }
 
     public static let zero = Vector3(0, 0, 0)
     public static let unitX = Vector3(1, 0, 0)

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The geomagnetic field at a place and date, as the World Magnetic Model gives it.
@@ -13,9 +13,13 @@ public struct GeomagneticElements: Sendable, Equatable {
     /// Down component Z, nT.
     public var downNanotesla: Double
     /// Horizontal intensity H, nT.
-    public var horizontalNanotesla: Double { (northNanotesla * northNanotesla + eastNanotesla * eastNanotesla).squareRoot() }
+    public var horizontalNanotesla: Double {
+        (northNanotesla * northNanotesla + eastNanotesla * eastNanotesla).squareRoot()
+    }
     /// Total intensity F, nT.
-    public var totalNanotesla: Double { (horizontalNanotesla * horizontalNanotesla + downNanotesla * downNanotesla).squareRoot() }
+    public var totalNanotesla: Double {
+        (horizontalNanotesla * horizontalNanotesla + downNanotesla * downNanotesla).squareRoot()
+    }
     /// Inclination (dip) I, degrees, positive downward.
     public var inclinationDegrees: Double { atan2(downNanotesla, horizontalNanotesla) * degreesPerRadian }
     /// Declination D, degrees, positive east: true heading = magnetic heading + D.
@@ -54,7 +58,12 @@ public struct WorldMagneticModel: Sendable {
     public struct Coefficient: Sendable, Equatable {
         public var n: Int, m: Int, g: Double, h: Double, gDot: Double, hDot: Double
         public init(n: Int, m: Int, g: Double, h: Double, gDot: Double, hDot: Double) {
-            self.n = n; self.m = m; self.g = g; self.h = h; self.gDot = gDot; self.hDot = hDot
+            self.n = n
+            self.m = m
+            self.g = g
+            self.h = h
+            self.gDot = gDot
+            self.hDot = hDot
         }
     }
 
@@ -74,8 +83,11 @@ public struct WorldMagneticModel: Sendable {
     static let referenceRadiusKm = 6371.2
 
     public init(name: String, epoch: Double, validUntil: Double, maximumDegree: Int, coefficients: [Coefficient]) {
-        self.name = name; self.epoch = epoch; self.validUntil = validUntil
-        self.maximumDegree = maximumDegree; self.coefficients = coefficients
+        self.name = name
+        self.epoch = epoch
+        self.validUntil = validUntil
+        self.maximumDegree = maximumDegree
+        self.coefficients = coefficients
     }
 
     /// The field at a WGS-84 position and date.
@@ -84,14 +96,18 @@ public struct WorldMagneticModel: Sendable {
     ///   - longitudeDegrees: longitude, any value (east positive).
     ///   - heightKilometres: height above the WGS-84 ellipsoid, km (-1...850).
     ///   - decimalYear: e.g. 2027.5; must lie within the model's validity.
-    public func elements(latitudeDegrees: Double, longitudeDegrees: Double, heightKilometres: Double = 0,
-                         decimalYear: Double) throws(WorldMagneticModelError) -> GeomagneticElements {
+    public func elements(
+        latitudeDegrees: Double, longitudeDegrees: Double, heightKilometres: Double = 0,
+        decimalYear: Double
+    ) throws(WorldMagneticModelError) -> GeomagneticElements {
         guard latitudeDegrees.isFinite else { throw .nonFiniteInput("latitude") }
         guard longitudeDegrees.isFinite else { throw .nonFiniteInput("longitude") }
         guard heightKilometres.isFinite else { throw .nonFiniteInput("height") }
         guard decimalYear.isFinite else { throw .nonFiniteInput("date") }
         guard abs(latitudeDegrees) <= 90 else { throw .latitudeOutOfRange(latitudeDegrees) }
-        guard heightKilometres >= -1, heightKilometres <= 850 else { throw .heightOutOfRange(kilometres: heightKilometres) }
+        guard heightKilometres >= -1, heightKilometres <= 850 else {
+            throw .heightOutOfRange(kilometres: heightKilometres)
+        }
         guard decimalYear >= epoch, decimalYear <= validUntil else {
             throw .dateOutsideValidity(decimalYear: decimalYear, validFrom: epoch, validUntil: validUntil)
         }
@@ -121,8 +137,8 @@ public struct WorldMagneticModel: Sendable {
 
         // Schmidt semi-normalised associated Legendre functions of cos(colatitude) and their colatitude
         // derivatives, by the standard Gauss-normalised recursion followed by the Schmidt factors.
-        let ct = sin(latC)            // cos(colatitude)
-        let st = cos(latC)            // sin(colatitude)
+        let ct = sin(latC)  // cos(colatitude)
+        let st = cos(latC)  // sin(colatitude)
         var pnm = [Double](repeating: 0, count: size * size)
         var dp = [Double](repeating: 0, count: size * size)
         pnm[0] = 1
@@ -151,15 +167,16 @@ public struct WorldMagneticModel: Sendable {
             schmidt[n * size] = schmidt[(n - 1) * size] * Double(2 * n - 1) / Double(n)
             for m in 1...n {
                 let delta = m == 1 ? 2.0 : 1.0
-                schmidt[n * size + m] = schmidt[n * size + m - 1] * (Double(n - m + 1) * delta / Double(n + m)).squareRoot()
+                schmidt[n * size + m] =
+                    schmidt[n * size + m - 1] * (Double(n - m + 1) * delta / Double(n + m)).squareRoot()
             }
         }
 
-        var bNorth = 0.0, bEast = 0.0, bDown = 0.0   // geocentric X', Y', Z'
+        var bNorth = 0.0, bEast = 0.0, bDown = 0.0  // geocentric X', Y', Z'
         let ratio = Self.referenceRadiusKm / r
         var ar = ratio * ratio
         for n in 1...nMax {
-            ar *= ratio   // (a/r)^(n+2)
+            ar *= ratio  // (a/r)^(n+2)
             for m in 0...n {
                 let i = n * size + m
                 let gs = g[i] * schmidt[i], hs = h[i] * schmidt[i]
@@ -209,10 +226,10 @@ public func decimalYear(unixSeconds: Double) -> Double? {
 
 /// Days from 1970-01-01 to 1 January of `year`.
 func daysFromCivil(year: Int) -> Int {
-    let y = year - 1   // January counts as month 13 of the previous year in this algorithm
+    let y = year - 1  // January counts as month 13 of the previous year in this algorithm
     let era = (y >= 0 ? y : y - 399) / 400
     let yoe = y - era * 400
-    let doy = 306   // March 1 .. January 1
+    let doy = 306  // March 1 .. January 1
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
     return era * 146097 + doe - 719468
 }

@@ -10,31 +10,32 @@ public enum BuiltInPipelines {
         duration: String, filter: String, seed: String, minimumChangeDegrees: String, publish: String? = nil,
         header: String = "name: builtin\n"
     ) -> String {
-        var text = header + """
-            stages:
-              source:
-                type: simulator
-                scenario: default
-                seed: \(seed)
-                rate_hz: 100
-                duration: \(duration)
-                realtime: true
-              calibration:
-                type: calibration
-                inputs: [source]
-              gating:
-                type: gating
-                inputs: [calibration]
-              fusion:
-                type: fusion
-                inputs: [gating]
-                filter: \(filter)
-              console:
-                type: stdout
-                inputs: [fusion]
-                min_change_deg: \(minimumChangeDegrees)
+        var text =
+            header + """
+                stages:
+                  source:
+                    type: simulator
+                    scenario: default
+                    seed: \(seed)
+                    rate_hz: 100
+                    duration: \(duration)
+                    realtime: true
+                  calibration:
+                    type: calibration
+                    inputs: [source]
+                  gating:
+                    type: gating
+                    inputs: [calibration]
+                  fusion:
+                    type: fusion
+                    inputs: [gating]
+                    filter: \(filter)
+                  console:
+                    type: stdout
+                    inputs: [fusion]
+                    min_change_deg: \(minimumChangeDegrees)
 
-            """
+                """
         if let publish {
             text += """
                   headings:
@@ -56,7 +57,8 @@ public enum BuiltInPipelines {
 
     /// `Pipelines/default.yaml`, byte for byte.
     public static let shippedDefault = defaultText(
-        duration: "${DURATION:-0}          # seconds; 0 = until Ctrl-C", filter: "${FILTER:-kalman}", seed: "${SEED:-1}",
+        duration: "${DURATION:-0}          # seconds; 0 = until Ctrl-C", filter: "${FILTER:-kalman}",
+        seed: "${SEED:-1}",
         minimumChangeDegrees: "${MIN_CHANGE_DEG:-1}", publish: "${PUBLISH:-tcp://127.0.0.1:5600}",
         header: """
             # The default pipeline: the seeded simulator through calibration, interference gating and fusion,

@@ -43,58 +43,87 @@ public struct PipelineConfig: Sendable {
     }
 
     /// Parses and validates a pipeline file's text. `environment` resolves ${VAR} and ${VAR:-default}.
-    public static func parse(_ text: String, file: String, environment: [String: String]) throws(PipelineConfigError) -> PipelineConfig {
+    public static func parse(_ text: String, file: String, environment: [String: String]) throws(PipelineConfigError)
+        -> PipelineConfig
+    {
         let root: YAMLNode
         do {
             guard let r = try YAMLParser.parse(text, file: file) else {
-                throw PipelineConfigError(file: file, mark: YAMLMark(line: 1, column: 1), message: "empty file: expected a mapping with 'stages'")
+                throw PipelineConfigError(
+                    file: file, mark: YAMLMark(line: 1, column: 1),
+                    message: "empty file: expected a mapping with 'stages'")
             }
             root = r
         } catch let e as YAMLError {
             throw PipelineConfigError(file: file, mark: e.mark, message: e.message)
-        } catch let e as PipelineConfigError { throw e } catch { throw PipelineConfigError(file: file, mark: YAMLMark(line: 1, column: 1), message: "\(error)") }
-        func fail(_ node: YAMLNode, _ message: String) -> PipelineConfigError { PipelineConfigError(file: file, mark: node.mark, message: message) }
+        } catch let e as PipelineConfigError { throw e } catch {
+            throw PipelineConfigError(file: file, mark: YAMLMark(line: 1, column: 1), message: "\(error)")
+        }
+        func fail(_ node: YAMLNode, _ message: String) -> PipelineConfigError {
+            PipelineConfigError(file: file, mark: node.mark, message: message)
+        }
 
         guard let top = root.mapping else { throw fail(root, "expected a mapping with 'stages', found \(root.kind)") }
         for (k, _) in top where k.scalar != "stages" && k.scalar != "name" && k.scalar != "cpus" {
-            throw fail(k, "unknown top-level key '\(k.scalar ?? "?")' (expected 'stages' and optionally 'name' and 'cpus')")
+            throw fail(
+                k, "unknown top-level key '\(k.scalar ?? "?")' (expected 'stages' and optionally 'name' and 'cpus')")
         }
         var cpus: [Int] = []
         if let list = root["cpus"] {
-            guard let items = list.sequence, !items.isEmpty else { throw fail(list, "'cpus' must be a non-empty list of CPU numbers") }
+            guard let items = list.sequence, !items.isEmpty else {
+                throw fail(list, "'cpus' must be a non-empty list of CPU numbers")
+            }
             let available = CPUAffinity.configuredCPUs
             for item in items {
-                guard let raw = item.scalar, let cpu = Int(try substitute(raw, item, environment, file)), cpu >= 0 else {
+                guard let raw = item.scalar, let cpu = Int(try substitute(raw, item, environment, file)), cpu >= 0
+                else {
                     throw fail(item, "a CPU number must be an integer >= 0, found '\(item.scalar ?? item.kind)'")
                 }
-                guard cpu < available else { throw fail(item, "CPU \(cpu) does not exist (this machine has CPUs 0 to \(available - 1))") }
+                guard cpu < available else {
+                    throw fail(item, "CPU \(cpu) does not exist (this machine has CPUs 0 to \(available - 1))")
+                }
                 cpus.append(cpu)
             }
         }
-        let pipelineName = try root["name"].map { (n) throws(PipelineConfigError) -> String in
-            guard let s = n.scalar, !n.isNull else { throw fail(n, "'name' must be a string") }
-            return s
-        } ?? (file.split(separator: "/").last.map { String($0.split(separator: ".").first ?? "pipeline") } ?? "pipeline")
+        let pipelineName =
+            try root["name"].map { (n) throws(PipelineConfigError) -> String in
+                guard let s = n.scalar, !n.isNull else { throw fail(n, "'name' must be a string") }
+                return s
+            }
+            ?? (file.split(separator: "/").last.map { String($0.split(separator: ".").first ?? "pipeline") }
+                ?? "pipeline")
         guard let stagesNode = root["stages"] else { throw fail(root, "missing 'stages' mapping") }
-        guard let entries = stagesNode.mapping, !entries.isEmpty else { throw fail(stagesNode, "'stages' must be a non-empty mapping of stage name to settings") }
+        guard let entries = stagesNode.mapping, !entries.isEmpty else {
+            throw fail(stagesNode, "'stages' must be a non-empty mapping of stage name to settings")
+        }
 
         var stages: [StageConfig] = []
         for (key, body) in entries {
-            guard let name = key.scalar, !key.isNull, !name.isEmpty else { throw fail(key, "a stage name must be a non-empty string") }
+            guard let name = key.scalar, !key.isNull, !name.isEmpty else {
+                throw fail(key, "a stage name must be a non-empty string")
+            }
             guard name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }) else {
                 throw fail(key, "stage name '\(name)' may contain only letters, digits, '_' and '-'")
             }
-            guard body.mapping != nil else { throw fail(body, "stage '\(name)' must be a mapping with a 'type', found \(body.kind)") }
+            guard body.mapping != nil else {
+                throw fail(body, "stage '\(name)' must be a mapping with a 'type', found \(body.kind)")
+            }
             let typeNames = StageType.allCases.map(\.name).joined(separator: ", ")
-            guard let typeNode = body["type"] else { throw fail(body, "stage '\(name)' has no 'type' (one of \(typeNames))") }
+            guard let typeNode = body["type"] else {
+                throw fail(body, "stage '\(name)' has no 'type' (one of \(typeNames))")
+            }
             guard let typeName = typeNode.scalar, let type = StageType.named(typeName) else {
                 throw fail(
                     typeNode,
-                    "unknown stage type '\(typeNode.scalar ?? typeNode.kind)' for stage '\(name)' (expected one of \(typeNames))")
+                    "unknown stage type '\(typeNode.scalar ?? typeNode.kind)' for stage '\(name)' (expected one of "
+                        + "\(typeNames))"
+                )
             }
             var inputs: [String] = []
             if let inputsNode = body["inputs"] {
-                guard let items = inputsNode.sequence else { throw fail(inputsNode, "'inputs' of stage '\(name)' must be a list of stage names") }
+                guard let items = inputsNode.sequence else {
+                    throw fail(inputsNode, "'inputs' of stage '\(name)' must be a list of stage names")
+                }
                 for item in items {
                     guard let s = item.scalar, !item.isNull else { throw fail(item, "an input must be a stage name") }
                     inputs.append(try substitute(s, item, environment, file))
@@ -107,49 +136,74 @@ public struct PipelineConfig: Sendable {
             var endpoint = "ipc:///tmp/gyrocompass-\(pipelineName)-\(name)"
             if let e = body["endpoint"] {
                 if type.isSink {
-                    let hint = type.settings.contains { $0.name == "bind" } ? " (its subscribers connect to 'bind')" : ""
-                    throw fail(e, "stage '\(name)' is a \(type.name) sink and publishes nothing, so it has no 'endpoint'\(hint)")
+                    let hint =
+                        type.settings.contains { $0.name == "bind" } ? " (its subscribers connect to 'bind')" : ""
+                    throw fail(
+                        e,
+                        "stage '\(name)' is a \(type.name) sink and publishes nothing, so it has no 'endpoint'\(hint)")
                 }
-                guard let s = e.scalar, !e.isNull else { throw fail(e, "'endpoint' must be a string such as ipc:///tmp/x or tcp://127.0.0.1:5601") }
+                guard let s = e.scalar, !e.isNull else {
+                    throw fail(e, "'endpoint' must be a string such as ipc:///tmp/x or tcp://127.0.0.1:5601")
+                }
                 endpoint = try substitute(s, e, environment, file)
-                guard endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("tcp://") || endpoint.hasPrefix("inproc://") else {
+                guard endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("tcp://") || endpoint.hasPrefix("inproc://")
+                else {
                     throw fail(e, "endpoint '\(endpoint)' must start with ipc://, tcp:// or inproc://")
                 }
             }
             var settingNodes: [(key: YAMLNode, value: YAMLNode)] = []
-            for (k, v) in body.mapping! where !["type", "inputs", "endpoint"].contains(k.scalar ?? "") { settingNodes.append((k, v)) }
-            let settings = try StageSettings(type: type, stage: name, at: body.mark, nodes: settingNodes, file: file, environment: environment)
+            for (k, v) in body.mapping! where !["type", "inputs", "endpoint"].contains(k.scalar ?? "") {
+                settingNodes.append((k, v))
+            }
+            let settings = try StageSettings(
+                type: type, stage: name, at: body.mark, nodes: settingNodes, file: file, environment: environment)
             if stages.contains(where: { $0.name == name }) { throw fail(key, "duplicate stage name '\(name)'") }
-            stages.append(StageConfig(name: name, type: type, inputs: inputs, endpoint: endpoint, settings: settings, mark: key.mark))
+            stages.append(
+                StageConfig(
+                    name: name, type: type, inputs: inputs, endpoint: endpoint, settings: settings, mark: key.mark))
         }
         // Inputs must exist, must not be sinks, and the graph must have no cycle.
         for s in stages {
             for input in s.inputs {
                 guard let upstream = stages.first(where: { $0.name == input }) else {
-                    throw PipelineConfigError(file: file, mark: s.mark, message: "stage '\(s.name)' reads unknown input '\(input)' (stages: \(stages.map(\.name).joined(separator: ", ")))")
+                    throw PipelineConfigError(
+                        file: file, mark: s.mark,
+                        message:
+                            "stage '\(s.name)' reads unknown input '\(input)' (stages: "
+                            + "\(stages.map(\.name).joined(separator: ", ")))"
+                    )
                 }
                 if upstream.type.isSink {
                     throw PipelineConfigError(
                         file: file, mark: s.mark,
-                        message: "stage '\(s.name)' reads '\(input)', a \(upstream.type.name) sink, which publishes nothing")
+                        message:
+                            "stage '\(s.name)' reads '\(input)', a \(upstream.type.name) sink, which publishes nothing")
                 }
-                if input == s.name { throw PipelineConfigError(file: file, mark: s.mark, message: "stage '\(s.name)' reads itself") }
+                if input == s.name {
+                    throw PipelineConfigError(file: file, mark: s.mark, message: "stage '\(s.name)' reads itself")
+                }
             }
         }
         var ordered: [StageConfig] = []
         var placed = Set<String>()
         while ordered.count < stages.count {
-            guard let next = stages.first(where: { !placed.contains($0.name) && $0.inputs.allSatisfy(placed.contains) }) else {
+            guard let next = stages.first(where: { !placed.contains($0.name) && $0.inputs.allSatisfy(placed.contains) })
+            else {
                 let stuck = stages.filter { !placed.contains($0.name) }
-                throw PipelineConfigError(file: file, mark: stuck[0].mark, message: "the stages \(stuck.map(\.name).joined(separator: ", ")) form a cycle through their inputs")
+                throw PipelineConfigError(
+                    file: file, mark: stuck[0].mark,
+                    message: "the stages \(stuck.map(\.name).joined(separator: ", ")) form a cycle through their inputs"
+                )
             }
-            ordered.append(next); placed.insert(next.name)
+            ordered.append(next)
+            placed.insert(next.name)
         }
         let endpoints = Dictionary(grouping: ordered.filter { !$0.type.isSink }, by: \.endpoint)
         if let clash = endpoints.first(where: { $0.value.count > 1 }) {
-            throw PipelineConfigError(file: file, mark: clash.value[1].mark, message: "stages \(clash.value.map(\.name).joined(separator: " and ")) share the endpoint \(clash.key)")
+            throw PipelineConfigError(
+                file: file, mark: clash.value[1].mark,
+                message: "stages \(clash.value.map(\.name).joined(separator: " and ")) share the endpoint \(clash.key)")
         }
         return PipelineConfig(file: file, stages: ordered, cpus: cpus)
     }
 }
-

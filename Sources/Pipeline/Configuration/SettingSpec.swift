@@ -43,8 +43,10 @@ public struct SettingSpec: Sendable {
     /// The values a number, integer or optional number (or every item of a number list) may take.
     public let range: ClosedRange<Double>?
 
-    init(_ name: String, _ kind: Kind, _ defaultValue: String?, _ help: String,
-         choices: [String] = [], range: ClosedRange<Double>? = nil) {
+    init(
+        _ name: String, _ kind: Kind, _ defaultValue: String?, _ help: String,
+        choices: [String] = [], range: ClosedRange<Double>? = nil
+    ) {
         self.name = name
         self.kind = kind
         self.defaultValue = defaultValue

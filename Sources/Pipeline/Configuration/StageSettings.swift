@@ -41,7 +41,8 @@ public struct StageSettings: Sendable {
             } else {
                 guard let d = spec.defaultValue else {
                     throw PipelineConfigError(
-                        file: file, mark: stageMark, message: "\(type.name) stage '\(stage)' needs '\(spec.name)' (\(spec.help))")
+                        file: file, mark: stageMark,
+                        message: "\(type.name) stage '\(stage)' needs '\(spec.name)' (\(spec.help))")
                 }
                 value = SettingValue(defaultText: d, kind: spec.kind)
             }
@@ -55,7 +56,9 @@ public struct StageSettings: Sendable {
     }
 
     /// Converts a textual value to its kind and checks choices and range.
-    private mutating func store(_ value: SettingValue, spec: SettingSpec, stage: String, file: String) throws(PipelineConfigError) {
+    private mutating func store(_ value: SettingValue, spec: SettingSpec, stage: String, file: String)
+        throws(PipelineConfigError)
+    {
         func fail(_ detail: String) -> PipelineConfigError {
             PipelineConfigError(
                 file: file, mark: value.mark, message: "'\(spec.name)' of stage '\(stage)' must be \(detail)")
@@ -63,7 +66,10 @@ public struct StageSettings: Sendable {
         func checked(_ text: String) throws(PipelineConfigError) -> Double {
             guard let d = Double(text), d.isFinite else { throw fail("\(spec.kind.article), found '\(text)'") }
             if let range = spec.range, !range.contains(d) {
-                throw fail("between \(SettingSpec.text(range.lowerBound)) and \(SettingSpec.text(range.upperBound)), found '\(text)'")
+                throw fail(
+                    "between \(SettingSpec.text(range.lowerBound)) and \(SettingSpec.text(range.upperBound)), "
+                        + "found '\(text)'"
+                )
             }
             return d
         }
@@ -122,7 +128,8 @@ private struct SettingValue {
     init(defaultText: String, kind: SettingSpec.Kind) {
         text = defaultText
         switch kind {
-        case .stringList, .numberList: items = defaultText.isEmpty ? [] : defaultText.split(separator: ",").map(String.init)
+        case .stringList, .numberList:
+            items = defaultText.isEmpty ? [] : defaultText.split(separator: ",").map(String.init)
         default: break
         }
     }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Pins threads to CPUs. sched_setaffinity is a GNU extension that Swift's Glibc module does not

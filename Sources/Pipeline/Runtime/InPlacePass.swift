@@ -23,8 +23,11 @@ struct InPlacePass {
     /// after the frame that caused them, exactly as the general path orders them.
     mutating func run(_ message: BusMessage) throws -> (message: BusMessage?, frames: Int)? {
         guard let transform, case .inPlace(let mode) = transform.inputHandling else { return nil }
-        views.removeAll(keepingCapacity: true); samples.removeAll(keepingCapacity: true)
-        added.removeAll(keepingCapacity: true); positions.removeAll(keepingCapacity: true); output.removeAll(keepingCapacity: true)
+        views.removeAll(keepingCapacity: true)
+        samples.removeAll(keepingCapacity: true)
+        added.removeAll(keepingCapacity: true)
+        positions.removeAll(keepingCapacity: true)
+        output.removeAll(keepingCapacity: true)
         guard WireFrame.views(in: message.bytes, into: &views) else { return nil }
         for view in views {
             guard let sample = transform.inPlaceSample(view) else { return nil }
@@ -34,21 +37,29 @@ struct InPlacePass {
         if mode == .patchedMessage && message.isShared {
             target = try message.unsharedCopy()
             views.removeAll(keepingCapacity: true)
-            _ = WireFrame.views(in: target.bytes, into: &views)   // same layout, now in the copy
+            _ = WireFrame.views(in: target.bytes, into: &views)  // same layout, now in the copy
         }
         for i in views.indices {
             let before = added.count
             try transform.apply(samples[i], to: views[i], extra: &added)
             for _ in before..<added.count { positions.append(i) }
         }
-        guard mode != .ownFramesOnly else { output = added; return (nil, views.count) }
+        guard mode != .ownFramesOnly else {
+            output = added
+            return (nil, views.count)
+        }
         if added.isEmpty { return (target, views.count) }
         var next = 0
         for (i, view) in views.enumerated() {
-            output.append(WireFrame(topic: view.topic, type: view.type, encoding: view.encoding, payload: Array(UnsafeRawBufferPointer(view.payload))))
-            while next < added.count && positions[next] == i { output.append(added[next]); next += 1 }
+            output.append(
+                WireFrame(
+                    topic: view.topic, type: view.type, encoding: view.encoding,
+                    payload: Array(UnsafeRawBufferPointer(view.payload))))
+            while next < added.count && positions[next] == i {
+                output.append(added[next])
+                next += 1
+            }
         }
         return (nil, views.count)
     }
 }
-

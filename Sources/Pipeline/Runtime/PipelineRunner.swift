@@ -10,25 +10,37 @@ public enum PipelineRunner {
     }
 
     /// All stages in this process. Returns each stage's report once every stage has finished.
-    public static func runAll(_ config: PipelineConfig, log: @escaping @Sendable (String) -> Void = standardErrorLog) async throws -> [StageReport] {
+    public static func runAll(_ config: PipelineConfig, log: @escaping @Sendable (String) -> Void = standardErrorLog)
+        async throws -> [StageReport]
+    {
         let context = try BusContext(ioThreadCPUs: config.cpus)
         let prefix = "inproc://\(UInt32.random(in: 0...UInt32.max))-"
         let actors = config.stages.map { s in
-            StageActor(config: s, wiring: StageWiring(bind: s.type.isSink ? nil : prefix + s.name,
-                                                      inputs: s.inputs.map { ($0, prefix + $0) },
-                                                      expectedSubscribers: config.consumerCount(of: s.name)),
-                       context: context, cpus: config.cpus, log: log)
+            StageActor(
+                config: s,
+                wiring: StageWiring(
+                    bind: s.type.isSink ? nil : prefix + s.name,
+                    inputs: s.inputs.map { ($0, prefix + $0) },
+                    expectedSubscribers: config.consumerCount(of: s.name)),
+                context: context, cpus: config.cpus, log: log)
         }
         return try await runActors(actors)
     }
 
     /// One stage, on its configured endpoint.
-    public static func runStage(_ config: PipelineConfig, named name: String, log: @escaping @Sendable (String) -> Void = standardErrorLog) async throws -> StageReport {
-        guard let s = config.stage(named: name) else { throw PipelineRunError.unknownStage(name, available: config.stages.map(\.name)) }
+    public static func runStage(
+        _ config: PipelineConfig, named name: String, log: @escaping @Sendable (String) -> Void = standardErrorLog
+    ) async throws -> StageReport {
+        guard let s = config.stage(named: name) else {
+            throw PipelineRunError.unknownStage(name, available: config.stages.map(\.name))
+        }
         let inputs = s.inputs.map { input in (input, config.stage(named: input)!.endpoint) }
-        let actor = StageActor(config: s, wiring: StageWiring(bind: s.type.isSink ? nil : s.endpoint, inputs: inputs,
-                                                              expectedSubscribers: config.consumerCount(of: s.name)),
-                               context: try BusContext(ioThreadCPUs: config.cpus), cpus: config.cpus, log: log)
+        let actor = StageActor(
+            config: s,
+            wiring: StageWiring(
+                bind: s.type.isSink ? nil : s.endpoint, inputs: inputs,
+                expectedSubscribers: config.consumerCount(of: s.name)),
+            context: try BusContext(ioThreadCPUs: config.cpus), cpus: config.cpus, log: log)
         return try await runActors([actor])[0]
     }
 

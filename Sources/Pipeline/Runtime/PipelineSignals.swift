@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Set by SIGINT/SIGTERM handlers; every stage loop polls it.

@@ -2,8 +2,12 @@ import MessageBus
 
 /// The stage's output socket (see `BusSocket.readerFollowingPublisher`), with a bind failure named
 /// after the stage.
-func readerFollowingPublisher(_ context: BusContext, endpoint: String, highWaterMark: Int32, stage: String) throws -> BusSocket {
-    do { return try BusSocket.readerFollowingPublisher(context, endpoint: endpoint, highWaterMark: highWaterMark) } catch {
+func readerFollowingPublisher(_ context: BusContext, endpoint: String, highWaterMark: Int32, stage: String) throws
+    -> BusSocket
+{
+    do {
+        return try BusSocket.readerFollowingPublisher(context, endpoint: endpoint, highWaterMark: highWaterMark)
+    } catch {
         throw PipelineRunError.cannotBind(stage: stage, endpoint: endpoint, reason: "\(error)")
     }
 }
@@ -11,7 +15,9 @@ func readerFollowingPublisher(_ context: BusContext, endpoint: String, highWater
 extension ReaderCount {
     /// Waits until `wanted` readers are connected or a stop is requested (see `wait(_:for:...)`).
     mutating func wait(_ socket: BusSocket, for wanted: Int, logEveryPolls: Int, _ waiting: (Int) -> Void) throws {
-        try wait(socket, for: wanted, logEveryPolls: logEveryPolls, stopRequested: { PipelineSignals.stopRequested }, waiting)
+        try wait(
+            socket, for: wanted, logEveryPolls: logEveryPolls, stopRequested: { PipelineSignals.stopRequested }, waiting
+        )
     }
 }
 
@@ -30,8 +36,15 @@ struct Publisher {
     static let maximumBatchFrames = 256
     static let maximumBatchBytes = 1 << 20
 
-    init(socket: BusSocket?, stage: String, expectedReaders: Int, endpoint: String, log: @escaping @Sendable (String) -> Void) {
-        self.socket = socket; self.stage = stage; self.expectedReaders = expectedReaders; self.endpoint = endpoint; self.log = log
+    init(
+        socket: BusSocket?, stage: String, expectedReaders: Int, endpoint: String,
+        log: @escaping @Sendable (String) -> Void
+    ) {
+        self.socket = socket
+        self.stage = stage
+        self.expectedReaders = expectedReaders
+        self.endpoint = endpoint
+        self.log = log
     }
 
     /// Counts the (un)subscription messages that arrived (see `ReaderCount.read`).
@@ -54,7 +67,8 @@ struct Publisher {
             pauses += 1
             log("\(stage): paused: \(readers.value) of \(expectedReaders) reader(s) connected on \(endpoint)")
         }
-        try readers.wait(socket, for: expectedReaders, logEveryPolls: 10) { [stage, expectedReaders, endpoint, log] missing in
+        try readers.wait(socket, for: expectedReaders, logEveryPolls: 10) {
+            [stage, expectedReaders, endpoint, log] missing in
             log("\(stage): waiting for \(missing) of \(expectedReaders) reader(s) on \(endpoint)")
         }
         let seconds = Clocks.monotonicSeconds() - started
@@ -70,8 +84,10 @@ struct Publisher {
         var start = 0
         while start < frames.count {
             var end = start, bytes = 0
-            frames.withUnsafeBufferPointer { all in   // borrowed: no copy per frame
-                while end < all.count && end - start < Self.maximumBatchFrames && (bytes < Self.maximumBatchBytes || end == start) {
+            frames.withUnsafeBufferPointer { all in  // borrowed: no copy per frame
+                while end < all.count && end - start < Self.maximumBatchFrames
+                    && (bytes < Self.maximumBatchBytes || end == start)
+                {
                     bytes += all[end].payload.count + 64
                     end += 1
                 }
@@ -105,4 +121,3 @@ struct Publisher {
         return PipelineSignals.stopRequested && !counted
     }
 }
-

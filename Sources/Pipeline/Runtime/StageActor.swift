@@ -75,13 +75,16 @@ actor StageActor {
                 report.notes.append("stopped on request")
             }
         } else if let transform = logic as? TransformLogic {
-            var reader = InputReader(inputs: inputs, names: wiring.inputs.map(\.name), transform: transform, stage: config.name, log: log)
+            var reader = InputReader(
+                inputs: inputs, names: wiring.inputs.map(\.name), transform: transform, stage: config.name, log: log)
             try reader.consume(&publisher, &report)
         }
         try publisher.publish([WireFrame.endOfStream(from: config.name)], report: &report, counted: false)
         if publisher.pauses > 0 {
             report.notes.append(
-                "paused \(publisher.pauses) time(s), \(format(publisher.pausedSeconds, 2)) s in all, while a reader was missing")
+                "paused \(publisher.pauses) time(s), \(format(publisher.pausedSeconds, 2)) s in all, while a "
+                    + "reader was missing"
+            )
         }
         report.notes += logic.notes
         return report
@@ -101,7 +104,10 @@ struct InputReader {
     var outgoing: [WireFrame] = []
     var inPlace: InPlacePass
 
-    init(inputs: [BusSocket], names: [String], transform: TransformLogic, stage: String, log: @escaping @Sendable (String) -> Void) {
+    init(
+        inputs: [BusSocket], names: [String], transform: TransformLogic, stage: String,
+        log: @escaping @Sendable (String) -> Void
+    ) {
         self.inputs = inputs
         self.names = names
         self.transform = transform
@@ -143,7 +149,9 @@ struct InputReader {
     }
 
     /// One bus message, as the stage's input handling asks.
-    mutating func handle(_ message: BusMessage, from input: Int, _ publisher: inout Publisher, _ report: inout StageReport) throws {
+    mutating func handle(
+        _ message: BusMessage, from input: Int, _ publisher: inout Publisher, _ report: inout StageReport
+    ) throws {
         switch transform.inputHandling {
         case .passThrough:
             // Unread (the end of stream is always a lone frame, so it is never counted here).
@@ -171,7 +179,9 @@ struct InputReader {
     }
 
     /// The general path: every frame decoded and handed to `process`.
-    mutating func decodeAndProcess(_ message: BusMessage, from input: Int, _ publisher: inout Publisher, _ report: inout StageReport) throws {
+    mutating func decodeAndProcess(
+        _ message: BusMessage, from input: Int, _ publisher: inout Publisher, _ report: inout StageReport
+    ) throws {
         let bytes = message.array
         var frames: [WireFrame]
         do { frames = try WireFrame.frames(in: bytes) } catch {
@@ -185,7 +195,11 @@ struct InputReader {
             // Moved out of the array, so a stage that patches the payload owns it alone.
             var frame = WireFrame.empty
             swap(&frame, &frames[index])
-            if frame.isEndOfStream { open.remove(input); ended = true; continue }
+            if frame.isEndOfStream {
+                open.remove(input)
+                ended = true
+                continue
+            }
             report.received += 1
             let topic = frame.topic
             do {

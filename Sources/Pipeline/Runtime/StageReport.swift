@@ -14,10 +14,8 @@ public struct StageReport: Sendable, CustomStringConvertible {
     }
 }
 
-
 /// Thrown inside a source to end it early (stop requested).
 struct StopRequested: Error {}
-
 
 /// Why a run could not start or finish.
 public enum PipelineRunError: Error, CustomStringConvertible {
@@ -27,7 +25,8 @@ public enum PipelineRunError: Error, CustomStringConvertible {
     public var description: String {
         switch self {
         case .cannotBind(let s, let e, let r): return "stage '\(s)' cannot bind \(e): \(r)"
-        case .unknownStage(let s, let a): return "no stage '\(s)' in the pipeline (stages: \(a.joined(separator: ", ")))"
+        case .unknownStage(let s, let a):
+            return "no stage '\(s)' in the pipeline (stages: \(a.joined(separator: ", ")))"
         case .stageFailed(let s, let r): return "stage '\(s)' failed: \(r)"
         }
     }

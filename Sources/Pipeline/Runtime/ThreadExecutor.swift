@@ -16,8 +16,13 @@ final class ThreadExecutor: SerialExecutor, @unchecked Sendable {
         let short = String(name.utf8.prefix(15)) ?? "stage"
         let thread = Thread { [self] in
             // pthread_setname_np needs _GNU_SOURCE, which Swift's Glibc module lacks; /proc does the same.
-            if let f = fopen("/proc/thread-self/comm", "w") { fputs(short, f); fclose(f) }
-            do throws(CPUAffinity.Failure) { try CPUAffinity.pinCurrentThread(to: cpus) } catch { self.pinningFailure = error }
+            if let f = fopen("/proc/thread-self/comm", "w") {
+                fputs(short, f)
+                fclose(f)
+            }
+            do throws(CPUAffinity.Failure) { try CPUAffinity.pinCurrentThread(to: cpus) } catch {
+                self.pinningFailure = error
+            }
             self.runLoop()
         }
         thread.stackSize = 1 << 20
@@ -46,11 +51,13 @@ final class ThreadExecutor: SerialExecutor, @unchecked Sendable {
         while true {
             condition.lock()
             while jobs.isEmpty && !stopping { condition.wait() }
-            if jobs.isEmpty && stopping { condition.unlock(); return }
+            if jobs.isEmpty && stopping {
+                condition.unlock()
+                return
+            }
             let job = jobs.removeFirst()
             condition.unlock()
             job.runSynchronously(on: asUnownedSerialExecutor())
         }
     }
 }
-

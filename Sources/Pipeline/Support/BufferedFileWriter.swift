@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Why a file could not be written: the path and the system's reason.
@@ -45,7 +45,10 @@ public final class BufferedFileWriter {
     public func close() throws(FileWriteError) {
         guard !closed else { return }
         closed = true
-        do { try flush() } catch { fclose(file); throw error }
+        do { try flush() } catch {
+            fclose(file)
+            throw error
+        }
         guard fclose(file) == 0 else { throw .current("close", path) }
     }
 

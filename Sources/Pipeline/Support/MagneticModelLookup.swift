@@ -14,7 +14,9 @@ struct MagneticModelLookup {
     private var cached: Result<GeomagneticElements, WorldMagneticModelError>?
 
     /// The model's elements at `position` on `decimalYear` (cached while the day stays the same).
-    mutating func elements(at position: Position, decimalYear year: Double) -> Result<GeomagneticElements, WorldMagneticModelError> {
+    mutating func elements(at position: Position, decimalYear year: Double) -> Result<
+        GeomagneticElements, WorldMagneticModelError
+    > {
         let key = (position.latitudeDegrees, position.longitudeDegrees, Int(year * 365))
         if let k = cacheKey, k == key, let cached { return cached }
         cacheKey = key
@@ -52,11 +54,13 @@ extension GatingStage {
     /// The expected field must come out of the model when a position is given (checked at load).
     @Sendable static func checkModel(_ s: StageSettings) -> SettingProblem? {
         if let problem = MagneticModelLookup.Position.check(s) { return problem }
-        guard let position = MagneticModelLookup.Position(s), let year = s.optionalNumber("date") ?? MagneticModelLookup.today
+        guard let position = MagneticModelLookup.Position(s),
+            let year = s.optionalNumber("date") ?? MagneticModelLookup.today
         else { return nil }
         var lookup = MagneticModelLookup()
         if case .failure(let why) = lookup.elements(at: position, decimalYear: year) {
-            return SettingProblem(s.optionalNumber("date") == nil ? "latitude" : "date", "the World Magnetic Model refuses it: \(why)")
+            return SettingProblem(
+                s.optionalNumber("date") == nil ? "latitude" : "date", "the World Magnetic Model refuses it: \(why)")
         }
         return nil
     }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A progress line on stderr (elapsed, rate, ETA), drawn only when stderr is a terminal and at most

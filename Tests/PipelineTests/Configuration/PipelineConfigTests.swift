@@ -9,26 +9,30 @@ func parse(_ text: String, env: [String: String] = [:]) throws(PipelineConfigErr
 
 /// The error a configuration gives, or nil if it is accepted.
 func configError(_ text: String, env: [String: String] = [:]) -> PipelineConfigError? {
-    do { _ = try parse(text, env: env); return nil } catch { return error }
+    do {
+        _ = try parse(text, env: env)
+        return nil
+    } catch { return error }
 }
 
 @Suite("Pipeline configuration")
 struct PipelineConfigTests {
     @Test("a valid graph is ordered with inputs first, with defaults filled in")
     func valid() throws {
-        let config = try parse("""
-        stages:
-          out:
-            type: csv
-            inputs: [fusion]
-            path: /tmp/x.csv
-          fusion:
-            type: fusion
-            inputs: [src]
-          src:
-            type: simulator
-            duration: 2
-        """)
+        let config = try parse(
+            """
+            stages:
+              out:
+                type: csv
+                inputs: [fusion]
+                path: /tmp/x.csv
+              fusion:
+                type: fusion
+                inputs: [src]
+              src:
+                type: simulator
+                duration: 2
+            """)
         #expect(config.stages.map(\.name) == ["src", "fusion", "out"])
         #expect(config.stage(named: "src")!.settings.number("rate_hz") == 100)
         #expect(config.stage(named: "fusion")!.settings.string("filter") == "kalman")
@@ -36,29 +40,52 @@ struct PipelineConfigTests {
         #expect(config.stage(named: "fusion")!.endpoint == "ipc:///tmp/gyrocompass-test-fusion")
     }
 
-    @Test("every error names file, line, column and what was expected", arguments: [
-        ("stages:\n  a:\n    type: teleporter\n", 3, 11, "unknown stage type 'teleporter'"),
-        ("stages:\n  a:\n    type: simulator\n    speed: 3\n", 4, 5, "unknown setting 'speed'"),
-        ("stages:\n  a:\n    type: fusion\n", 3, 5, "needs 'inputs'"),
-        ("stages:\n  a:\n    type: simulator\n  b:\n    type: fusion\n    inputs: [nowhere]\n", 4, 3, "unknown input 'nowhere'"),
-        ("stages:\n  a:\n    type: simulator\n  a:\n    type: simulator\n", 4, 3, "duplicate key 'a'"),
-        ("stages:\n  a:\n    type: simulator\n    rate_hz: fast\n", 4, 14, "must be a number, found 'fast'"),
-        ("stages:\n  a:\n    type: simulator\n    realtime: maybe\n", 4, 15, "must be true or false"),
-        ("stages:\n  a:\n    type: simulator\n    endpoint: http://x\n", 4, 15, "must start with ipc://, tcp:// or inproc://"),
-        ("stages:\n  s:\n    type: simulator\n  a:\n    type: fusion\n    inputs: [b]\n  b:\n    type: fusion\n    inputs: [a]\n", 4, 3, "form a cycle"),
-        ("stages:\n  s:\n    type: simulator\n  o:\n    type: stdout\n    inputs: [s]\n  x:\n    type: fusion\n    inputs: [o]\n", 7, 3, "a stdout sink"),
-        ("stages:\n  a:\n    type: simulator\n    inputs: [b]\n", 4, 13, "takes no inputs"),
-        ("stages:\n  a:\n    type: bag\n", 3, 5, "needs 'path'"),
-        ("stages:\n  a:\n    type: fusion\n    inputs: [a]\n    filter: magic\n", 5, 13, "must be one of kalman, complementary"),
-        ("stages: [1, 2\n", 2, 1, "YAML syntax error"),
-        ("stagez: {}\n", 1, 1, "unknown top-level key 'stagez'"),
-        ("stages:\n  a:\n    type: bag\n    path: ${NOPE}\n", 4, 11, "environment variable NOPE is not set"),
-        ("stages:\n  a:\n    type: simulator\n    seed: 1.5\n", 4, 11, "must be an integer"),
-        ("stages:\n  a:\n    type: simulator\n  p:\n    type: publish\n    inputs: [a]\n    endpoint: tcp://127.0.0.1:1\n", 7, 15, "connect to 'bind'"),
-        ("cpus: [0, -1]\nstages:\n  a:\n    type: simulator\n", 1, 11, "must be an integer >= 0"),
-        ("cpus: [100000]\nstages:\n  a:\n    type: simulator\n", 1, 8, "CPU 100000 does not exist"),
-        ("cpus: 0\nstages:\n  a:\n    type: simulator\n", 1, 7, "'cpus' must be a non-empty list"),
-    ])
+    @Test(
+        "every error names file, line, column and what was expected",
+        arguments: [
+            ("stages:\n  a:\n    type: teleporter\n", 3, 11, "unknown stage type 'teleporter'"),
+            ("stages:\n  a:\n    type: simulator\n    speed: 3\n", 4, 5, "unknown setting 'speed'"),
+            ("stages:\n  a:\n    type: fusion\n", 3, 5, "needs 'inputs'"),
+            (
+                "stages:\n  a:\n    type: simulator\n  b:\n    type: fusion\n    inputs: [nowhere]\n", 4, 3,
+                "unknown input 'nowhere'"
+            ),
+            ("stages:\n  a:\n    type: simulator\n  a:\n    type: simulator\n", 4, 3, "duplicate key 'a'"),
+            ("stages:\n  a:\n    type: simulator\n    rate_hz: fast\n", 4, 14, "must be a number, found 'fast'"),
+            ("stages:\n  a:\n    type: simulator\n    realtime: maybe\n", 4, 15, "must be true or false"),
+            (
+                "stages:\n  a:\n    type: simulator\n    endpoint: http://x\n", 4, 15,
+                "must start with ipc://, tcp:// or inproc://"
+            ),
+            (
+                "stages:\n  s:\n    type: simulator\n  a:\n    type: fusion\n    inputs: [b]\n  b:\n    type: "
+                    + "fusion\n    inputs: [a]\n",
+                4, 3, "form a cycle"
+            ),
+            (
+                "stages:\n  s:\n    type: simulator\n  o:\n    type: stdout\n    inputs: [s]\n  x:\n    type: "
+                    + "fusion\n    inputs: [o]\n",
+                7, 3, "a stdout sink"
+            ),
+            ("stages:\n  a:\n    type: simulator\n    inputs: [b]\n", 4, 13, "takes no inputs"),
+            ("stages:\n  a:\n    type: bag\n", 3, 5, "needs 'path'"),
+            (
+                "stages:\n  a:\n    type: fusion\n    inputs: [a]\n    filter: magic\n", 5, 13,
+                "must be one of kalman, complementary"
+            ),
+            ("stages: [1, 2\n", 2, 1, "YAML syntax error"),
+            ("stagez: {}\n", 1, 1, "unknown top-level key 'stagez'"),
+            ("stages:\n  a:\n    type: bag\n    path: ${NOPE}\n", 4, 11, "environment variable NOPE is not set"),
+            ("stages:\n  a:\n    type: simulator\n    seed: 1.5\n", 4, 11, "must be an integer"),
+            (
+                "stages:\n  a:\n    type: simulator\n  p:\n    type: publish\n    inputs: [a]\n    endpoint: "
+                    + "tcp://127.0.0.1:1\n",
+                7, 15, "connect to 'bind'"
+            ),
+            ("cpus: [0, -1]\nstages:\n  a:\n    type: simulator\n", 1, 11, "must be an integer >= 0"),
+            ("cpus: [100000]\nstages:\n  a:\n    type: simulator\n", 1, 8, "CPU 100000 does not exist"),
+            ("cpus: 0\nstages:\n  a:\n    type: simulator\n", 1, 7, "'cpus' must be a non-empty list"),
+        ])
     func errors(_ text: String, line: Int, column: Int, message: String) throws {
         let e = try #require(configError(text))
         #expect(e.file == "test.yaml")
@@ -78,7 +105,10 @@ struct PipelineConfigTests {
         let thread = Thread {
             do { try CPUAffinity.pinCurrentThread(to: [0]) } catch { allowed = "\(error)" }
             if allowed.isEmpty, let status = try? String(contentsOfFile: "/proc/thread-self/status", encoding: .utf8) {
-                allowed = status.split(separator: "\n").first { $0.hasPrefix("Cpus_allowed_list:") }.map { String($0.dropFirst(18)).trimmingCharacters(in: .whitespaces) } ?? "?"
+                allowed =
+                    status.split(separator: "\n").first { $0.hasPrefix("Cpus_allowed_list:") }.map {
+                        String($0.dropFirst(18)).trimmingCharacters(in: .whitespaces)
+                    } ?? "?"
             }
             done.signal()
         }
@@ -95,25 +125,29 @@ struct PipelineConfigTests {
         #expect(c.stages[0].settings.string("path") == "/data/x.mcap")
         #expect(c.stages[0].settings.number("rate") == 2)
         #expect(try parse(text, env: ["BAG": "/d", "RATE": "0.5"]).stages[0].settings.number("rate") == 0.5)
-        #expect(configError("stages:\n  a:\n    type: bag\n    path: ${BAG\n")?.message.contains("unterminated") == true)
+        #expect(
+            configError("stages:\n  a:\n    type: bag\n    path: ${BAG\n")?.message.contains("unterminated") == true)
     }
 
     @Test("shared endpoints are refused")
     func endpoints() {
-        let e = configError("""
-        stages:
-          a:
-            type: simulator
-            endpoint: ipc:///tmp/same
-          b:
-            type: fusion
-            inputs: [a]
-            endpoint: ipc:///tmp/same
-        """)
+        let e = configError(
+            """
+            stages:
+              a:
+                type: simulator
+                endpoint: ipc:///tmp/same
+              b:
+                type: fusion
+                inputs: [a]
+                endpoint: ipc:///tmp/same
+            """)
         #expect(e?.message.contains("share the endpoint") == true)
     }
 
-    @Test("every shipped pipeline in Pipelines/ parses", arguments: ["default", "replay-bag", "replay-bag-multiprocess", "replay-bag-calibrated", "live-lines"])
+    @Test(
+        "every shipped pipeline in Pipelines/ parses",
+        arguments: ["default", "replay-bag", "replay-bag-multiprocess", "replay-bag-calibrated", "live-lines"])
     func shipped(_ name: String) throws {
         let path = #filePath.split(separator: "/").dropLast(4).joined(separator: "/")
         let file = "/" + path + "/Pipelines/\(name).yaml"
@@ -125,7 +159,9 @@ struct PipelineConfigTests {
 @Test("the built-in default pipeline parses for every filter")
 func builtInDefault() throws {
     for filter in ["kalman", "complementary"] {
-        let c = try PipelineConfig.parse(BuiltInPipelines.defaultText(durationSeconds: 3, filter: filter, seed: 2), file: "<builtin>", environment: [:])
+        let c = try PipelineConfig.parse(
+            BuiltInPipelines.defaultText(durationSeconds: 3, filter: filter, seed: 2), file: "<builtin>",
+            environment: [:])
         #expect(c.stages.map(\.name) == ["source", "calibration", "gating", "fusion", "console"])
     }
 }

@@ -12,14 +12,18 @@ struct StageRegistryTests {
         #expect(Set(names).count == names.count)
         #expect(Set(StageRegistry.types.map(\.role)) == Set(StageRole.allCases))
         for type in StageRegistry.types {
-            let required = type.settings.filter { $0.defaultValue == nil }.map { "    \($0.name): \(temporaryPath($0.name))\n" }
-            let text = "stages:\n  up:\n    type: simulator\n  s:\n    type: \(type.name)\n" + (type.isSource ? "" : "    inputs: [up]\n")
+            let required = type.settings.filter { $0.defaultValue == nil }.map {
+                "    \($0.name): \(temporaryPath($0.name))\n"
+            }
+            let text =
+                "stages:\n  up:\n    type: simulator\n  s:\n    type: \(type.name)\n"
+                + (type.isSource ? "" : "    inputs: [up]\n")
                 + required.joined()
             let stage = try #require(try PipelineConfig.parse(text, file: "t.yaml", environment: [:]).stage(named: "s"))
             for spec in type.settings where spec.defaultValue != nil && spec.kind == .string {
                 #expect(stage.settings.string(spec.name) == spec.defaultValue, "\(type.name).\(spec.name)")
             }
-            if type.name == "bag" || type.name == "publish" { continue }   // opens the bag, binds a port
+            if type.name == "bag" || type.name == "publish" { continue }  // opens the bag, binds a port
             _ = try stage.makeLogic(log: { _ in })
         }
     }
@@ -31,21 +35,25 @@ struct StageRegistryTests {
         }
     }
 
-    @Test("each setting's choices and range are checked when the file loads, with its position", arguments: [
-        ("simulator", "rate_hz: 1e300", "between 0.1 and 100000"),
-        ("simulator", "duration: -1", "between 0 and 1000000"),
-        ("simulator", "seed: -3", "between 0 and"),
-        ("fusion", "latitude: 91", "between -90 and 90"),
-        ("fusion", "latitude: 52.5", "needs a longitude"),
-        ("fusion", "date: 1492", "between 1900 and 2200"),
-        ("gating", "latitude: 52\n    longitude: 13\n    date: 2031", "World Magnetic Model refuses it"),
-        ("stdout", "format: yaml", "one of text, json"),
-        ("record", "path: x\n    compression: brotli", "one of zstd, lz4, none"),
-        ("calibration", "status_seconds: 0", "between 0.001 and 86400"),
-        ("publish", "high_water_mark: 0", "between 1 and"),
-    ])
+    @Test(
+        "each setting's choices and range are checked when the file loads, with its position",
+        arguments: [
+            ("simulator", "rate_hz: 1e300", "between 0.1 and 100000"),
+            ("simulator", "duration: -1", "between 0 and 1000000"),
+            ("simulator", "seed: -3", "between 0 and"),
+            ("fusion", "latitude: 91", "between -90 and 90"),
+            ("fusion", "latitude: 52.5", "needs a longitude"),
+            ("fusion", "date: 1492", "between 1900 and 2200"),
+            ("gating", "latitude: 52\n    longitude: 13\n    date: 2031", "World Magnetic Model refuses it"),
+            ("stdout", "format: yaml", "one of text, json"),
+            ("record", "path: x\n    compression: brotli", "one of zstd, lz4, none"),
+            ("calibration", "status_seconds: 0", "between 0.001 and 86400"),
+            ("publish", "high_water_mark: 0", "between 1 and"),
+        ])
     func validated(_ type: String, _ setting: String, _ message: String) throws {
-        let text = "stages:\n  up:\n    type: simulator\n  s:\n    type: \(type)\n" + (type == "simulator" ? "" : "    inputs: [up]\n")
+        let text =
+            "stages:\n  up:\n    type: simulator\n  s:\n    type: \(type)\n"
+            + (type == "simulator" ? "" : "    inputs: [up]\n")
             + "    \(setting)\n"
         let e = try #require(configError(text))
         #expect(e.message.contains(message), "\(e)")
@@ -55,7 +63,11 @@ struct StageRegistryTests {
     @Test("a choice of one stage type is not a choice of another: a setting's values come from its own spec")
     func choicesAreOwnedBySettings() throws {
         // 'format' is a choice of stdout; the record stage has no such setting at all.
-        #expect(configError("stages:\n  up:\n    type: simulator\n  s:\n    type: record\n    inputs: [up]\n    path: x\n    format: json\n")?
+        #expect(
+            configError(
+                "stages:\n  up:\n    type: simulator\n  s:\n    type: record\n    inputs: [up]\n    path: x\n    "
+                    + "format: json\n"
+            )?
             .message.contains("unknown setting 'format'") == true)
     }
 
@@ -65,7 +77,8 @@ struct StageRegistryTests {
         let file = try String(contentsOfFile: root + "/Pipelines/default.yaml", encoding: .utf8)
         #expect(file == BuiltInPipelines.shippedDefault)
         let shipped = try PipelineConfig.parse(file, file: "default.yaml", environment: [:])
-        let builtIn = try PipelineConfig.parse(BuiltInPipelines.defaultText(durationSeconds: 0, filter: "kalman", seed: 1), file: "b", environment: [:])
+        let builtIn = try PipelineConfig.parse(
+            BuiltInPipelines.defaultText(durationSeconds: 0, filter: "kalman", seed: 1), file: "b", environment: [:])
         #expect(shipped.stages.map(\.name) == builtIn.stages.map(\.name) + ["headings"])
     }
 }

@@ -11,27 +11,27 @@ import CZeroMQ
 @Suite("In-place path")
 struct InPlacePathTests {
     static let config = """
-    stages:
-      sim:
-        type: simulator
-        scenario: figure_eight
-        duration: 12
-        realtime: false
-        hard_iron_ut: [22, -27, 14]
-      calibration:
-        type: calibration
-        inputs: [sim]
-        online: true
-      gating:
-        type: gating
-        inputs: [calibration]
-      fusion:
-        type: fusion
-        inputs: [gating]
-      measure:
-        type: measure
-        inputs: [fusion]
-    """
+        stages:
+          sim:
+            type: simulator
+            scenario: figure_eight
+            duration: 12
+            realtime: false
+            hard_iron_ut: [22, -27, 14]
+          calibration:
+            type: calibration
+            inputs: [sim]
+            online: true
+          gating:
+            type: gating
+            inputs: [calibration]
+          fusion:
+            type: fusion
+            inputs: [gating]
+          measure:
+            type: measure
+            inputs: [fusion]
+        """
 
     static func stage(_ name: String) throws -> StageLogic {
         let c = try PipelineConfig.parse(config, file: "t.yaml", environment: [:])
@@ -42,7 +42,11 @@ struct InPlacePathTests {
     /// must give the same frames in the same order. Returns the data frames (input topics) and the
     /// added frames of each path, and how many messages took the in-place path.
     static func compare(_ frames: [WireFrame], general: TransformLogic, inPlace: InPlaceTransform) throws
-        -> (general: [WireFrame], inPlace: [WireFrame], generalAdded: [WireFrame], inPlaceAdded: [WireFrame], messagesInPlace: Int) {
+        -> (
+            general: [WireFrame], inPlace: [WireFrame], generalAdded: [WireFrame], inPlaceAdded: [WireFrame],
+            messagesInPlace: Int
+        )
+    {
         var out: [WireFrame] = []
         for f in frames { try general.process(f, into: &out) }
         let inputTopics: Set<String> = [PipelineTopics.imuRaw, PipelineTopics.magnetometer]
@@ -59,8 +63,9 @@ struct InPlacePathTests {
                 for f in try WireFrame.frames(in: message.array) { try inPlace.process(f, into: &passedOn) }
             }
         }
-        #expect(out == passedOn)   // the same frames in the same order
-        let generalData = out.filter { inputTopics.contains($0.topic) }, generalAdded = out.filter { !inputTopics.contains($0.topic) }
+        #expect(out == passedOn)  // the same frames in the same order
+        let generalData = out.filter { inputTopics.contains($0.topic) },
+            generalAdded = out.filter { !inputTopics.contains($0.topic) }
         let inPlaceData = passedOn.filter { inputTopics.contains($0.topic) }
         return (generalData, inPlaceData, generalAdded, passedOn.filter { !inputTopics.contains($0.topic) }, handled)
     }
@@ -68,7 +73,10 @@ struct InPlacePathTests {
     static func simulatedFrames() throws -> [WireFrame] {
         let source = try stage("sim") as! SimulatorSource
         var frames: [WireFrame] = []
-        try source.run { frames += $0; return 0 }
+        try source.run {
+            frames += $0
+            return 0
+        }
         return frames
     }
 
@@ -77,17 +85,23 @@ struct InPlacePathTests {
         let raw = try Self.simulatedFrames()
         #expect(raw.count > 2000)
         // Calibration (online fit and gyro bias): patched payloads equal the general path's.
-        let c = try Self.compare(raw, general: try Self.stage("calibration") as! TransformLogic, inPlace: try Self.stage("calibration") as! InPlaceTransform)
+        let c = try Self.compare(
+            raw, general: try Self.stage("calibration") as! TransformLogic,
+            inPlace: try Self.stage("calibration") as! InPlaceTransform)
         #expect(c.messagesInPlace == (raw.count + 31) / 32)
         #expect(c.general == c.inPlace)
-        #expect(!c.generalAdded.isEmpty && c.generalAdded == c.inPlaceAdded)   // calibration/status
+        #expect(!c.generalAdded.isEmpty && c.generalAdded == c.inPlaceAdded)  // calibration/status
         #expect(c.general.contains { $0.payload != raw[0].payload })
         // Gating observes: frames unchanged, the same status.
-        let g = try Self.compare(c.general, general: try Self.stage("gating") as! TransformLogic, inPlace: try Self.stage("gating") as! InPlaceTransform)
+        let g = try Self.compare(
+            c.general, general: try Self.stage("gating") as! TransformLogic,
+            inPlace: try Self.stage("gating") as! InPlaceTransform)
         #expect(g.general == g.inPlace && g.general == c.general)
         #expect(!g.generalAdded.isEmpty && g.generalAdded == g.inPlaceAdded)
         // Fusion makes new frames: the same headings and imu/data.
-        let f = try Self.compare(c.general, general: try Self.stage("fusion") as! TransformLogic, inPlace: try Self.stage("fusion") as! InPlaceTransform)
+        let f = try Self.compare(
+            c.general, general: try Self.stage("fusion") as! TransformLogic,
+            inPlace: try Self.stage("fusion") as! InPlaceTransform)
         #expect(f.generalAdded.count > 2000 && f.generalAdded == f.inPlaceAdded)
         // The measure sink counts the same headings.
         let general = try Self.stage("measure") as! MeasureSink, inPlace = try Self.stage("measure") as! MeasureSink
@@ -102,14 +116,17 @@ struct InPlacePathTests {
             try Self.simulatedFrames(), general: try Self.stage("calibration") as! TransformLogic,
             inPlace: try Self.stage("calibration") as! InPlaceTransform)
         let fused = try Self.compare(
-            calibrated.general, general: try Self.stage("fusion") as! TransformLogic, inPlace: try Self.stage("fusion") as! InPlaceTransform)
-        let input = calibrated.general + fused.generalAdded
+            calibrated.general, general: try Self.stage("fusion") as! TransformLogic,
+            inPlace: try Self.stage("fusion") as! InPlaceTransform)
+        // Transforms read the calibrated stream; sinks also what fusion adds.
+        let sinkInput = calibrated.general + fused.generalAdded
         var checked: [String] = []
         for type in StageRegistry.types where !type.isSource {
             let general = try stageLogic(type.name, Self.requiredSettings(type)) as! TransformLogic
-            guard case .inPlace = general.inputHandling, let inPlace = try stageLogic(type.name, Self.requiredSettings(type)) as? InPlaceTransform
+            guard case .inPlace = general.inputHandling,
+                let inPlace = try stageLogic(type.name, Self.requiredSettings(type)) as? InPlaceTransform
             else { continue }
-            let c = try Self.compare(input, general: general, inPlace: inPlace)
+            let c = try Self.compare(type.isSink ? sinkInput : calibrated.general, general: general, inPlace: inPlace)
             #expect(c.messagesInPlace > 0, "\(type.name) never took the in-place path")
             #expect(c.general == c.inPlace && c.generalAdded == c.inPlaceAdded, "\(type.name)")
             checked.append(type.name)
@@ -122,17 +139,22 @@ struct InPlacePathTests {
         type.settings.filter { $0.defaultValue == nil }.map { "    \($0.name): \(temporaryPath($0.name))\n" }.joined()
     }
 
-    @Test("a message shared with another reader is copied before it is patched; big-endian payloads take the general path")
+    @Test(
+        "a message shared with another reader is copied before it is patched; big-endian payloads take the general path"
+    )
     func sharedAndBigEndian() throws {
         let raw = Array(try Self.simulatedFrames().prefix(64))
         let calibration = try Self.stage("calibration") as! InPlaceTransform
         // Two readers of one publisher in this process share the message's content.
         let context = BusContext()
         let publisher = try BusSocket(context, .xpub)
-        try publisher.setOption(ZMQ_XPUB_VERBOSE, 1)   // both (identical) subscriptions reported
+        try publisher.setOption(ZMQ_XPUB_VERBOSE, 1)  // both (identical) subscriptions reported
         try publisher.bind("inproc://shared")
         let readers = try (0..<2).map { _ in try BusSocket(context, .sub) }
-        for r in readers { try r.subscribe([]); try r.connect("inproc://shared") }
+        for r in readers {
+            try r.subscribe([])
+            try r.connect("inproc://shared")
+        }
         for _ in readers { while try publisher.receive(timeoutMilliseconds: 100)?.first != 1 {} }
         let original = WireFrame.encodedMessage(raw[0..<32])
         try publisher.send(original)
@@ -142,10 +164,10 @@ struct InPlacePathTests {
         var pass = InPlacePass(calibration)
         let passed = try #require(try pass.run(first))
         #expect(passed.message !== first)
-        #expect(first.array == original && second.array == original)   // the other reader's copy is untouched
+        #expect(first.array == original && second.array == original)  // the other reader's copy is untouched
         // Big endian: the general path (the in-place pass declines without touching anything).
         var be = raw[1]
-        be.payload[1] = 0   // CDR_BE marker; the numbers are garbage then, but decodable
+        be.payload[1] = 0  // CDR_BE marker; the numbers are garbage then, but decodable
         let message = try BusMessage(size: WireFrame.encodedSize([raw[3], be][...]))
         WireFrame.encode([raw[3], be][...], into: message.bytes)
         let before = message.array
@@ -158,7 +180,9 @@ struct InPlacePathTests {
     @Test("a pipeline pinned to CPU 0 runs to the end, stage and libzmq I/O threads included")
     func pinnedPipelineRuns() async throws {
         PipelineSignals.requestStop(false)
-        let config = try PipelineConfig.parse("cpus: [0]\n" + Self.config.replacingOccurrences(of: "duration: 12", with: "duration: 2"), file: "t.yaml", environment: [:])
+        let config = try PipelineConfig.parse(
+            "cpus: [0]\n" + Self.config.replacingOccurrences(of: "duration: 12", with: "duration: 2"), file: "t.yaml",
+            environment: [:])
         let reports = try await PipelineRunner.runAll(config, log: { _ in })
         #expect(reports.first { $0.stage == "measure" }?.received == reports.first { $0.stage == "fusion" }?.published)
         #expect((reports.first { $0.stage == "fusion" }?.published ?? 0) > 300)

@@ -19,34 +19,35 @@ struct PipelineRunTests {
     @Test("simulator -> calibration -> gating -> fusion -> csv + record, in one process, loses nothing")
     func oneProcess() async throws {
         PipelineSignals.requestStop(false)
-        let config = try PipelineConfig.parse("""
-        stages:
-          sim:
-            type: simulator
-            duration: 5
-            realtime: false
-          cal:
-            type: calibration
-            inputs: [sim]
-          gate:
-            type: gating
-            inputs: [cal]
-          fusion:
-            type: fusion
-            inputs: [gate]
-          csv:
-            type: csv
-            inputs: [fusion]
-            path: \(dir)/out.csv
-            accuracy_path: \(dir)/acc.csv
-          rec:
-            type: record
-            inputs: [fusion]
-            path: \(dir)/bag
-        """, file: "t.yaml", environment: [:])
+        let config = try PipelineConfig.parse(
+            """
+            stages:
+              sim:
+                type: simulator
+                duration: 5
+                realtime: false
+              cal:
+                type: calibration
+                inputs: [sim]
+              gate:
+                type: gating
+                inputs: [cal]
+              fusion:
+                type: fusion
+                inputs: [gate]
+              csv:
+                type: csv
+                inputs: [fusion]
+                path: \(dir)/out.csv
+                accuracy_path: \(dir)/acc.csv
+              rec:
+                type: record
+                inputs: [fusion]
+                path: \(dir)/bag
+            """, file: "t.yaml", environment: [:])
         let reports = try await PipelineRunner.runAll(config, log: { _ in })
         let byName = Dictionary(uniqueKeysWithValues: reports.map { ($0.stage, $0) })
-        #expect(byName["sim"]!.published == 1000)                 // 500 IMU + 500 magnetometer
+        #expect(byName["sim"]!.published == 1000)  // 500 IMU + 500 magnetometer
         // Calibration and gating add their status messages, which fusion passes on to the sinks.
         #expect(byName["cal"]!.received == 1000 && byName["cal"]!.published > 1000)
         #expect(byName["fusion"]!.received > 1000 && byName["fusion"]!.published > 1000)
@@ -66,20 +67,21 @@ struct PipelineRunTests {
     func badFrames() async throws {
         PipelineSignals.requestStop(false)
         let upstream = "ipc://\(dir)/up", fusionEndpoint = "ipc://\(dir)/fusion"
-        let config = try PipelineConfig.parse("""
-        stages:
-          up:
-            type: simulator
-            endpoint: \(upstream)
-          fusion:
-            type: fusion
-            inputs: [up]
-            endpoint: \(fusionEndpoint)
-          sink:
-            type: stdout
-            inputs: [fusion]
-            topics: []
-        """, file: "t.yaml", environment: [:])
+        let config = try PipelineConfig.parse(
+            """
+            stages:
+              up:
+                type: simulator
+                endpoint: \(upstream)
+              fusion:
+                type: fusion
+                inputs: [up]
+                endpoint: \(fusionEndpoint)
+              sink:
+                type: stdout
+                inputs: [fusion]
+                topics: []
+            """, file: "t.yaml", environment: [:])
         let context = BusContext()
         let publisher = try BusSocket(context, .xpub)
         try publisher.setOption(ZMQ_XPUB_VERBOSE, 1)
@@ -92,24 +94,36 @@ struct PipelineRunTests {
         // Wait until the fusion stage has subscribed to us.
         while try publisher.receive(timeoutMilliseconds: 100)?.first != 1 {}
         let header = RosHeader(stamp: RosTime(sec: 100, nanosec: 0), frameId: "imu_link")
-        let imu = ImuMessage(header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0), orientationCovariance: [],
-                             angularVelocity: .zero, angularVelocityCovariance: [], linearAcceleration: Vector3(0, 0, 9.81), linearAccelerationCovariance: [])
+        let imu = ImuMessage(
+            header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0), orientationCovariance: [],
+            angularVelocity: .zero, angularVelocityCovariance: [], linearAcceleration: Vector3(0, 0, 9.81),
+            linearAccelerationCovariance: [])
         try publisher.send(Array("no separators at all".utf8))
-        try publisher.send(WireFrame(topic: PipelineTopics.imuRaw, type: "std_msgs/msg/String", encoding: "cdr", payload: [0, 1, 0, 0]).encoded())
-        try publisher.send(WireFrame(topic: PipelineTopics.imuRaw, type: ImuMessage.typeName, encoding: "cdr", payload: [0, 1, 0, 0, 9]).encoded())
+        try publisher.send(
+            WireFrame(
+                topic: PipelineTopics.imuRaw, type: "std_msgs/msg/String", encoding: "cdr", payload: [0, 1, 0, 0]
+            ).encoded())
+        try publisher.send(
+            WireFrame(
+                topic: PipelineTopics.imuRaw, type: ImuMessage.typeName, encoding: "cdr", payload: [0, 1, 0, 0, 9]
+            ).encoded())
         try publisher.send([UInt8](repeating: 65, count: WireFrame.maximumBytes + 1))
-        try publisher.send(WireFrame(topic: "somewhere/else", type: ImuMessage.typeName, encoding: "cdr", payload: imu.cdr()).encoded())
+        try publisher.send(
+            WireFrame(topic: "somewhere/else", type: ImuMessage.typeName, encoding: "cdr", payload: imu.cdr()).encoded()
+        )
         for k in 0..<10 {
             var m = imu
             m.header.stamp = RosTime(sec: 100, nanosec: UInt32(k) * 10_000_000)
-            try publisher.send(WireFrame(topic: PipelineTopics.imuRaw, type: ImuMessage.typeName, encoding: "cdr", payload: m.cdr()).encoded())
+            try publisher.send(
+                WireFrame(topic: PipelineTopics.imuRaw, type: ImuMessage.typeName, encoding: "cdr", payload: m.cdr())
+                    .encoded())
         }
         try publisher.send(WireFrame.endOfStream(from: "up").encoded())
         let report = try await stage.value
-        #expect(report.malformed == 2, "\(report)")       // no separators; oversized
-        #expect(report.unexpected == 3, "\(report)")      // wrong type; undecodable; unknown topic
+        #expect(report.malformed == 2, "\(report)")  // no separators; oversized
+        #expect(report.unexpected == 3, "\(report)")  // wrong type; undecodable; unknown topic
         #expect(report.received == 13)
-        #expect(report.published == 20)                  // 10 samples: heading + imu/data each
+        #expect(report.published == 20)  // 10 samples: heading + imu/data each
         #expect(logged.lines.contains { $0.contains("malformed frame") && $0.contains("'up'") })
         #expect(logged.lines.contains { $0.contains("exceeds") })
         var outputs = 0
@@ -118,7 +132,8 @@ struct PipelineRunTests {
             for f in try WireFrame.frames(in: bytes) { if f.isEndOfStream { sawEnd = true } else { outputs += 1 } }
         }
         #expect(outputs == 20 && sawEnd)
-        publisher.close(); downstream.close()
+        publisher.close()
+        downstream.close()
     }
 
     @Test("a source pauses while its reader is gone and resumes where it stopped; without pausing the gap is lost")
@@ -129,26 +144,31 @@ struct PipelineRunTests {
         /// reconnecting, the last one before, and the source's report.
         func run(pausing: Bool, name: String) async throws -> (before: Double, after: [Double], report: StageReport) {
             let endpoint = "ipc://\(dir)/pause-\(name)"
-            let config = try PipelineConfig.parse("""
-            stages:
-              source:
-                type: simulator
-                scenario: rest
-                rate_hz: 100
-                duration: 1.5
-                realtime: true
-                pause_without_subscribers: \(pausing)
-                endpoint: \(endpoint)
-              reader:
-                type: measure
-                inputs: [source]
-            """, file: "t.yaml", environment: [:])
+            let config = try PipelineConfig.parse(
+                """
+                stages:
+                  source:
+                    type: simulator
+                    scenario: rest
+                    rate_hz: 100
+                    duration: 1.5
+                    realtime: true
+                    pause_without_subscribers: \(pausing)
+                    endpoint: \(endpoint)
+                  reader:
+                    type: measure
+                    inputs: [source]
+                """, file: "t.yaml", environment: [:])
             let stage = Task { try await PipelineRunner.runStage(config, named: "source", log: { _ in }) }
             let context = BusContext()
             func imuStamps(_ bytes: [UInt8]) throws -> (stamps: [Double], ended: Bool) {
                 var stamps: [Double] = [], ended = false
                 for f in try WireFrame.frames(in: bytes) {
-                    if f.isEndOfStream { ended = true } else if f.topic == PipelineTopics.imuRaw { stamps.append(try ImuMessage(cdrBytes: f.payload).header.stamp.seconds) }
+                    if f.isEndOfStream {
+                        ended = true
+                    } else if f.topic == PipelineTopics.imuRaw {
+                        stamps.append(try ImuMessage(cdrBytes: f.payload).header.stamp.seconds)
+                    }
                 }
                 return (stamps, ended)
             }
@@ -156,7 +176,9 @@ struct PipelineRunTests {
             try first.subscribe([])
             try first.connect(endpoint)
             var seen: [Double] = []
-            while (seen.last ?? 0) - (seen.first ?? 0) < 0.3, let bytes = try first.receive(timeoutMilliseconds: 5000) { seen += try imuStamps(bytes).stamps }
+            while (seen.last ?? 0) - (seen.first ?? 0) < 0.3, let bytes = try first.receive(timeoutMilliseconds: 5000) {
+                seen += try imuStamps(bytes).stamps
+            }
             first.close()
             try await Task.sleep(for: .milliseconds(500))
             first = try BusSocket(context, .sub)
@@ -166,7 +188,8 @@ struct PipelineRunTests {
             var ended = false
             while !ended, let bytes = try first.receive(timeoutMilliseconds: 5000) {
                 let r = try imuStamps(bytes)
-                after += r.stamps; ended = r.ended
+                after += r.stamps
+                ended = r.ended
             }
             first.close()
             #expect(ended)
@@ -188,18 +211,19 @@ struct PipelineRunTests {
     @Test("a stage that cannot start stops the others instead of leaving them waiting")
     func failingStage() async throws {
         PipelineSignals.requestStop(false)
-        let config = try PipelineConfig.parse("""
-        stages:
-          bag:
-            type: bag
-            path: \(dir)/does-not-exist.mcap
-          fusion:
-            type: fusion
-            inputs: [bag]
-          out:
-            type: stdout
-            inputs: [fusion]
-        """, file: "t.yaml", environment: [:])
+        let config = try PipelineConfig.parse(
+            """
+            stages:
+              bag:
+                type: bag
+                path: \(dir)/does-not-exist.mcap
+              fusion:
+                type: fusion
+                inputs: [bag]
+              out:
+                type: stdout
+                inputs: [fusion]
+            """, file: "t.yaml", environment: [:])
         do {
             _ = try await PipelineRunner.runAll(config, log: { _ in })
             Issue.record("a missing bag must fail the run")
@@ -214,6 +238,14 @@ struct PipelineRunTests {
 final class LogCollector: @unchecked Sendable {
     private let lock = NSLock()
     private var stored: [String] = []
-    var lines: [String] { lock.lock(); defer { lock.unlock() }; return stored }
-    func append(_ line: String) { lock.lock(); stored.append(line); lock.unlock() }
+    var lines: [String] {
+        lock.lock()
+        defer { lock.unlock() }
+        return stored
+    }
+    func append(_ line: String) {
+        lock.lock()
+        stored.append(line)
+        lock.unlock()
+    }
 }

@@ -9,30 +9,36 @@ import Bags
 /// A vendor's "sensor_msgs/msg/Imu": a temperature after the header, acceleration before rate.
 enum VendorLayout {
     static let definition = """
-    std_msgs/Header header
-    float32 temperature
-    geometry_msgs/Vector3 linear_acceleration
-    geometry_msgs/Vector3 angular_velocity
-    ================================================================================
-    MSG: std_msgs/Header
-    builtin_interfaces/Time stamp
-    string frame_id
-    ================================================================================
-    MSG: builtin_interfaces/Time
-    int32 sec
-    uint32 nanosec
-    ================================================================================
-    MSG: geometry_msgs/Vector3
-    float64 x
-    float64 y
-    float64 z
-    """
+        std_msgs/Header header
+        float32 temperature
+        geometry_msgs/Vector3 linear_acceleration
+        geometry_msgs/Vector3 angular_velocity
+        ================================================================================
+        MSG: std_msgs/Header
+        builtin_interfaces/Time stamp
+        string frame_id
+        ================================================================================
+        MSG: builtin_interfaces/Time
+        int32 sec
+        uint32 nanosec
+        ================================================================================
+        MSG: geometry_msgs/Vector3
+        float64 x
+        float64 y
+        float64 z
+        """
 
     static func payload(header: RosHeader, gyro: Vector3, accel: Vector3) -> [UInt8] {
         var w = CDRWriter()
-        w.int32(header.stamp.sec); w.uint32(header.stamp.nanosec); w.string(header.frameId)
+        w.int32(header.stamp.sec)
+        w.uint32(header.stamp.nanosec)
+        w.string(header.frameId)
         w.uint32(Float(21.5).bitPattern)
-        for v in [accel, gyro] { w.float64(v.x); w.float64(v.y); w.float64(v.z) }
+        for v in [accel, gyro] {
+            w.float64(v.x)
+            w.float64(v.y)
+            w.float64(v.z)
+        }
         return w.bytes
     }
 }
@@ -47,33 +53,45 @@ extension PipelineRunTests {
         let samples = IMUSimulator.samples(scenario)
         for (name, vendor) in [("standard", false), ("vendor", true)] {
             let w = try MCAPWriter(path: "\(dir)/\(name).mcap")
-            try w.addTopic("/imu/data_raw", type: ImuMessage.typeName, definition: vendor ? VendorLayout.definition : MessageDefinitions.imu)
-            try w.addTopic("/imu/mag", type: MagneticFieldMessage.typeName, definition: MessageDefinitions.magneticField)
+            try w.addTopic(
+                "/imu/data_raw", type: ImuMessage.typeName,
+                definition: vendor ? VendorLayout.definition : MessageDefinitions.imu)
+            try w.addTopic(
+                "/imu/mag", type: MagneticFieldMessage.typeName, definition: MessageDefinitions.magneticField)
             for x in samples {
                 let header = RosHeader(stamp: RosTime(seconds: x.imu.timestamp), frameId: "imu_link")
-                let imu = vendor ? VendorLayout.payload(header: header, gyro: x.imu.angularVelocity, accel: x.imu.specificForce)
-                    : ImuMessage(header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0), orientationCovariance: [-1],
-                                 angularVelocity: x.imu.angularVelocity, angularVelocityCovariance: [],
-                                 linearAcceleration: x.imu.specificForce, linearAccelerationCovariance: []).cdr()
+                let imu =
+                    vendor
+                    ? VendorLayout.payload(header: header, gyro: x.imu.angularVelocity, accel: x.imu.specificForce)
+                    : ImuMessage(
+                        header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0), orientationCovariance: [-1],
+                        angularVelocity: x.imu.angularVelocity, angularVelocityCovariance: [],
+                        linearAcceleration: x.imu.specificForce, linearAccelerationCovariance: []
+                    ).cdr()
                 let t = UInt64(header.stamp.nanoseconds)
                 try w.write(topic: "/imu/data_raw", logTime: t, data: imu)
-                try w.write(topic: "/imu/mag", logTime: t, data: MagneticFieldMessage(header: header, magneticField: x.magnetometer.fieldMicrotesla * 1e-6,
-                                                                                     magneticFieldCovariance: []).cdr())
+                try w.write(
+                    topic: "/imu/mag", logTime: t,
+                    data: MagneticFieldMessage(
+                        header: header, magneticField: x.magnetometer.fieldMicrotesla * 1e-6,
+                        magneticFieldCovariance: []
+                    ).cdr())
             }
             try w.finish()
-            let config = try PipelineConfig.parse("""
-            stages:
-              bag:
-                type: bag
-                path: \(dir)/\(name).mcap
-              fusion:
-                type: fusion
-                inputs: [bag]
-              csv:
-                type: csv
-                inputs: [fusion]
-                path: \(dir)/\(name).csv
-            """, file: "t.yaml", environment: [:])
+            let config = try PipelineConfig.parse(
+                """
+                stages:
+                  bag:
+                    type: bag
+                    path: \(dir)/\(name).mcap
+                  fusion:
+                    type: fusion
+                    inputs: [bag]
+                  csv:
+                    type: csv
+                    inputs: [fusion]
+                    path: \(dir)/\(name).csv
+                """, file: "t.yaml", environment: [:])
             let reports = try await PipelineRunner.runAll(config, log: { _ in })
             #expect(reports.first { $0.stage == "bag" }!.notes.contains { $0.contains("bag's own") } == vendor)
         }

@@ -3,33 +3,37 @@ import Foundation
 import CompassCore
 import WireFormat
 import Bags
+import MessageBus
 @testable import Pipeline
 
 extension PipelineRunTests {
-    func calibrationRun(_ name: String, file: String, log: LogCollector = LogCollector()) async throws -> [CalibrationStatusMessage] {
+    func calibrationRun(_ name: String, file: String, log: LogCollector = LogCollector()) async throws
+        -> [CalibrationStatusMessage]
+    {
         PipelineSignals.requestStop(false)
-        let config = try PipelineConfig.parse("""
-        stages:
-          sim:
-            type: simulator
-            scenario: figure_eight
-            duration: 21
-            realtime: false
-            hard_iron_ut: [22, -27, 14]
-          calibration:
-            type: calibration
-            inputs: [sim]
-            online: true
-            file: \(file)
-          fusion:
-            type: fusion
-            inputs: [calibration]
-          rec:
-            type: record
-            inputs: [fusion]
-            path: \(dir)/\(name)
-            topics: [calibration/status, heading]
-        """, file: "t.yaml", environment: [:])
+        let config = try PipelineConfig.parse(
+            """
+            stages:
+              sim:
+                type: simulator
+                scenario: figure_eight
+                duration: 21
+                realtime: false
+                hard_iron_ut: [22, -27, 14]
+              calibration:
+                type: calibration
+                inputs: [sim]
+                online: true
+                file: \(file)
+              fusion:
+                type: fusion
+                inputs: [calibration]
+              rec:
+                type: record
+                inputs: [fusion]
+                path: \(dir)/\(name)
+                topics: [calibration/status, heading]
+            """, file: "t.yaml", environment: [:])
         _ = try await PipelineRunner.runAll(config, log: log.append)
         var statuses: [CalibrationStatusMessage] = []
         try BagReader(path: "\(dir)/\(name)").forEachMessage { m in
@@ -68,27 +72,44 @@ extension Result { var isSuccess: Bool { if case .success = self { return true }
 
 @Suite("Calibration stage in place")
 struct CalibrationInPlaceTests {
-    @Test("calibration patches the vectors of little-endian payloads in place, and re-encodes big-endian ones, to the same values")
+    @Test("calibration patches little-endian vectors in place and re-encodes big-endian ones, to the same values")
     func calibrationPatchesInPlace() throws {
-        let config = try PipelineConfig.parse("stages:\n  s:\n    type: simulator\n  c:\n    type: calibration\n    inputs: [s]\n    hard_iron_ut: [10, -20, 5]\n",
-                                              file: "t.yaml", environment: [:])
+        let config = try PipelineConfig.parse(
+            "stages:\n  s:\n    type: simulator\n  c:\n    type: calibration\n    inputs: [s]\n    hard_iron_ut: "
+                + "[10, -20, 5]\n",
+            file: "t.yaml", environment: [:])
         let stage = CalibrationStage(.init(config.stage(named: "c")!.settings), log: { _ in })
         let header = RosHeader(stamp: RosTime(seconds: 1_700_000_000.25), frameId: "imu_link")
         var covariance = Covariance9.zero
         covariance.m4 = 0.5
-        let mag = MagneticFieldMessage(header: header, magneticField: Vector3(30e-6, -5e-6, 40e-6), magneticFieldCovariance: covariance)
+        let mag = MagneticFieldMessage(
+            header: header, magneticField: Vector3(30e-6, -5e-6, 40e-6), magneticFieldCovariance: covariance)
         var out: [WireFrame] = []
-        try stage.process(WireFrame(topic: PipelineTopics.magnetometer, type: MagneticFieldMessage.typeName, encoding: "cdr", payload: mag.cdr()), into: &out)
+        try stage.process(
+            WireFrame(
+                topic: PipelineTopics.magnetometer, type: MagneticFieldMessage.typeName, encoding: "cdr",
+                payload: mag.cdr()), into: &out)
         let patched = try MagneticFieldMessage(cdrBytes: out[0].payload)
         #expect(patched.header == header && patched.magneticFieldCovariance == covariance)
-        #expect(abs(patched.magneticField.x - 20e-6) < 1e-15 && abs(patched.magneticField.y - 15e-6) < 1e-15 && abs(patched.magneticField.z - 35e-6) < 1e-15)
+        #expect(
+            abs(patched.magneticField.x - 20e-6) < 1e-15 && abs(patched.magneticField.y - 15e-6) < 1e-15
+                && abs(patched.magneticField.z - 35e-6) < 1e-15)
         // The same message in big-endian CDR, written by hand: re-encoded little endian with the same values.
         var be: [UInt8] = [0, 0, 0, 0]
-        func put<T: FixedWidthInteger>(_ v: T) { while (be.count - 4) % MemoryLayout<T>.size != 0 { be.append(0) }; withUnsafeBytes(of: v.bigEndian) { be += $0 } }
-        put(header.stamp.sec); put(header.stamp.nanosec); put(UInt32(9)); be += Array("imu_link".utf8) + [0]
+        func put<T: FixedWidthInteger>(_ v: T) {
+            while (be.count - 4) % MemoryLayout<T>.size != 0 { be.append(0) }
+            withUnsafeBytes(of: v.bigEndian) { be += $0 }
+        }
+        put(header.stamp.sec)
+        put(header.stamp.nanosec)
+        put(UInt32(9))
+        be += Array("imu_link".utf8) + [0]
         for v in [30e-6, -5e-6, 40e-6, 0, 0, 0, 0, 0.5, 0, 0, 0, 0] { put(v.bitPattern) }
         out.removeAll()
-        try stage.process(WireFrame(topic: PipelineTopics.magnetometer, type: MagneticFieldMessage.typeName, encoding: "cdr", payload: be), into: &out)
+        try stage.process(
+            WireFrame(
+                topic: PipelineTopics.magnetometer, type: MagneticFieldMessage.typeName, encoding: "cdr", payload: be),
+            into: &out)
         #expect(out[0].payload.prefix(2) == [0, 1])
         #expect(try MagneticFieldMessage(cdrBytes: out[0].payload) == patched)
     }

@@ -12,32 +12,38 @@ extension PipelineRunTests {
         PipelineSignals.requestStop(false)
         let endpoint = "ipc://\(dir)/pub"
         func config(waitFor subscribers: Int) throws -> PipelineConfig {
-            try PipelineConfig.parse("""
-            stages:
-              sim:
-                type: simulator
-                rate_hz: 100
-                duration: 2
-                realtime: false
-              fusion:
-                type: fusion
-                inputs: [sim]
-              pub:
-                type: publish
-                inputs: [fusion]
-                bind: \(endpoint)
-                topics: [heading]
-                min_change_deg: 0
-                wait_for_subscribers: \(subscribers)
-            """, file: "t.yaml", environment: [:])
+            try PipelineConfig.parse(
+                """
+                stages:
+                  sim:
+                    type: simulator
+                    rate_hz: 100
+                    duration: 2
+                    realtime: false
+                  fusion:
+                    type: fusion
+                    inputs: [sim]
+                  pub:
+                    type: publish
+                    inputs: [fusion]
+                    bind: \(endpoint)
+                    topics: [heading]
+                    min_change_deg: 0
+                    wait_for_subscribers: \(subscribers)
+                """, file: "t.yaml", environment: [:])
         }
         func sentCount(_ notes: [String]) -> Int? {
-            notes.first { $0.hasPrefix("published ") }.flatMap { $0.split(separator: " ").dropFirst().first }.flatMap { Int($0) }
+            notes.first { $0.hasPrefix("published ") }.flatMap { $0.split(separator: " ").dropFirst().first }.flatMap {
+                Int($0)
+            }
         }
         // Nobody subscribes: nothing is counted as published, and the note says what was not sent.
         let alone = try await PipelineRunner.runAll(config(waitFor: 0), log: { _ in })
         let aloneNotes = alone.first { $0.stage == "pub" }!.notes
-        #expect(aloneNotes.contains { $0.hasPrefix("published 0 message(s)") && $0.contains("not sent while nobody subscribed") }, "\(aloneNotes)")
+        #expect(
+            aloneNotes.contains {
+                $0.hasPrefix("published 0 message(s)") && $0.contains("not sent while nobody subscribed")
+            }, "\(aloneNotes)")
 
         // One subscriber: everything published arrives.
         let context = BusContext()

@@ -6,10 +6,14 @@ import Bags
 
 @Suite("Record sink")
 struct RecordSinkTests {
-    @Test("records the chosen topics with the header stamp as log time, readable as a bag", arguments: ["mcap", "sqlite3"])
+    @Test(
+        "records the chosen topics with the header stamp as log time, readable as a bag",
+        arguments: ["mcap", "sqlite3"])
     func records(_ storage: String) throws {
         let path = temporaryPath("bag")
-        let sink = try stageLogic("record", "    path: \(path)\n    storage: \(storage)\n    topics: [heading]\n") as! RecordSink
+        let sink =
+            try stageLogic("record", "    path: \(path)\n    storage: \(storage)\n    topics: [heading]\n")
+            as! RecordSink
         _ = try processed([SinkFrames.heading(5.5, 1), SinkFrames.fused(5.5), SinkFrames.heading(6, 2)], by: sink)
         var messages: [(String, UInt64)] = []
         try BagReader(path: path).forEachMessage { messages.append(($0.topic, $0.logTime)) }

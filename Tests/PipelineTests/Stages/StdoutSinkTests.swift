@@ -1,5 +1,6 @@
 import Testing
 import WireFormat
+import MessageBus
 @testable import Pipeline
 
 @Suite("Stdout sink")
@@ -8,7 +9,9 @@ struct StdoutSinkTests {
     func lines() throws {
         let sink = try stageLogic("stdout", "    min_change_deg: 5\n") as! StdoutSink
         var out: [WireFrame] = []
-        for (t, h) in [(1.0, 90.0), (2.0, 92.0), (3.0, 96.0)] { try sink.process(SinkFrames.heading(t, h, flags: 1), into: &out) }
+        for (t, h) in [(1.0, 90.0), (2.0, 92.0), (3.0, 96.0)] {
+            try sink.process(SinkFrames.heading(t, h, flags: 1), into: &out)
+        }
         let lines = sink.buffer.split(separator: "\n")
         #expect(lines.count == 2, "\(lines)")
         #expect(lines[0].hasPrefix("t=1.000 heading=90.0 (E) +-2.0 ["), "\(lines[0])")
@@ -23,6 +26,8 @@ struct StdoutSinkTests {
         try sink.process(SinkFrames.heading(1, 10), into: &out)
         try sink.process(SinkFrames.fused(1), into: &out)
         let lines = sink.buffer.split(separator: "\n")
-        #expect(lines.count == 1 && lines[0].hasPrefix("{\"topic\":\"imu/data\",\"type\":\"sensor_msgs/msg/Imu\",\"message\":{"))
+        #expect(
+            lines.count == 1
+                && lines[0].hasPrefix("{\"topic\":\"imu/data\",\"type\":\"sensor_msgs/msg/Imu\",\"message\":{"))
     }
 }

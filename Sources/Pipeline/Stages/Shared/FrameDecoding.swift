@@ -12,13 +12,16 @@ func requireCDR(_ frame: borrowing WireFrame, _ type: String) throws {
 
 func decoded<M: RosMessage>(_ frame: borrowing WireFrame, as _: M.Type) throws -> M {
     try requireCDR(frame, M.typeName)
-    do { return try M(cdrBytes: frame.payload) } catch { throw UnexpectedFrame(reason: "undecodable \(M.typeName): \(error)") }
+    do { return try M(cdrBytes: frame.payload) } catch {
+        throw UnexpectedFrame(reason: "undecodable \(M.typeName): \(error)")
+    }
 }
 
 func imuSample(_ frame: borrowing WireFrame) throws -> CDRSamples.Imu {
     try requireCDR(frame, ImuMessage.typeName)
     do {
-        return try frame.payload.withUnsafeBytes { raw in Result { () throws(CDRError) in try CDRSamples.imu(raw) } }.get()
+        return try frame.payload.withUnsafeBytes { raw in Result { () throws(CDRError) in try CDRSamples.imu(raw) } }
+            .get()
     } catch {
         throw UnexpectedFrame(reason: "undecodable \(ImuMessage.typeName): \(error)")
     }
@@ -27,8 +30,10 @@ func imuSample(_ frame: borrowing WireFrame) throws -> CDRSamples.Imu {
 func magneticSample(_ frame: borrowing WireFrame) throws -> CDRSamples.MagneticField {
     try requireCDR(frame, MagneticFieldMessage.typeName)
     do {
-        return try frame.payload.withUnsafeBytes { raw in Result { () throws(CDRError) in try CDRSamples.magneticField(raw) } }
-            .get()
+        return try frame.payload.withUnsafeBytes { raw in
+            Result { () throws(CDRError) in try CDRSamples.magneticField(raw) }
+        }
+        .get()
     } catch {
         throw UnexpectedFrame(reason: "undecodable \(MagneticFieldMessage.typeName): \(error)")
     }
@@ -41,8 +46,9 @@ func decodeInPlace(_ frame: WireFrame.View) -> InPlaceSample? {
     switch frame.topic {
     case PipelineTopics.imuRaw where frame.type == ImuMessage.typeName:
         guard let m = try? CDRSamples.imu(raw) else { return nil }
-        return .imu(header: m.header, angularVelocity: m.angularVelocity, linearAcceleration: m.linearAcceleration,
-                    offset: m.angularVelocityOffset)
+        return .imu(
+            header: m.header, angularVelocity: m.angularVelocity, linearAcceleration: m.linearAcceleration,
+            offset: m.angularVelocityOffset)
     case PipelineTopics.magnetometer where frame.type == MagneticFieldMessage.typeName:
         guard let m = try? CDRSamples.magneticField(raw) else { return nil }
         return .magnetometer(header: m.header, field: m.field, offset: m.fieldOffset)

@@ -12,9 +12,11 @@ final class CSVSink: StageLogic, TransformLogic {
         var accuracyPath = ""
 
         static let specs: [SettingSpec] = [
-            SettingSpec("path", .string, nil, "output file: t,qw,qx,qy,qz per imu/data message (BROAD scorer contract)"),
             SettingSpec(
-                "accuracy_path", .string, "", "optional second file: t,heading_deg,accuracy_deg,flags per heading message"),
+                "path", .string, nil, "output file: t,qw,qx,qy,qz per imu/data message (BROAD scorer contract)"),
+            SettingSpec(
+                "accuracy_path", .string, "",
+                "optional second file: t,heading_deg,accuracy_deg,flags per heading message"),
         ]
 
         init(_ s: StageSettings) {
@@ -24,7 +26,8 @@ final class CSVSink: StageLogic, TransformLogic {
     }
 
     static let type = StageType(
-        name: "csv", role: .sink, summary: "orientation (and heading accuracy) CSV files for scoring", settings: Settings.specs
+        name: "csv", role: .sink, summary: "orientation (and heading accuracy) CSV files for scoring",
+        settings: Settings.specs
     ) { s, _ in try CSVSink(Settings(s)) }
 
     let quaternions: BufferedFileWriter

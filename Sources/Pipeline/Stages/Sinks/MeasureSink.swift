@@ -14,9 +14,13 @@ final class MeasureSink: StageLogic, InPlaceTransform {
         var reportPath = ""
 
         static let specs: [SettingSpec] = [
-            SettingSpec("topic", .string, "heading", "topic to count; with wall-clock stamps, latency = arrival - header stamp"),
             SettingSpec(
-                "skip_seconds", .number, "1", "leave the first seconds (connection warm-up) out of the latency statistics",
+                "topic", .string, "heading",
+                "topic to count; with wall-clock stamps, latency = arrival - header "
+                    + "stamp"),
+            SettingSpec(
+                "skip_seconds", .number, "1",
+                "leave the first seconds (connection warm-up) out of the latency statistics",
                 range: SettingSpec.secondsRange),
             SettingSpec("report_path", .string, "", "also write the summary as one JSON line to this file"),
         ]
@@ -76,7 +80,9 @@ final class MeasureSink: StageLogic, InPlaceTransform {
             text +=
                 "; latency after the first \(format(settings.skipSeconds, 0)) s: p50 \(format(pct(0.5), 0)) us, "
                 + "p99 \(format(pct(0.99), 0)) us, max \(format(sorted.last! * 1e6, 0)) us"
-            json += ",\"p50_us\":\(pct(0.5)),\"p99_us\":\(pct(0.99)),\"max_us\":\(sorted.last! * 1e6),\"latency_samples\":\(sorted.count)"
+            json +=
+                ",\"p50_us\":\(pct(0.5)),\"p99_us\":\(pct(0.99)),\"max_us\":\(sorted.last! * 1e6),"
+                + "\"latency_samples\":\(sorted.count)"
         }
         notes.append(text)
         if !settings.reportPath.isEmpty {

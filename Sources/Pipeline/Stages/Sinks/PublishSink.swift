@@ -25,18 +25,24 @@ final class PublishSink: StageLogic, TransformLogic {
         var minimumChangeDegrees = 1.0
 
         static let specs: [SettingSpec] = [
-            SettingSpec("bind", .string, "tcp://127.0.0.1:5600", "address subscribers connect to (loopback unless given otherwise)"),
+            SettingSpec(
+                "bind", .string, "tcp://127.0.0.1:5600",
+                "address subscribers connect to (loopback unless given otherwise)"),
             SettingSpec("topics", .stringList, "heading,imu/data", "topics to publish"),
             SettingSpec("encoding", .string, "cdr", "cdr | json", choices: ["cdr", "json"]),
             SettingSpec(
-                "latest_only", .bool, "false", "live use: never queue; a slow subscriber sees the newest message (drops counted)"),
+                "latest_only", .bool, "false",
+                "live use: never queue; a slow subscriber sees the newest message (drops counted)"),
             SettingSpec(
-                "high_water_mark", .integer, "10000", "messages queued per subscriber before back-pressure (or drops when latest_only)",
+                "high_water_mark", .integer, "10000",
+                "messages queued per subscriber before back-pressure (or drops when latest_only)",
                 range: 1...10_000_000),
             SettingSpec(
-                "wait_for_subscribers", .integer, "0", "hold the stream until this many subscribers are connected", range: 0...10_000),
+                "wait_for_subscribers", .integer, "0", "hold the stream until this many subscribers are connected",
+                range: 0...10_000),
             SettingSpec(
-                "min_change_deg", .number, "1", "publish a heading (or direction) only after it changed this much (0 = every update)",
+                "min_change_deg", .number, "1",
+                "publish a heading (or direction) only after it changed this much (0 = every update)",
                 range: SettingSpec.degreesRange),
         ]
 
@@ -52,7 +58,8 @@ final class PublishSink: StageLogic, TransformLogic {
     }
 
     static let type = StageType(
-        name: "publish", role: .sink, summary: "messages for external subscribers (pyzmq, fusion-node echo) on their own endpoint",
+        name: "publish", role: .sink,
+        summary: "messages for external subscribers (pyzmq, fusion-node echo) on their own endpoint",
         settings: Settings.specs
     ) { s, context in try PublishSink(Settings(s), stage: context.stage, log: context.log) }
 
@@ -69,7 +76,8 @@ final class PublishSink: StageLogic, TransformLogic {
         self.settings = settings
         context = BusContext()
         socket = try readerFollowingPublisher(
-            context, endpoint: settings.bind, highWaterMark: settings.latestOnly ? 1 : settings.highWaterMark, stage: "publish")
+            context, endpoint: settings.bind, highWaterMark: settings.latestOnly ? 1 : settings.highWaterMark,
+            stage: "publish")
         super.init()
         try subscribers.wait(socket, for: settings.waitForSubscribers, logEveryPolls: 2) { missing in
             log("publish: waiting for \(missing) subscriber(s) on \(settings.bind)")
@@ -84,7 +92,8 @@ final class PublishSink: StageLogic, TransformLogic {
             // Deliver a heading only once it changed enough since the last one delivered on this topic.
             let h = try decoded(frame, as: HeadingMessage.self)
             let value = h.trueHeading.isFinite ? h.trueHeading : h.magneticHeading
-            var filter = changeFilters[frame.topic] ?? HeadingChangeFilter(minimumChangeDegrees: settings.minimumChangeDegrees)
+            var filter =
+                changeFilters[frame.topic] ?? HeadingChangeFilter(minimumChangeDegrees: settings.minimumChangeDegrees)
             let deliver = filter.offer(value) != nil
             changeFilters[frame.topic] = filter
             if !deliver { return }
@@ -96,7 +105,9 @@ final class PublishSink: StageLogic, TransformLogic {
                     throw UnexpectedFrame(reason: "no JSON form for \(out.type)")
                 }
                 out = WireFrame(topic: out.topic, type: out.type, encoding: "json", payload: Array(text.utf8))
-            } catch let e as UnexpectedFrame { throw e } catch { throw UnexpectedFrame(reason: "undecodable \(out.type): \(error)") }
+            } catch let e as UnexpectedFrame { throw e } catch {
+                throw UnexpectedFrame(reason: "undecodable \(out.type): \(error)")
+            }
         }
         try subscribers.read(socket, timeoutMilliseconds: 0)  // the changes since the last frame
         guard subscribers.value > 0 else {

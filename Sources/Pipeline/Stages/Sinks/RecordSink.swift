@@ -17,7 +17,8 @@ final class RecordSink: StageLogic, TransformLogic {
         static let specs: [SettingSpec] = [
             SettingSpec("path", .string, nil, "rosbag2 directory (or .mcap / .db3 file) to create"),
             SettingSpec("storage", .string, "mcap", "mcap | sqlite3 (directories)", choices: ["mcap", "sqlite3"]),
-            SettingSpec("compression", .string, "zstd", "zstd | lz4 | none (MCAP chunks)", choices: ["zstd", "lz4", "none"]),
+            SettingSpec(
+                "compression", .string, "zstd", "zstd | lz4 | none (MCAP chunks)", choices: ["zstd", "lz4", "none"]),
             SettingSpec("topics", .stringList, "heading,imu/data", "topics to record"),
         ]
 
@@ -30,7 +31,8 @@ final class RecordSink: StageLogic, TransformLogic {
     }
 
     static let type = StageType(
-        name: "record", role: .sink, summary: "a rosbag2 recording (MCAP or sqlite3) of chosen topics", settings: Settings.specs
+        name: "record", role: .sink, summary: "a rosbag2 recording (MCAP or sqlite3) of chosen topics",
+        settings: Settings.specs
     ) { s, _ in try RecordSink(Settings(s)) }
 
     let recorder: BagRecorder
@@ -50,9 +52,13 @@ final class RecordSink: StageLogic, TransformLogic {
             throw UnexpectedFrame(reason: "cannot record \(frame.type) in \(frame.encoding)")
         }
         // Log time = header stamp.
-        guard let stamp = CDRHeaderStamp.read(frame.payload) else { throw UnexpectedFrame(reason: "payload too short for a header") }
+        guard let stamp = CDRHeaderStamp.read(frame.payload) else {
+            throw UnexpectedFrame(reason: "payload too short for a header")
+        }
         let logTime = UInt64(UInt32(bitPattern: stamp.sec)) * 1_000_000_000 + UInt64(stamp.nanosec)
-        try recorder.write(topic: "/" + frame.topic, type: frame.type, definition: definition, logTime: logTime, data: Array(frame.payload))
+        try recorder.write(
+            topic: "/" + frame.topic, type: frame.type, definition: definition, logTime: logTime,
+            data: Array(frame.payload))
         // Flush at least once a second so a crash elsewhere loses at most the last second.
         let now = Clocks.monotonicSeconds()
         if now - lastFlush > 1 {

@@ -29,7 +29,8 @@ final class StdoutSink: StageLogic, TransformLogic {
     }
 
     static let type = StageType(
-        name: "stdout", role: .sink, summary: "heading lines (or JSON lines of any topic) on stdout", settings: Settings.specs
+        name: "stdout", role: .sink, summary: "heading lines (or JSON lines of any topic) on stdout",
+        settings: Settings.specs
     ) { s, _ in StdoutSink(Settings(s)) }
 
     let settings: Settings
@@ -51,7 +52,9 @@ final class StdoutSink: StageLogic, TransformLogic {
             do { body = try jsonFromCDR(type: frame.type, frame.payload) ?? "null" } catch {
                 throw UnexpectedFrame(reason: "undecodable \(frame.type): \(error)")
             }
-            buffer += "{\"topic\":\(JSONText.string(frame.topic)),\"type\":\(JSONText.string(frame.type)),\"message\":\(body)}\n"
+            buffer +=
+                "{\"topic\":\(JSONText.string(frame.topic)),\"type\":\(JSONText.string(frame.type)),"
+                + "\"message\":\(body)}\n"
         } else if frame.type == HeadingMessage.typeName {
             let h = try decoded(frame, as: HeadingMessage.self)
             guard h.magneticHeading.isFinite, let delivered = changeFilter.offer(h.magneticHeading) else { return }

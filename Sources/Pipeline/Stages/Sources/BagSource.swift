@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import WireFormat
 import Bags
@@ -30,7 +30,9 @@ final class BagSource: StageLogic, SourceLogic {
             SettingSpec("path", .string, nil, "rosbag2 directory or .mcap / .db3 file"),
             SettingSpec("imu_topic", .string, "/imu/data_raw", "bag topic with sensor_msgs/msg/Imu"),
             SettingSpec("mag_topic", .string, "/imu/mag", "bag topic with sensor_msgs/msg/MagneticField"),
-            SettingSpec("rate", .number, "0", "playback speed: 1 = real time, 2 = twice, 0 = as fast as possible", range: 0...10_000),
+            SettingSpec(
+                "rate", .number, "0", "playback speed: 1 = real time, 2 = twice, 0 = as fast as possible",
+                range: 0...10_000),
             SettingSpec("start", .number, "0", "seconds to skip from the start", range: SettingSpec.secondsRange),
             SettingSpec("duration", .number, "0", "seconds to play; 0 = all", range: SettingSpec.secondsRange),
             SettingSpec("loop", .bool, "false", "start again at the end"),
@@ -38,7 +40,8 @@ final class BagSource: StageLogic, SourceLogic {
             SettingSpec(
                 "time", .string, "header", "header: keep the header stamps; log: stamp each message with its log time",
                 choices: ["header", "log"]),
-            SettingSpec("fix_topic", .string, "", "bag topic with sensor_msgs/msg/NavSatFix to pass on as 'fix' ('' = none)"),
+            SettingSpec(
+                "fix_topic", .string, "", "bag topic with sensor_msgs/msg/NavSatFix to pass on as 'fix' ('' = none)"),
             SettingSpec("progress", .bool, "true", "progress bar on stderr when it is a terminal"),
             SettingSpec.pauseWithoutSubscribers,
         ]
@@ -60,7 +63,8 @@ final class BagSource: StageLogic, SourceLogic {
 
     static let type = StageType(
         name: "bag", role: .source, summary: "a recorded ROS 2 bag (MCAP or sqlite3), replayed as stored",
-        settings: Settings.specs, outputTopics: [PipelineTopics.imuRaw, PipelineTopics.magnetometer, PipelineTopics.fix]
+        settings: Settings.specs,
+        outputTopics: [PipelineTopics.imuRaw, PipelineTopics.magnetometer, PipelineTopics.fix]
     ) { s, context in try BagSource(Settings(s), log: context.log) }
 
     let settings: Settings
@@ -88,8 +92,16 @@ final class BagSource: StageLogic, SourceLogic {
         options.salvage = settings.salvage
         var first: UInt64?
         struct Stop: Error {}
-        do { try bag.forEachMessage(options) { first = $0.logTime; throw Stop() } } catch is Stop {}
-        guard let first else { notes.append("no messages on \(settings.imuTopic) or \(settings.magTopic)"); return }
+        do {
+            try bag.forEachMessage(options) {
+                first = $0.logTime
+                throw Stop()
+            }
+        } catch is Stop {}
+        guard let first else {
+            notes.append("no messages on \(settings.imuTopic) or \(settings.magTopic)")
+            return
+        }
         if settings.startSeconds > 0 { options.startTime = first + UInt64(settings.startSeconds * 1e9) }
         if settings.durationSeconds > 0 {
             options.endTime = (options.startTime ?? first) + UInt64(settings.durationSeconds * 1e9)
@@ -112,14 +124,20 @@ final class BagSource: StageLogic, SourceLogic {
                 }
                 if settings.logTimeStamps && m.encoding == "cdr" {
                     let stamp = RosTime(
-                        sec: Int32(truncatingIfNeeded: m.logTime / 1_000_000_000), nanosec: UInt32(m.logTime % 1_000_000_000))
+                        sec: Int32(truncatingIfNeeded: m.logTime / 1_000_000_000),
+                        nanosec: UInt32(m.logTime % 1_000_000_000))
                     CDRHeaderStamp.overwrite(stamp, in: &payload)
                 }
-                batch.append(WireFrame(topic: pipelineTopic(m.topic), type: m.type, encoding: m.encoding, payload: payload))
+                batch.append(
+                    WireFrame(topic: pipelineTopic(m.topic), type: m.type, encoding: m.encoding, payload: payload))
                 progress.advance()
                 if settings.rate > 0 {
                     // Paced by log time; time spent paused for a missing reader is left out.
-                    if startWall == nil { startWall = Clocks.monotonicSeconds(); startLog = m.logTime; pausedSeconds = 0 }
+                    if startWall == nil {
+                        startWall = Clocks.monotonicSeconds()
+                        startLog = m.logTime
+                        pausedSeconds = 0
+                    }
                     let due = Double(m.logTime - startLog) * 1e-9 / settings.rate
                     let ahead = due - (Clocks.monotonicSeconds() - startWall! - pausedSeconds)
                     if ahead > 0.0005 {
@@ -148,7 +166,8 @@ final class BagSource: StageLogic, SourceLogic {
                 adapters[topic.name] = try SchemaAdapter(
                     type: topic.type, schemaEncoding: schema?.encoding, schemaText: schema?.text)
             } catch {
-                throw PipelineRunError.stageFailed(stage: "bag", reason: "\(settings.path): topic \(topic.name): \(error)")
+                throw PipelineRunError.stageFailed(
+                    stage: "bag", reason: "\(settings.path): topic \(topic.name): \(error)")
             }
             if adapters[topic.name]?.mode == .byName {
                 notes.append("\(topic.name): read through the bag's own \(topic.type) definition")

@@ -39,7 +39,11 @@ final class LinesSource: StageLogic, SourceLogic {
         settings: Settings.specs, outputTopics: [PipelineTopics.imuRaw, PipelineTopics.magnetometer],
         check: { s in
             serialSpeeds[s.integer("baud")] == nil
-                ? SettingProblem("baud", "unsupported speed \(s.integer("baud")) (use \(serialSpeeds.keys.sorted().map(String.init).joined(separator: ", ")))")
+                ? SettingProblem(
+                    "baud",
+                    "unsupported speed \(s.integer("baud")) (use "
+                        + "\(serialSpeeds.keys.sorted().map(String.init).joined(separator: ", ")))"
+                )
                 : nil
         }
     ) { s, context in try LinesSource(Settings(s), log: context.log) }
@@ -58,7 +62,8 @@ final class LinesSource: StageLogic, SourceLogic {
         }
         let fd = open(device, O_RDONLY | O_NOCTTY)
         guard fd >= 0 else {
-            throw PipelineRunError.stageFailed(stage: "lines", reason: "cannot open \(device): \(String(cString: strerror(errno)))")
+            throw PipelineRunError.stageFailed(
+                stage: "lines", reason: "cannot open \(device): \(String(cString: strerror(errno)))")
         }
         if isatty(fd) == 1, let speed = Self.serialSpeeds[settings.baud] {
             var tio = termios()
@@ -83,24 +88,29 @@ final class LinesSource: StageLogic, SourceLogic {
             let sum = payload.utf8.reduce(UInt8(0)) { $0 ^ $1 }
             guard let expected = UInt8(given, radix: 16), expected == sum else {
                 return .failure(
-                    UnexpectedFrame(reason: "checksum \(given) does not match \(String(sum, radix: 16, uppercase: true))"))
+                    UnexpectedFrame(
+                        reason: "checksum \(given) does not match \(String(sum, radix: 16, uppercase: true))"))
             }
-            guard payload.hasPrefix("GCIMU,") else { return .failure(UnexpectedFrame(reason: "unknown sentence \(payload.prefix(6))")) }
+            guard payload.hasPrefix("GCIMU,") else {
+                return .failure(UnexpectedFrame(reason: "unknown sentence \(payload.prefix(6))"))
+            }
             body = payload.dropFirst(6)
         }
         let fields = body.split(separator: ",", omittingEmptySubsequences: false)
             .map { Double($0.trimmingCharacters(in: .whitespaces)) }
         guard fields.count == 10 else {
-            return .failure(UnexpectedFrame(reason: "expected 10 comma-separated numbers, found \(fields.count) fields"))
+            return .failure(
+                UnexpectedFrame(reason: "expected 10 comma-separated numbers, found \(fields.count) fields"))
         }
         let values = fields.compactMap { $0 }
         guard values.count == 10, values.allSatisfy(\.isFinite) else {
             return .failure(UnexpectedFrame(reason: "a field is not a finite number"))
         }
-        return .success((
-            values[0], Vector3(values[1], values[2], values[3]), Vector3(values[4], values[5], values[6]),
-            Vector3(values[7], values[8], values[9])
-        ))
+        return .success(
+            (
+                values[0], Vector3(values[1], values[2], values[3]), Vector3(values[4], values[5], values[6]),
+                Vector3(values[7], values[8], values[9])
+            ))
     }
 
     func run(emit: ([WireFrame]) throws -> Double) throws {

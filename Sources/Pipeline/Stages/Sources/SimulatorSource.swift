@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import CompassCore
 import IMUSimulator
@@ -33,7 +33,8 @@ final class SimulatorSource: StageLogic, SourceLogic {
             SettingSpec("realtime", .bool, "true", "pace samples to the wall clock; false = as fast as possible"),
             SettingSpec(
                 "stamp", .string, "simulated",
-                "simulated: header stamps from simulation time; wall: the wall clock at sending (for latency measurements)",
+                "simulated: header stamps from simulation time; wall: the wall clock at sending (for latency "
+                    + "measurements)",
                 choices: ["simulated", "wall"]),
             SettingSpec(
                 "hard_iron_ut", .numberList(3), "0,0,0", "hard-iron offset the simulated magnetometer adds, microtesla",
@@ -72,7 +73,9 @@ final class SimulatorSource: StageLogic, SourceLogic {
         case "figure_eight":
             s.motion = [.rest(seconds: 3), .figureEight(seconds: 12), .turn(degreesPerSecond: 30, seconds: 6)]
         case "walking":
-            s.motion = [.rest(seconds: 2), .walking(seconds: 30, stepsPerSecond: 1.8), .turn(degreesPerSecond: 30, seconds: 6)]
+            s.motion = [
+                .rest(seconds: 2), .walking(seconds: 30, stepsPerSecond: 1.8), .turn(degreesPerSecond: 30, seconds: 6),
+            ]
         case "rest":
             s.motion = [.rest(seconds: 60)]
         case "plausible_disturbance":
@@ -91,7 +94,9 @@ final class SimulatorSource: StageLogic, SourceLogic {
                 .walking(seconds: 6, stepsPerSecond: 1.8), .figureEight(seconds: 8),
                 .moveTo(headingDegrees: 30, pitchDegrees: 0, rollDegrees: 0, seconds: 2),
             ]
-            s.disturbances = [ScheduledDisturbance(startSeconds: 16, durationSeconds: 3, fieldMicrotesla: Vector3(20, 0, 0))]
+            s.disturbances = [
+                ScheduledDisturbance(startSeconds: 16, durationSeconds: 3, fieldMicrotesla: Vector3(20, 0, 0))
+            ]
         }
         s.sensors.hardIronMicrotesla = settings.hardIronMicrotesla
         s.loops = true
@@ -130,7 +135,8 @@ final class SimulatorSource: StageLogic, SourceLogic {
 /// One raw sample as the two frames a source emits: sensor_msgs/Imu (no orientation) on
 /// imu/data_raw and sensor_msgs/MagneticField on imu/mag, with the same header.
 func appendRawSample(
-    _ header: RosHeader, angularVelocity: Vector3, specificForce: Vector3, fieldTesla: Vector3, to frames: inout [WireFrame]
+    _ header: RosHeader, angularVelocity: Vector3, specificForce: Vector3, fieldTesla: Vector3,
+    to frames: inout [WireFrame]
 ) {
     let imu = ImuMessage(
         header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0), orientationCovariance: .notProvided,

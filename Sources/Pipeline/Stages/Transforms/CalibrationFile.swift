@@ -12,44 +12,64 @@ enum CalibrationFile {
         var rms_ut: Double
         var coverage: Double
     }
-    struct Refusal: Error { let exists: Bool; let reason: String }
+    struct Refusal: Error {
+        let exists: Bool
+        let reason: String
+    }
 
     static func load(_ path: String) -> Result<MagnetometerCalibration, Refusal> {
-        guard FileManager.default.fileExists(atPath: path) else { return .failure(Refusal(exists: false, reason: "no such file")) }
-        guard let data = FileManager.default.contents(atPath: path) else { return .failure(Refusal(exists: true, reason: "unreadable")) }
+        guard FileManager.default.fileExists(atPath: path) else {
+            return .failure(Refusal(exists: false, reason: "no such file"))
+        }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            return .failure(Refusal(exists: true, reason: "unreadable"))
+        }
         let stored: Stored
         do { stored = try JSONDecoder().decode(Stored.self, from: data) } catch {
             return .failure(Refusal(exists: true, reason: "not a calibration file: \(error)"))
         }
-        guard stored.version == 1 else { return .failure(Refusal(exists: true, reason: "version \(stored.version) is unknown")) }
+        guard stored.version == 1 else {
+            return .failure(Refusal(exists: true, reason: "version \(stored.version) is unknown"))
+        }
         guard stored.hard_iron_ut.count == 3, stored.soft_iron.count == 9,
-              (stored.hard_iron_ut + stored.soft_iron + [stored.field_ut]).allSatisfy(\.isFinite) else {
+            (stored.hard_iron_ut + stored.soft_iron + [stored.field_ut]).allSatisfy(\.isFinite)
+        else {
             return .failure(Refusal(exists: true, reason: "fields missing or not finite"))
         }
         let m = stored.soft_iron
         let matrix = Matrix3(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8])
         guard matrix.inverse != nil, (15...80).contains(stored.field_ut) else {
-            return .failure(Refusal(exists: true, reason: "implausible values (singular matrix or field \(stored.field_ut) uT)"))
+            return .failure(
+                Refusal(exists: true, reason: "implausible values (singular matrix or field \(stored.field_ut) uT)"))
         }
         let h = stored.hard_iron_ut
-        return .success(MagnetometerCalibration(hardIronOffsetMicrotesla: Vector3(h[0], h[1], h[2]), softIronCorrection: matrix,
-                                                fieldRadiusMicrotesla: stored.field_ut))
+        return .success(
+            MagnetometerCalibration(
+                hardIronOffsetMicrotesla: Vector3(h[0], h[1], h[2]), softIronCorrection: matrix,
+                fieldRadiusMicrotesla: stored.field_ut))
     }
 
     static func save(_ fit: CalibrationFit, to path: String) throws {
         let c = fit.calibration, w = c.softIronCorrection
-        let stored = Stored(version: 1, hard_iron_ut: [c.hardIronOffsetMicrotesla.x, c.hardIronOffsetMicrotesla.y, c.hardIronOffsetMicrotesla.z],
-                            soft_iron: [w.m00, w.m01, w.m02, w.m10, w.m11, w.m12, w.m20, w.m21, w.m22],
-                            field_ut: c.fieldRadiusMicrotesla, rms_ut: fit.rmsResidualMicrotesla, coverage: fit.directionCoverage)
+        let stored = Stored(
+            version: 1,
+            hard_iron_ut: [c.hardIronOffsetMicrotesla.x, c.hardIronOffsetMicrotesla.y, c.hardIronOffsetMicrotesla.z],
+            soft_iron: [w.m00, w.m01, w.m02, w.m10, w.m11, w.m12, w.m20, w.m21, w.m22],
+            field_ut: c.fieldRadiusMicrotesla, rms_ut: fit.rmsResidualMicrotesla, coverage: fit.directionCoverage)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         let data = try encoder.encode(stored)
         let temporary = path + ".tmp-\(getpid())"
-        guard FileManager.default.createFile(atPath: temporary, contents: data), let h = FileHandle(forWritingAtPath: temporary) else {
+        guard FileManager.default.createFile(atPath: temporary, contents: data),
+            let h = FileHandle(forWritingAtPath: temporary)
+        else {
             throw PipelineRunError.stageFailed(stage: "calibration", reason: "cannot write \(temporary)")
         }
         try h.synchronize()
         try h.close()
-        guard rename(temporary, path) == 0 else { throw PipelineRunError.stageFailed(stage: "calibration", reason: "cannot rename to \(path): \(String(cString: strerror(errno)))") }
+        guard rename(temporary, path) == 0 else {
+            throw PipelineRunError.stageFailed(
+                stage: "calibration", reason: "cannot rename to \(path): \(String(cString: strerror(errno)))")
+        }
     }
 }

@@ -27,9 +27,12 @@ final class CalibrationStage: StageLogic, InPlaceTransform {
             SettingSpec(
                 "soft_iron", .numberList(9), "1,0,0,0,1,0,0,0,1", "fixed row-major matrix applied after the offset",
                 range: -100...100),
-            SettingSpec("online", .bool, "false", "learn hard and soft iron from normal motion (the fixed values are the start)"),
             SettingSpec(
-                "file", .string, "", "calibration file: loaded at start, saved (atomically) when a better calibration is accepted"),
+                "online", .bool, "false", "learn hard and soft iron from normal motion (the fixed values are the start)"
+            ),
+            SettingSpec(
+                "file", .string, "",
+                "calibration file: loaded at start, saved (atomically) when a better calibration is accepted"),
             SettingSpec("prompt", .bool, "true", "allow the status to ask for the figure-eight motion"),
             SettingSpec(
                 "status_seconds", .number, "1", "publish calibration/status this often (and on every change)",
@@ -41,7 +44,8 @@ final class CalibrationStage: StageLogic, InPlaceTransform {
             let h = s.numberList("hard_iron_ut"), m = s.numberList("soft_iron")
             fixed = MagnetometerCalibration(
                 hardIronOffsetMicrotesla: Vector3(h[0], h[1], h[2]),
-                softIronCorrection: Matrix3(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8]), fieldRadiusMicrotesla: 0)
+                softIronCorrection: Matrix3(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8]),
+                fieldRadiusMicrotesla: 0)
             online = s.bool("online")
             file = s.string("file")
             prompt = s.bool("prompt")
@@ -109,7 +113,8 @@ final class CalibrationStage: StageLogic, InPlaceTransform {
     func inPlaceSample(_ frame: WireFrame.View) -> InPlaceSample? {
         switch frame.topic {
         case PipelineTopics.imuRaw where settings.removeGyroBias, PipelineTopics.magnetometer where !isIdentity:
-            guard let sample = decodeInPlace(frame), sample.offset != nil else { return nil }  // big endian: general path
+            // A big-endian payload has no offset to patch: the general path re-encodes it.
+            guard let sample = decodeInPlace(frame), sample.offset != nil else { return nil }
             return sample
         default:
             return .unchanged
@@ -192,7 +197,8 @@ final class CalibrationStage: StageLogic, InPlaceTransform {
         log(
             "calibration: at \(format(time, 2)) s accepted a \(fit.model.rawValue) fit, "
                 + "offset \(format(o.x, 1)), \(format(o.y, 1)), \(format(o.z, 1)) uT, "
-                + "field \(format(fit.calibration.fieldRadiusMicrotesla, 1)) uT, rms \(format(fit.rmsResidualMicrotesla, 2)) uT, "
+                + "field \(format(fit.calibration.fieldRadiusMicrotesla, 1)) uT, rms "
+                + "\(format(fit.rmsResidualMicrotesla, 2)) uT, "
                 + "coverage \(format(fit.directionCoverage * 100, 0)) %")
         guard !settings.file.isEmpty, savedResidual.map({ fit.rmsResidualMicrotesla < $0 }) ?? true else { return }
         do {
@@ -206,7 +212,9 @@ final class CalibrationStage: StageLogic, InPlaceTransform {
     func status(_ header: RosHeader, into output: inout [WireFrame], force: Bool = false) {
         let state = online?.state ?? (settings.fixed == Self.identity ? .uncalibrated : .calibrated)
         let prompt = settings.prompt && (online?.needsMotion ?? false)
-        guard throttle.due(StatusState(state: state, prompt: prompt), at: header.stamp.seconds, force: force) else { return }
+        guard throttle.due(StatusState(state: state, prompt: prompt), at: header.stamp.seconds, force: force) else {
+            return
+        }
         let fit = online?.fit
         let c = current
         let w = c.softIronCorrection
@@ -220,7 +228,9 @@ final class CalibrationStage: StageLogic, InPlaceTransform {
     }
 
     func finish() throws -> [WireFrame] {
-        if let b = gyroBias { notes.append("gyro bias at rest \(format(b.x, 5)), \(format(b.y, 5)), \(format(b.z, 5)) rad/s") }
+        if let b = gyroBias {
+            notes.append("gyro bias at rest \(format(b.x, 5)), \(format(b.y, 5)), \(format(b.z, 5)) rad/s")
+        }
         if let o = online { notes.append("calibration \(o.state) (progress \(format(o.progressPercent, 0)) %)") }
         return []
     }

@@ -20,13 +20,16 @@ final class DirectionStage: StageLogic, TransformLogic {
         static let specs: [SettingSpec] = [
             SettingSpec("min_speed", .number, "2", "GPS course only above this speed, m/s", range: 0...1000),
             SettingSpec(
-                "max_course_accuracy_deg", .number, "15", "GPS course only with an accuracy at least this good, degrees",
+                "max_course_accuracy_deg", .number, "15",
+                "GPS course only with an accuracy at least this good, degrees",
                 range: SettingSpec.degreesRange),
             SettingSpec(
-                "max_compass_accuracy_deg", .number, "30", "compass heading only with an accuracy at least this good, degrees",
+                "max_compass_accuracy_deg", .number, "30",
+                "compass heading only with an accuracy at least this good, degrees",
                 range: SettingSpec.degreesRange),
             SettingSpec(
-                "default_position_sigma_m", .number, "5", "position error assumed when a fix gives no covariance, metres",
+                "default_position_sigma_m", .number, "5",
+                "position error assumed when a fix gives no covariance, metres",
                 range: 0.001...100_000),
         ]
 
@@ -65,9 +68,14 @@ final class DirectionStage: StageLogic, TransformLogic {
         switch frame.topic {
         case PipelineTopics.fix:
             let f = try decoded(frame, as: NavSatFixMessage.self)
-            guard f.status >= 0, f.latitude.isFinite, f.longitude.isFinite else { course = nil; return }
+            guard f.status >= 0, f.latitude.isFinite, f.longitude.isFinite else {
+                course = nil
+                return
+            }
             let t = f.header.stamp.seconds
-            let sigma = f.positionCovarianceType > 0 ? ((f.positionCovariance.m0 + f.positionCovariance.m4) / 2).squareRoot() : defaultSigma
+            let sigma =
+                f.positionCovarianceType > 0
+                ? ((f.positionCovariance.m0 + f.positionCovariance.m4) / 2).squareRoot() : defaultSigma
             if let p = previousFix, t - p.t >= 0.5 {
                 // Local flat-earth displacement: fixes are close together.
                 let north = (f.latitude - p.lat) * radiansPerDegree * 6_371_000
@@ -77,7 +85,8 @@ final class DirectionStage: StageLogic, TransformLogic {
                 // Both fixes' errors across the track, plus how much the course is still turning.
                 var accuracy = atan2(2 * max(sigma, p.sigma), max(distance, 1e-9)) * degreesPerRadian
                 if let previous = previousCourse { accuracy = max(accuracy, abs(signedDegrees(bearing - previous))) }
-                course = CourseOverGround(courseDegrees: bearing, speedMetresPerSecond: distance / (t - p.t), courseAccuracyDegrees: accuracy)
+                course = CourseOverGround(
+                    courseDegrees: bearing, speedMetresPerSecond: distance / (t - p.t), courseAccuracyDegrees: accuracy)
                 previousCourse = bearing
                 previousFix = (t, f.latitude, f.longitude, sigma)
             } else if previousFix == nil {
@@ -86,7 +95,9 @@ final class DirectionStage: StageLogic, TransformLogic {
         case PipelineTopics.heading:
             var h = try decoded(frame, as: HeadingMessage.self)
             let compass = h.trueHeading.isFinite ? h.trueHeading : h.magneticHeading
-            switch selector.choose(gps: course, compassHeadingDegrees: compass, compassAccuracyDegrees: h.headingAccuracy) {
+            switch selector.choose(
+                gps: course, compassHeadingDegrees: compass, compassAccuracyDegrees: h.headingAccuracy)
+            {
             case .gpsCourse(let degrees, let accuracy):
                 h.trueHeading = degrees
                 h.magneticHeading = h.declination.isFinite ? normalizedDegrees(degrees - h.declination) : .nan

@@ -21,8 +21,10 @@ final class FusionStage: StageLogic, InPlaceTransform {
 
         static let specs: [SettingSpec] =
             [
-                SettingSpec("filter", .string, "kalman", "the fusion filter", choices: FilterKind.allCases.map(\.rawValue)),
-                SettingSpec("sensor_latency", .number, "0", "IMU output latency to predict over, seconds", range: 0...1),
+                SettingSpec(
+                    "filter", .string, "kalman", "the fusion filter", choices: FilterKind.allCases.map(\.rawValue)),
+                SettingSpec(
+                    "sensor_latency", .number, "0", "IMU output latency to predict over, seconds", range: 0...1),
                 SettingSpec(
                     "reference_offset_deg", .number, "0", "subtracted from the heading ('this direction is zero')",
                     range: -360...360),
@@ -30,7 +32,10 @@ final class FusionStage: StageLogic, InPlaceTransform {
             ]
             + SettingSpec.position(
                 latitudeHelp: "WGS-84 latitude for the declination (true heading); '' = from fix messages if any",
-                dateHelp: "decimal year for the model; '' = the date of each sample; outside 2025 to 2030 the heading is flagged model_out_of_range")
+                dateHelp:
+                    "decimal year for the model; '' = the date of each sample; outside 2025 to 2030 the heading is "
+                    + "flagged model_out_of_range"
+            )
 
         init(_ s: StageSettings) {
             filter = FilterKind(rawValue: s.string("filter")) ?? .kalman
@@ -63,7 +68,8 @@ final class FusionStage: StageLogic, InPlaceTransform {
         self.settings = settings
         filter = settings.filter.make(
             CommonFilterOptions(
-                sensorLatencySeconds: settings.sensorLatencySeconds, referenceOffsetDegrees: settings.referenceOffsetDegrees))
+                sensorLatencySeconds: settings.sensorLatencySeconds,
+                referenceOffsetDegrees: settings.referenceOffsetDegrees))
         position = settings.position
     }
 
@@ -98,19 +104,25 @@ final class FusionStage: StageLogic, InPlaceTransform {
         case PipelineTopics.calibrationStatus, PipelineTopics.interferenceStatus:
             output.append(frame)  // status travels on to the sinks
         default:
-            throw UnexpectedFrame(reason: "fusion reads \(PipelineTopics.imuRaw) and \(PipelineTopics.magnetometer) only")
+            throw UnexpectedFrame(
+                reason: "fusion reads \(PipelineTopics.imuRaw) and \(PipelineTopics.magnetometer) only")
         }
     }
 
-    func fuseImu(_ header: RosHeader, _ angularVelocity: Vector3, _ linearAcceleration: Vector3, into output: inout [WireFrame]) throws {
+    func fuseImu(
+        _ header: RosHeader, _ angularVelocity: Vector3, _ linearAcceleration: Vector3, into output: inout [WireFrame]
+    ) throws {
         pendingHeaders.append(header)
-        let sample = ImuSample(timestamp: header.stamp.seconds, angularVelocity: angularVelocity, specificForce: linearAcceleration)
+        let sample = ImuSample(
+            timestamp: header.stamp.seconds, angularVelocity: angularVelocity, specificForce: linearAcceleration)
         try fuse(aligner.imu(sample), into: &output)
     }
 
     /// `field` in tesla.
     func fuseMagnetometer(_ header: RosHeader, _ field: Vector3, into output: inout [WireFrame]) throws {
-        try fuse(aligner.magnetometer(MagnetometerSample(timestamp: header.stamp.seconds, fieldMicrotesla: field * 1e6)), into: &output)
+        try fuse(
+            aligner.magnetometer(MagnetometerSample(timestamp: header.stamp.seconds, fieldMicrotesla: field * 1e6)),
+            into: &output)
     }
 
     /// Reads samples in place and publishes only its own outputs; fixes and status take the general path.

@@ -29,7 +29,8 @@ final class GatingStage: StageLogic, InPlaceTransform {
                     "expected field strength, microtesla; 0 = from the World Magnetic Model position below, "
                         + "else the calibration radius, else learned", range: 0...1000),
                 SettingSpec(
-                    "expected_dip_deg", .number, "0", "expected dip, degrees; used with expected_strength_ut", range: -90...90),
+                    "expected_dip_deg", .number, "0", "expected dip, degrees; used with expected_strength_ut",
+                    range: -90...90),
             ]
             + SettingSpec.position(
                 latitudeHelp: "WGS-84 latitude, degrees, for the World Magnetic Model's expected field",
@@ -85,7 +86,8 @@ final class GatingStage: StageLogic, InPlaceTransform {
             explicitReference = true
         } else if let position = settings.position {
             guard let year = settings.decimalYear ?? MagneticModelLookup.today else {
-                throw PipelineRunError.stageFailed(stage: "gating", reason: "the system clock gives no date for the model")
+                throw PipelineRunError.stageFailed(
+                    stage: "gating", reason: "the system clock gives no date for the model")
             }
             var lookup = MagneticModelLookup()
             let elements = try lookup.elements(at: position, decimalYear: year).get()
@@ -125,7 +127,8 @@ final class GatingStage: StageLogic, InPlaceTransform {
 
     func observe(_ h: RosHeader, _ angularVelocity: Vector3, _ linearAcceleration: Vector3) {
         header = h
-        let sample = ImuSample(timestamp: h.stamp.seconds, angularVelocity: angularVelocity, specificForce: linearAcceleration)
+        let sample = ImuSample(
+            timestamp: h.stamp.seconds, angularVelocity: angularVelocity, specificForce: linearAcceleration)
         if let pair = aligner.imu(sample) {
             _ = filter.update(imu: pair.imu, magnetometer: pair.magnetometer)
         }
@@ -134,7 +137,8 @@ final class GatingStage: StageLogic, InPlaceTransform {
     /// Flags one magnetometer sample (tesla); true when it is clean (or not assessed yet).
     func assess(_ h: RosHeader, _ field: Vector3) -> Bool {
         var clean = true
-        if let pair = aligner.magnetometer(MagnetometerSample(timestamp: h.stamp.seconds, fieldMicrotesla: field * 1e6)),
+        if let pair = aligner.magnetometer(
+            MagnetometerSample(timestamp: h.stamp.seconds, fieldMicrotesla: field * 1e6)),
             let o = filter.update(imu: pair.imu, magnetometer: pair.magnetometer), !o.flags.contains(.initialising)
         {
             assessed += 1
@@ -202,7 +206,9 @@ final class GatingStage: StageLogic, InPlaceTransform {
         var out: [WireFrame] = []
         status(header, into: &out, force: true)
         notes.append(
-            "\(flagged) of \(assessed) magnetometer samples flagged in \(periods) disturbed period(s)\(settings.drop ? " and dropped" : "")")
+            "\(flagged) of \(assessed) magnetometer samples flagged in \(periods) disturbed "
+                + "period(s)\(settings.drop ? " and dropped" : "")"
+        )
         return out
     }
 }
