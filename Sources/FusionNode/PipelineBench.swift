@@ -76,8 +76,8 @@ enum PipelineBench {
 
     static func run(_ args: [String]) async throws -> Int32 {
         let a = try Arguments(args, valued: ["--samples", "--rounds", "--latency-runs"], flags: [])
-        // Long enough that start-up (thread creation, first allocations) is a small part of the run:
-        // with 200,000 samples (0.7 s) the same build measured 10 to 15 % less.
+        // Long enough that start-up (thread creation, first allocations) is a small part of the run
+        // (README, "Speed").
         let samples = try a.integer("--samples", minimum: 1000) ?? 600_000
         let rounds = try a.integer("--rounds", minimum: 1) ?? 3
         let latencyRuns = try a.integer("--latency-runs", minimum: 0) ?? 1

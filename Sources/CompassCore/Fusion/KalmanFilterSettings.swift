@@ -46,8 +46,8 @@ public struct KalmanFilterSettings: Sendable, Equatable {
     // MARK: Output
     /// Heading uncertainty the state cannot see, degrees (1 sigma), added to the filter's own in the
     /// reported accuracy: indoor fields are inhomogeneous by a degree or more, and a static disturbance
-    /// present from the start passes every check. Default 3 (on the nine BROAD trials the 95 % bound
-    /// then covers the true error on 91.6 % of the scored samples; with 1, on 88 %).
+    /// present from the start passes every check. Default 3 (its coverage on the BROAD trials: README,
+    /// "Accuracy").
     public var headingAccuracyFloorDegrees = 3.0
     /// Subtracted from the output heading ("this direction is zero"), degrees. Default 0.
     public var referenceOffsetDegrees = 0.0

@@ -127,10 +127,12 @@ public struct MagneticDisturbanceGate: Sendable {
         }
 
         var reasons: FusionFlags = []
-        if abs(strengthLowPass - refStrength) > settings.strengthTolerance * refStrength {
-            reasons.insert(.magneticStrengthDisturbed)
-        }
-        if abs(dipLowPass - refDip) > settings.dipToleranceDegrees { reasons.insert(.magneticDipDisturbed) }
+        let deviations = InterferenceCheck.deviations(
+            strengthMicrotesla: strengthLowPass, dipDegrees: dipLowPass, expectedStrengthMicrotesla: refStrength,
+            expectedDipDegrees: refDip, strengthTolerance: settings.strengthTolerance,
+            dipToleranceDegrees: settings.dipToleranceDegrees)
+        if deviations.contains(.strength) { reasons.insert(.magneticStrengthDisturbed) }
+        if deviations.contains(.dip) { reasons.insert(.magneticDipDisturbed) }
         // gate = max(floor, 3 sigma) + scale allowance; the square root only when the floor is not enough.
         let deviation = abs(compassMinusGyroShort - compassMinusGyroBaseline)
         let allowance = settings.gyroScaleErrorBound * radiansTurnedSinceAccepted

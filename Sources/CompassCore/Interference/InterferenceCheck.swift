@@ -44,14 +44,15 @@ public struct InterferenceCheck: Sendable, Equatable {
     public var expectedStrengthMicrotesla: Double
     /// Expected dip in degrees, positive below the horizon.
     public var expectedDipDegrees: Double
-    /// Allowed relative strength deviation; default 0.15 (15 %).
+    /// Allowed relative strength deviation; default that of the fusion filters' magnetic gate (0.1).
     public var strengthTolerance: Double
-    /// Allowed dip deviation in degrees; default 5.
+    /// Allowed dip deviation in degrees; default that of the magnetic gate (5).
     public var dipToleranceDegrees: Double
 
     public init(
         expectedStrengthMicrotesla: Double, expectedDipDegrees: Double,
-        strengthTolerance: Double = 0.15, dipToleranceDegrees: Double = 5
+        strengthTolerance: Double = MagneticGateSettings().strengthTolerance,
+        dipToleranceDegrees: Double = MagneticGateSettings().dipToleranceDegrees
     ) {
         self.expectedStrengthMicrotesla = expectedStrengthMicrotesla
         self.expectedDipDegrees = expectedDipDegrees
@@ -73,9 +74,23 @@ public struct InterferenceCheck: Sendable, Equatable {
         }
         let ratio = strength / expectedStrengthMicrotesla
         let dip = asin(Swift.max(-1, Swift.min(1, down.dot(field) / strength))) * degreesPerRadian
-        var flags: InterferenceFlags = []
-        if abs(ratio - 1) > strengthTolerance { flags.insert(.strength) }
-        if abs(dip - expectedDipDegrees) > dipToleranceDegrees { flags.insert(.dip) }
+        let flags = Self.deviations(
+            strengthMicrotesla: strength, dipDegrees: dip, expectedStrengthMicrotesla: expectedStrengthMicrotesla,
+            expectedDipDegrees: expectedDipDegrees, strengthTolerance: strengthTolerance,
+            dipToleranceDegrees: dipToleranceDegrees)
         return InterferenceAssessment(strengthRatio: ratio, dipDegrees: dip, flags: flags)
+    }
+
+    /// The one strength and dip comparison: this check applies it to a reading, the fusion filters'
+    /// magnetic gate to its low-passed strength and dip.
+    @inlinable
+    public static func deviations(
+        strengthMicrotesla strength: Double, dipDegrees dip: Double, expectedStrengthMicrotesla expected: Double,
+        expectedDipDegrees expectedDip: Double, strengthTolerance: Double, dipToleranceDegrees: Double
+    ) -> InterferenceFlags {
+        var flags: InterferenceFlags = []
+        if abs(strength - expected) > strengthTolerance * expected { flags.insert(.strength) }
+        if abs(dip - expectedDip) > dipToleranceDegrees { flags.insert(.dip) }
+        return flags
     }
 }
