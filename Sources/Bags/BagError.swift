@@ -14,6 +14,15 @@ public enum BagError: Error, Equatable, Sendable, CustomStringConvertible {
     case metadata(path: String, reason: String)
     case writeFailed(path: String, reason: String)
 
+    /// True for damage inside a bag that salvage can read past (as opposed to a bag that cannot be
+    /// opened at all).
+    public var isDamage: Bool {
+        switch self {
+        case .truncated, .corruptRecord, .crcMismatch, .decompressionFailed, .tooLarge, .unknownChannel: return true
+        default: return false
+        }
+    }
+
     public var description: String {
         switch self {
         case .cannotOpen(let p, let r): return "\(p): cannot open: \(r)"

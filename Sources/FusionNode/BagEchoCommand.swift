@@ -5,14 +5,33 @@ import Bags
 /// `fusion-node bag echo BAG [--topic T] [--limit N]`: every message as a JSON line
 /// {"topic", "type", "log_time" (ns), "message"}; types without a JSON form carry "bytes" instead.
 enum BagEchoCommand {
-    static func run(_ args: [String]) throws -> Int32 {
-        let a = try Arguments(args, valued: ["--topic", "--limit"], flags: ["--salvage"])
-        guard a.positionals.count == 1 else {
-            throw UsageError(message: "usage: fusion-node bag echo BAG [--topic TOPIC] [--limit N] [--salvage]")
-        }
+    static let help = CommandHelp(
+        path: "bag echo",
+        summary: "Every message (or one topic's) as a JSON line {\"topic\", \"type\", \"log_time\", \"message\"}.",
+        positionals: "BAG",
+        options: [
+            OptionHelp("--topic", "TOPIC", "only this topic (with or without the leading slash)", default: "all"),
+            OptionHelp("--limit", "N", "stop after N messages", default: "all"),
+            OptionHelp("--salvage", nil, "read past damage, listing it on stderr"),
+        ],
+        details: "Types without a known definition carry \"bytes\" (their size) instead of \"message\".",
+        examples: ["fusion-node bag echo run.mcap --topic /imu/mag --limit 3"])
+
+    static func run(_ args: [String]) throws -> ExitCode {
+        let a = try Arguments(args, help)
+        try a.requirePositionals(1...1)
         let bag = try BagReader(path: a.positionals[0])
         var options = BagReadOptions()
-        if let t = a.string("--topic") { options.topics = [t] }
+        if let t = a.string("--topic") {
+            let names = try bag.topics().map(\.name)
+            let other = t.hasPrefix("/") ? String(t.dropFirst()) : "/" + t
+            guard let found = [t, other].first(where: names.contains) else {
+                throw UsageError(
+                    message: "\(a.positionals[0]) has no topic \(t)\(didYouMean(t, in: names)); its topics: "
+                        + names.joined(separator: ", "), command: "bag echo")
+            }
+            options.topics = [found]
+        }
         options.salvage = a.has("--salvage")
         let limit = try a.integer("--limit", minimum: 1)
         var printed = 0, undecodable = 0
@@ -53,6 +72,6 @@ enum BagEchoCommand {
             }
         } catch is Done {}
         for d in bag.damage { writeStandardError("fusion-node: damage: \(d)\n") }
-        return undecodable > 0 ? 1 : 0
+        return undecodable > 0 || !bag.damage.isEmpty ? .finishedWithLoss : .complete
     }
 }

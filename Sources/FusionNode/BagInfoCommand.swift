@@ -3,9 +3,17 @@ import Bags
 
 /// `fusion-node bag info BAG`: what `ros2 bag info` users expect.
 enum BagInfoCommand {
-    static func run(_ args: [String]) throws -> Int32 {
-        let a = try Arguments(args, valued: [], flags: ["--salvage"])
-        guard a.positionals.count == 1 else { throw UsageError(message: "usage: fusion-node bag info BAG [--salvage]") }
+    static let help = CommandHelp(
+        path: "bag info",
+        summary: "Duration, start and end, message counts, topics with types and rates, compression, size.",
+        positionals: "BAG",
+        options: [OptionHelp("--salvage", nil, "read past damage, listing it on stderr")],
+        details: "BAG is a rosbag2 directory or a .mcap / .db3 file.",
+        examples: ["fusion-node bag info run.mcap", "fusion-node bag info damaged.mcap --salvage"])
+
+    static func run(_ args: [String]) throws -> ExitCode {
+        let a = try Arguments(args, help)
+        try a.requirePositionals(1...1)
         var options = BagReadOptions()
         options.salvage = a.has("--salvage")
         let bag = try BagReader(path: a.positionals[0])
@@ -47,8 +55,8 @@ enum BagInfoCommand {
                     + "Serialization: \(t.encoding)"
             )
         }
-        for d in bag.damage { writeStandardError("damage: \(d)\n") }
-        return 0
+        for d in bag.damage { writeStandardError("fusion-node: damage: \(d)\n") }
+        return bag.damage.isEmpty ? .complete : .finishedWithLoss
     }
 
     static func humanBytes(_ n: Int) -> String {

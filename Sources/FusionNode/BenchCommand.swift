@@ -6,32 +6,53 @@ import Bags
 /// `fusion-node bench filter BAG` and `fusion-node bench bag BAG`: throughput numbers, printed.
 /// Comparisons with peers run in the same invocation of `tools/bench_filters.py`.
 enum BenchCommand {
-    static let usage = """
-        fusion-node bench filter BAG [--filter kalman|complementary] [--repeat N]
-            decode the bag's IMU and magnetometer samples into memory, then time the filter over them
-            (best of N runs, default 5); prints samples per second.
-        fusion-node bench bag BAG [--repeat N]
-            time reading and CDR-decoding every message of the bag; prints messages per second.
-        fusion-node bench pipeline [--samples N] [--rounds R] [--latency-runs L]
-            simulator -> calibration -> gating -> fusion -> sink in one process and in five processes
-            over ipc, each round next to raw libzmq one-hop throughput measured right before it (R
-            rounds, default 3; N samples each, default 600000; medians and ratios at the end), then
-            latency at a steady 1 kHz across five processes, unpinned and pinned to CPU 0, next to one ipc
-            hop (source to sink) as the baseline (L runs of 3 x 11 s, default 1).
-        """
+    static let filterHelp = CommandHelp(
+        path: "bench filter", summary: "Time a filter over a bag's samples decoded into memory (best of N runs).",
+        positionals: "BAG",
+        options: [
+            OptionHelp("--filter", "NAME", "kalman or complementary", default: "kalman"),
+            OptionHelp("--repeat", "N", "runs; the best is reported", default: "5"),
+            OptionHelp("--imu-topic", "TOPIC", "bag topic with sensor_msgs/msg/Imu", default: "/imu/data_raw"),
+            OptionHelp("--mag-topic", "TOPIC", "bag topic with sensor_msgs/msg/MagneticField", default: "/imu/mag"),
+        ],
+        details: "Prints samples per second; tools/bench_filters.py runs the peers in the same invocation.",
+        examples: ["fusion-node bench filter run.mcap --filter complementary"])
 
-    static func run(_ args: [String]) async throws -> Int32 {
-        guard let what = args.first else { throw UsageError(message: usage) }
+    static let bagHelp = CommandHelp(
+        path: "bench bag", summary: "Time reading and CDR-decoding every message of a bag (best of N runs).",
+        positionals: "BAG", options: [OptionHelp("--repeat", "N", "runs; the best is reported", default: "5")],
+        examples: ["fusion-node bench bag run.mcap --repeat 3"])
+
+    static let pipelineHelp = CommandHelp(
+        path: "bench pipeline",
+        summary: "Simulator -> calibration -> gating -> fusion -> sink in one process and in five processes over ipc, "
+            + "next to raw libzmq measured in the same round; then latency at a steady 1 kHz.",
+        options: [
+            OptionHelp("--samples", "N", "samples per throughput round", default: "600000"),
+            OptionHelp("--rounds", "R", "interleaved rounds; medians and ratios at the end", default: "3"),
+            OptionHelp(
+                "--latency-runs", "L", "latency runs of 3 x 11 s (unpinned, pinned to CPU 0, one-hop baseline)",
+                default: "1"),
+        ],
+        examples: ["fusion-node bench pipeline --rounds 5 --latency-runs 3"])
+
+    static func run(_ args: [String]) async throws -> ExitCode {
+        let subs = ["filter", "bag", "pipeline"]
+        guard let what = args.first, subs.contains(what) else {
+            if let what = args.first, what == "-h" || what == "--help" { throw GroupHelpRequested(group: "bench") }
+            throw UsageError(
+                message: (args.first.map { "unknown bench command '\($0)'\(didYouMean($0, in: subs))\n" } ?? "")
+                    + Commands.groupText("bench"), command: "bench")
+        }
         if what == "pipeline" { return try await PipelineBench.run(Array(args.dropFirst())) }
-        let a = try Arguments(
-            Array(args.dropFirst()), valued: ["--filter", "--repeat", "--imu-topic", "--mag-topic"], flags: [])
-        guard a.positionals.count == 1 else { throw UsageError(message: usage) }
+        let a = try Arguments(Array(args.dropFirst()), what == "filter" ? filterHelp : bagHelp)
+        try a.requirePositionals(1...1)
         let repeats = try a.integer("--repeat", minimum: 1) ?? 5
         switch what {
         case "filter":
             let kindName = a.string("--filter") ?? "kalman"
             guard let kind = FilterKind(rawValue: kindName) else {
-                throw UsageError(message: "unknown filter '\(kindName)'")
+                throw UsageError(message: "unknown filter '\(kindName)'", command: "bench")
             }
             let (imu, mag) = try loadSamples(
                 a.positionals[0], imuTopic: a.string("--imu-topic") ?? "/imu/data_raw",
@@ -60,9 +81,9 @@ enum BenchCommand {
                     + "messages_per_second=\(format(Double(count) / best, 0))"
             )
         default:
-            throw UsageError(message: usage)
+            break
         }
-        return 0
+        return .complete
     }
 
     /// IMU samples and their paired magnetometer samples (nil where none), decoded up front.

@@ -74,8 +74,8 @@ enum PipelineBench {
         return Clocks.monotonicSeconds() - t0
     }
 
-    static func run(_ args: [String]) async throws -> Int32 {
-        let a = try Arguments(args, valued: ["--samples", "--rounds", "--latency-runs"], flags: [])
+    static func run(_ args: [String]) async throws -> ExitCode {
+        let a = try Arguments(args, BenchCommand.pipelineHelp)
         // Long enough that start-up (thread creation, first allocations) is a small part of the run
         // (README, "Speed").
         let samples = try a.integer("--samples", minimum: 1000) ?? 600_000
@@ -199,6 +199,6 @@ enum PipelineBench {
                     + "us, p99 \(format(hop.p99 ?? .nan, 0)) us"
             )
         }
-        return 0
+        return .complete
     }
 }

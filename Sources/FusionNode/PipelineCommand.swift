@@ -3,17 +3,32 @@
 #endif
 import Pipeline
 
-/// `fusion-node --config FILE [--list-stages | --stage NAME | --supervise [--max-restarts N]]`.
+/// `fusion-node --config FILE [--list-stages | --stage NAME | --supervise [--max-restarts N]]`, with
+/// `--duration S` and `--set STAGE.SETTING=VALUE` overrides checked like the file.
 enum PipelineCommand {
-    static let usage = """
-        fusion-node --config pipeline.yaml                 every stage in this process (inproc)
-        fusion-node --config pipeline.yaml --stage NAME    one stage, on the endpoints the file gives
-        fusion-node --config pipeline.yaml --list-stages   stage names, one per line
-        fusion-node --config pipeline.yaml --supervise     every stage in its own process; a crashed
-                                                           stage is restarted (--max-restarts N, default 3)
-        """
+    static let help = CommandHelp(
+        path: "--config", summary: "Run a pipeline file: a graph of stages (sources, transforms, sinks) over ZeroMQ.",
+        positionals: "FILE",
+        options: [
+            OptionHelp("--stage", "NAME", "run one stage, on the endpoints the file gives"),
+            OptionHelp("--list-stages", nil, "print the stage names, one per line"),
+            OptionHelp("--supervise", nil, "every stage in its own process; a crashed stage is restarted"),
+            OptionHelp("--max-restarts", "N", "restarts per stage under --supervise", default: "3"),
+            OptionHelp("--duration", "SECONDS", "set 'duration' of every source that has one"),
+            OptionHelp(
+                "--set", "STAGE.SETTING=VALUE", "override one setting (a list as [a, b]); may be repeated",
+                repeatable: true),
+            OptionHelp("--check", nil, "validate the file (and overrides) and exit"),
+        ],
+        details: "fusion-node stages lists every stage type and setting. ${VAR} and ${VAR:-default} in the file come "
+            + "from the environment.",
+        examples: [
+            "fusion-node --config Pipelines/default.yaml --duration 10",
+            "BAG=run.mcap fusion-node --config Pipelines/replay-bag.yaml --set fusion.filter=complementary",
+            "fusion-node --config Pipelines/replay-bag-multiprocess.yaml --supervise",
+        ])
 
-    static func load(_ path: String) throws -> PipelineConfig {
+    static var environment: [String: String] {
         var environment: [String: String] = [:]
         var p = environ
         while let entry = p.pointee {
@@ -21,22 +36,47 @@ enum PipelineCommand {
             if let eq = s.firstIndex(of: "=") { environment[String(s[..<eq])] = String(s[s.index(after: eq)...]) }
             p += 1
         }
-        return try PipelineConfig.load(path: path, environment: environment)
+        return environment
     }
 
-    static func run(_ args: [String]) async throws -> Int32 {
-        let a = try Arguments(
-            args, valued: ["--config", "--stage", "--max-restarts"], flags: ["--list-stages", "--supervise"])
-        guard let path = a.string("--config"), a.positionals.isEmpty else { throw UsageError(message: usage) }
-        let config = try load(path)
+    /// The overrides the command line gives, in order.
+    static func overrides(_ a: Arguments, file: String) throws -> [SettingOverride] {
+        var out: [SettingOverride] = []
+        if let d = a.string("--duration") {
+            // Every source with a duration setting, as the file names them.
+            let config = try PipelineConfig.load(path: file, environment: environment)
+            for s in config.stages where s.type.isSource && s.type.settings.contains(where: { $0.name == "duration" }) {
+                out.append(SettingOverride(stage: s.name, setting: "duration", value: d, origin: "--duration \(d)"))
+            }
+        }
+        for text in a.strings("--set") { out.append(try SettingOverride(parsing: text, origin: "--set \(text)")) }
+        return out
+    }
+
+    /// The override options as given, for the supervisor's child processes.
+    static func overrideArguments(_ a: Arguments) -> [String] {
+        (a.string("--duration").map { ["--duration", $0] } ?? []) + a.strings("--set").flatMap { ["--set", $0] }
+    }
+
+    static func run(_ args: [String]) async throws -> ExitCode {
+        let a = try Arguments(args.filter { $0 != "--config" }, help)
+        try a.requirePositionals(1...1)
+        let path = a.positionals[0]
+        let config = try PipelineConfig.load(
+            path: path, environment: environment, overrides: try overrides(a, file: path))
+        if a.has("--check") {
+            print("\(path): valid, \(config.stages.count) stages: \(config.stages.map(\.name).joined(separator: ", "))")
+            return .complete
+        }
         if a.has("--list-stages") {
             for s in config.stages { print(s.name) }
-            return 0
+            return .complete
         }
         PipelineSignals.install()
         if a.has("--supervise") {
             return try Supervisor(
-                configPath: path, config: config, maxRestarts: try a.integer("--max-restarts", minimum: 0) ?? 3
+                configPath: path, config: config, maxRestarts: try a.integer("--max-restarts", minimum: 0) ?? 3,
+                extraArguments: overrideArguments(a)
             ).run()
         }
         let reports: [StageReport]
@@ -46,7 +86,8 @@ enum PipelineCommand {
             reports = try await PipelineRunner.runAll(config)
         }
         for r in reports { writeStandardError("fusion-node: \(r)\n") }
-        return 0
+        if PipelineSignals.interruptedBySignal { return .interrupted }
+        return reports.contains { $0.losses > 0 } ? .finishedWithLoss : .complete
     }
 }
 
@@ -56,14 +97,16 @@ struct Supervisor {
     let configPath: String
     let config: PipelineConfig
     let maxRestarts: Int
+    /// The command line's overrides, passed on to every stage process.
+    var extraArguments: [String] = []
 
     func spawn(_ stage: String) throws -> pid_t {
-        let pid = try spawnSelf(["--config", configPath, "--stage", stage])
+        let pid = try spawnSelf(["--config", configPath, "--stage", stage] + extraArguments)
         writeStandardError("fusion-node: supervisor: started \(stage) (pid \(pid))\n")
         return pid
     }
 
-    func run() throws -> Int32 {
+    func run() throws -> ExitCode {
         var running: [pid_t: String] = [:]
         var restarts: [String: Int] = [:]
         var failed = false
@@ -108,6 +151,7 @@ struct Supervisor {
                 forwarded = true
             }
         }
-        return failed ? 1 : 0
+        if failed { return .failed }
+        return PipelineSignals.interruptedBySignal ? .interrupted : .complete
     }
 }

@@ -3,92 +3,99 @@ import YAML
 import Pipeline
 
 /// `fusion-node replay BAG [...]`: builds the replay pipeline (bag -> fusion -> csv / record / publish
-/// sinks) from the command line and runs it in this process: the same stages and code path as a
-/// pipeline file.
-struct ReplayCommand {
-    static let valued: Set<String> = [
-        "--csv", "--accuracy-csv", "--sensor-latency", "--record", "--storage", "--compression",
-        "--filter", "--imu-topic", "--mag-topic", "--start", "--duration", "--time", "--rate",
-        "--publish", "--wait-for-subscribers", "--encoding", "--print-config",
-    ]
-    static let flags: Set<String> = ["--salvage", "--quiet", "--loop", "--latest-only"]
-    static let usage = """
-        fusion-node replay BAG [options]
-          --csv OUT.csv          write t,qw,qx,qy,qz for every IMU sample (orientation of the sensor frame
-                                 relative to ENU, y = magnetic north; t = header stamp in seconds)
-          --accuracy-csv OUT.csv write t,heading_deg,accuracy_deg,flags for every IMU sample (accuracy =
-                                 the filter's 95 % bound of the heading error, empty while not valid)
-          --record PATH          record the fused output (/heading: gyrocompass_msgs/msg/Heading, /imu/data:
-                                 sensor_msgs/msg/Imu with the orientation) into a rosbag2 directory, or a
-                                 bare file when PATH ends in .mcap or .db3
-          --storage mcap|sqlite3 storage of a recorded directory (default mcap)
-          --compression zstd|lz4|none   MCAP chunk compression (default zstd)
-          --publish ENDPOINT     publish heading and imu/data there while replaying (e.g. tcp://127.0.0.1:5601)
-          --wait-for-subscribers N   hold the replay until N subscribers are connected (with --publish)
-          --encoding cdr|json    encoding of published messages (default cdr)
-          --latest-only          published: keep only the newest message for a slow subscriber
-          --filter NAME          kalman (default) or complementary
-          --sensor-latency S     the IMU's output latency in seconds: the orientation is predicted this
-                                 far ahead with the current rate (default 0)
-          --imu-topic TOPIC      default /imu/data_raw (sensor_msgs/msg/Imu)
-          --mag-topic TOPIC      default /imu/mag (sensor_msgs/msg/MagneticField)
-          --rate R               1 = real time, 2 = twice as fast, 0 = as fast as possible (default)
-          --start SECONDS        skip this long from the start of the bag
-          --duration SECONDS     replay only this long
-          --loop                 start again at the end (until Ctrl-C)
-          --time header|log      timestamps from the header stamp (default) or the bag's log time
-          --salvage              keep reading past damage and report it
-          --print-config FILE    also write the generated pipeline to FILE (as a starting point)
-          --quiet                no summary on stderr
-        """
+/// sinks, or a summary when no output is asked for) from the command line and runs it in this
+/// process: the same stages and code path as a pipeline file. Each option becomes the setting of its
+/// stage and is checked like a file's, so an error names the option.
+enum ReplayCommand {
+    static let help = CommandHelp(
+        path: "replay", summary: "Run a filter over a recorded ROS 2 bag (MCAP or sqlite3; directory or file).",
+        positionals: "BAG",
+        options: [
+            OptionHelp(
+                "--csv", "OUT.csv",
+                "write t,qw,qx,qy,qz per IMU sample (sensor frame relative to ENU, y = magnetic north)"),
+            OptionHelp(
+                "--accuracy-csv", "OUT.csv", "write t,heading_deg,accuracy_deg,flags per IMU sample (95 % bound)"),
+            OptionHelp(
+                "--record", "PATH", "record /heading and /imu/data into a rosbag2 directory, or a .mcap / .db3 file"),
+            OptionHelp("--storage", "mcap|sqlite3", "storage of a recorded directory", default: "mcap"),
+            OptionHelp("--compression", "zstd|lz4|none", "MCAP chunk compression", default: "zstd"),
+            OptionHelp(
+                "--publish", "ENDPOINT", "publish heading and imu/data there while replaying (tcp://127.0.0.1:5601)"),
+            OptionHelp(
+                "--wait-for-subscribers", "N", "hold the replay until N subscribers are connected", default: "0"),
+            OptionHelp("--encoding", "cdr|json", "encoding of published messages", default: "cdr"),
+            OptionHelp("--latest-only", nil, "published: keep only the newest message for a slow subscriber"),
+            OptionHelp("--filter", "NAME", "kalman or complementary", default: "kalman"),
+            OptionHelp(
+                "--sensor-latency", "SECONDS", "predict the orientation this far ahead (the IMU's output latency)",
+                default: "0"),
+            OptionHelp("--imu-topic", "TOPIC", "bag topic with sensor_msgs/msg/Imu", default: "/imu/data_raw"),
+            OptionHelp("--mag-topic", "TOPIC", "bag topic with sensor_msgs/msg/MagneticField", default: "/imu/mag"),
+            OptionHelp("--rate", "R", "1 = real time, 2 = twice as fast, 0 = as fast as possible", default: "0"),
+            OptionHelp("--start", "SECONDS", "skip this long from the start of the bag", default: "0"),
+            OptionHelp("--duration", "SECONDS", "replay only this long; 0 = all", default: "0"),
+            OptionHelp("--loop", nil, "start again at the end (until Ctrl-C)"),
+            OptionHelp(
+                "--time", "header|log", "timestamps from the header stamp or the bag's log time", default: "header"),
+            OptionHelp("--salvage", nil, "read past damage, report it, and accept it (exit 0)"),
+            OptionHelp("--print-config", "FILE", "also write the generated pipeline to FILE (a starting point)"),
+            OptionHelp("--quiet", nil, "no progress bar and no summary on stderr"),
+        ],
+        details: """
+            Without --csv, --accuracy-csv, --record or --publish the replay ends with a summary: duration,
+            final and mean heading with accuracy, share of time per flag and skipped samples.
+            Exit codes: 0 complete, 1 failed, 2 usage, 3 finished with damage or undecodable messages
+            skipped (without --salvage), 130 interrupted.
+            """,
+        examples: [
+            "fusion-node replay run.mcap --csv out.csv --accuracy-csv acc.csv",
+            "fusion-node replay run/ --record fused.mcap --filter complementary",
+            "fusion-node replay run.mcap --publish tcp://127.0.0.1:5601 --wait-for-subscribers 1 --rate 1",
+        ])
 
-    static func run(_ args: [String]) async throws -> Int32 {
-        let a = try Arguments(args, valued: valued, flags: flags)
-        guard a.positionals.count == 1 else { throw UsageError(message: "replay needs exactly one BAG\n" + usage) }
-        func number(_ option: String, _ key: String) throws -> (String, YAMLValue)? {
-            try a.double(option, minimum: 0).map { (key, .string(String($0))) }
-        }
-        var bag: [(String, YAMLValue)] = [
-            ("type", .string("bag")), ("path", .string(a.positionals[0])),
-            ("time", .string(a.string("--time") ?? "header")),
+    static func run(_ args: [String]) async throws -> ExitCode {
+        let a = try Arguments(args, help)
+        try a.requirePositionals(1...1)
+        let bagPath = a.positionals[0]
+        // The graph; every value the user gave is an override below, so its error names the option.
+        var stages: [(String, YAMLValue)] = [
+            ("bag", .mapping([("type", .string("bag")), ("path", .string(bagPath))])),
+            ("fusion", .mapping([("type", .string("fusion")), ("inputs", .sequence([.string("bag")]))])),
         ]
-        if let t = a.string("--imu-topic") { bag.append(("imu_topic", .string(t))) }
-        if let t = a.string("--mag-topic") { bag.append(("mag_topic", .string(t))) }
-        for (option, key) in [("--rate", "rate"), ("--start", "start"), ("--duration", "duration")] {
-            if let entry = try number(option, key) { bag.append(entry) }
+        var overrides: [SettingOverride] = []
+        func set(_ stage: String, _ setting: String, _ option: String, _ value: String? = nil) {
+            guard let v = value ?? a.string(option) else { return }
+            overrides.append(SettingOverride(stage: stage, setting: setting, value: v, origin: "\(option) \(v)"))
         }
-        if a.has("--loop") { bag.append(("loop", .string("true"))) }
-        if a.has("--salvage") { bag.append(("salvage", .string("true"))) }
-        if a.has("--quiet") { bag.append(("progress", .string("false"))) }
-        var fusion: [(String, YAMLValue)] = [
-            ("type", .string("fusion")), ("inputs", .sequence([.string("bag")])),
-            ("filter", .string(a.string("--filter") ?? "kalman")),
-        ]
-        if let latency = try a.double("--sensor-latency", minimum: 0) {
-            guard latency <= 1 else {
-                throw UsageError(message: "--sensor-latency is in seconds; \(latency) is not a plausible latency")
+        func flag(_ stage: String, _ setting: String, _ option: String, _ value: String = "true") {
+            if a.has(option) {
+                overrides.append(SettingOverride(stage: stage, setting: setting, value: value, origin: option))
             }
-            fusion.append(("sensor_latency", .string(String(latency))))
         }
-        var stages: [(String, YAMLValue)] = [("bag", .mapping(bag)), ("fusion", .mapping(fusion))]
+        for (option, setting) in [
+            ("--imu-topic", "imu_topic"), ("--mag-topic", "mag_topic"), ("--rate", "rate"), ("--start", "start"),
+            ("--duration", "duration"), ("--time", "time"),
+        ] { set("bag", setting, option) }
+        flag("bag", "loop", "--loop")
+        flag("bag", "salvage", "--salvage")
+        flag("bag", "progress", "--quiet", "false")
+        set("fusion", "filter", "--filter")
+        set("fusion", "sensor_latency", "--sensor-latency")
         let fromFusion: (String, YAMLValue) = ("inputs", .sequence([.string("fusion")]))
+        var outputs: [String] = []
         if a.string("--csv") != nil || a.string("--accuracy-csv") != nil {
-            var csv: [(String, YAMLValue)] = [
-                ("type", .string("csv")), fromFusion, ("path", .string(a.string("--csv") ?? "/dev/null")),
-            ]
+            var csv: [(String, YAMLValue)] = [("type", .string("csv")), fromFusion]
+            if let p = a.string("--csv") { csv.append(("path", .string(p))) }
             if let p = a.string("--accuracy-csv") { csv.append(("accuracy_path", .string(p))) }
             stages.append(("csv", .mapping(csv)))
+            outputs.append("csv")
         }
         if let path = a.string("--record") {
-            stages.append(
-                (
-                    "record",
-                    .mapping([
-                        ("type", .string("record")), fromFusion, ("path", .string(path)),
-                        ("storage", .string(a.string("--storage") ?? "mcap")),
-                        ("compression", .string(a.string("--compression") ?? "zstd")),
-                    ])
-                ))
+            stages.append(("record", .mapping([("type", .string("record")), fromFusion, ("path", .string(path))])))
+            set("record", "storage", "--storage")
+            set("record", "compression", "--compression")
+            outputs.append("record")
         }
         if let endpoint = a.string("--publish") {
             stages.append(
@@ -96,33 +103,55 @@ struct ReplayCommand {
                     "publish",
                     .mapping([
                         ("type", .string("publish")), fromFusion, ("bind", .string(endpoint)),
-                        ("encoding", .string(a.string("--encoding") ?? "cdr")),
-                        ("latest_only", .string(a.has("--latest-only") ? "true" : "false")),
                         ("min_change_deg", .string("0")),
-                        ("wait_for_subscribers", .string(String(try a.integer("--wait-for-subscribers") ?? 0))),
                     ])
                 ))
+            set("publish", "encoding", "--encoding")
+            flag("publish", "latest_only", "--latest-only")
+            set("publish", "wait_for_subscribers", "--wait-for-subscribers")
+            outputs.append("publish")
+        }
+        if outputs.isEmpty {
+            stages.append(("summary", .mapping([("type", .string("summary")), fromFusion])))
+        }
+        for option in ["--storage", "--compression"] where a.string(option) != nil && a.string("--record") == nil {
+            throw UsageError(message: "\(option) applies to --record, which was not given", command: "replay")
+        }
+        for option in ["--encoding", "--wait-for-subscribers"]
+        where a.string(option) != nil && a.string("--publish") == nil {
+            throw UsageError(message: "\(option) applies to --publish, which was not given", command: "replay")
         }
         let text = try YAMLEmitter.emit(.mapping([("name", .string("replay")), ("stages", .mapping(stages))]))
+        let config = try PipelineConfig.parse(
+            text, file: "<replay command line>", environment: [:], overrides: overrides)
         if let out = a.string("--print-config") {
             let w = try BufferedFileWriter(path: out)
             try w.write(text)
             try w.close()
         }
-        let config = try PipelineConfig.parse(text, file: "<replay command line>", environment: [:])
         PipelineSignals.install()
         let started = Clocks.monotonicSeconds()
         let reports = try await PipelineRunner.runAll(config)
-        if !a.has("--quiet") {
-            for r in reports { writeStandardError("fusion-node: \(r)\n") }
+        let quiet = a.has("--quiet")
+        if !quiet {
+            for r in reports where r.stage != "summary" { writeStandardError("fusion-node: \(r)\n") }
             writeStandardError(
-                "fusion-node: replay of \(a.positionals[0]) took \(format(Clocks.monotonicSeconds() - started, 3)) s\n")
+                "fusion-node: replay of \(bagPath) took \(format(Clocks.monotonicSeconds() - started, 3)) s\n")
+        }
+        if let summary = reports.first(where: { $0.stage == "summary" }) {
+            writeStandardError(
+                summary.notes.map { "  \($0)\n" }.joined()
+                    + "  write outputs with --csv OUT.csv, --accuracy-csv OUT.csv, --record PATH or --publish "
+                    + "ENDPOINT\n"
+            )
         }
         guard let fused = reports.first(where: { $0.stage == "fusion" }), fused.published > 0 else {
+            let topics = "\(a.string("--imu-topic") ?? "/imu/data_raw") and \(a.string("--mag-topic") ?? "/imu/mag")"
             writeStandardError(
-                "fusion-node: \(a.positionals[0]): nothing was fused (no IMU messages on the chosen topics?)\n")
-            return 1
+                "fusion-node: \(bagPath): nothing was fused (no IMU messages on \(topics); see fusion-node bag info)\n")
+            return .failed
         }
-        return 0
+        if PipelineSignals.interruptedBySignal { return .interrupted }
+        return reports.contains { $0.losses > 0 } && !a.has("--salvage") ? .finishedWithLoss : .complete
     }
 }

@@ -3,12 +3,33 @@ import Pipeline
 /// `fusion-node stages`: every registered stage type with its settings, as Markdown (the README's
 /// reference is this output).
 enum StagesCommand {
+    static let help = CommandHelp(
+        path: "stages",
+        summary: "Every pipeline stage type with its settings, kinds, defaults and accepted values (Markdown).",
+        positionals: "[TYPE]",
+        details: "With TYPE, only that stage type. The README's stage reference is this output.",
+        examples: ["fusion-node stages", "fusion-node stages fusion"])
+
     static let titles: [(StageRole, String)] = [(.source, "Sources"), (.transform, "Transforms"), (.sink, "Sinks")]
 
-    static func run() -> Int32 {
+    static func run(_ args: [String]) throws -> ExitCode {
+        let a = try Arguments(args, help)
+        try a.requirePositionals(0...1)
+        var only: StageType?
+        if let name = a.positionals.first {
+            let names = StageType.allCases.map(\.name)
+            guard let type = StageType.named(name) else {
+                throw UsageError(
+                    message:
+                        "unknown stage type '\(name)'\(didYouMean(name, in: names)) (types: "
+                        + "\(names.joined(separator: ", ")))",
+                    command: "stages")
+            }
+            only = type
+        }
         for (role, title) in titles {
-            print("#### \(title)\n")
-            for type in StageType.allCases where type.role == role {
+            if only == nil { print("#### \(title)\n") }
+            for type in StageType.allCases where type.role == role && (only == nil || only == type) {
                 print("`type: \(type.name)`: \(type.summary)\n")
                 print("| setting | kind | default | accepted | meaning |")
                 print("|---|---|---|---|---|")
@@ -24,6 +45,6 @@ enum StagesCommand {
                 print("")
             }
         }
-        return 0
+        return .complete
     }
 }

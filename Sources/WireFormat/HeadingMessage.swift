@@ -29,6 +29,15 @@ public struct HeadingMessage: RosMessage, Equatable {
     /// Near a magnetic pole (horizontal field below 6000 nT): declination and true_heading degrade.
     public static let flagModelCautionZone: UInt16 = 4096
 
+    /// The names of the bits set in `flags` (fusion flags, then the true-north bits).
+    public static func flagNames(_ flags: UInt16) -> [String] {
+        FusionFlags.names.filter { FusionFlags(rawValue: flags & 0x3FF).contains($0.0) }.map(\.1)
+            + [
+                (flagNoPosition, "no_position"), (flagModelOutOfRange, "model_out_of_range"),
+                (flagModelCautionZone, "model_caution_zone"),
+            ].filter { flags & $0.0 != 0 }.map(\.1)
+    }
+
     public init(
         header: RosHeader, magneticHeading: Double, trueHeading: Double, headingAccuracy: Double, declination: Double,
         orientation: Quaternion, magneticField: Vector3, source: UInt8, flags: UInt16

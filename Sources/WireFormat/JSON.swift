@@ -75,7 +75,8 @@ extension HeadingMessage: JSONRepresentable {
             + "\"true_heading\":\(JSONText.number(trueHeading)),"
             + "\"heading_accuracy\":\(JSONText.number(headingAccuracy)),"
             + "\"declination\":\(JSONText.number(declination)),\"orientation\":\(JSONText.quaternion(orientation)),"
-            + "\"magnetic_field\":\(JSONText.vector(magneticField)),\"source\":\(source),\"flags\":\(flags)}"
+            + "\"magnetic_field\":\(JSONText.vector(magneticField)),\"source\":\(source),\"flags\":\(flags),"
+            + "\"flag_names\":\(JSONText.strings(HeadingMessage.flagNames(flags)))}"
     }
 }
 
@@ -96,4 +97,9 @@ public func jsonFromCDR(type: String, _ data: ArraySlice<UInt8>) throws(CDRError
     case InterferenceStatusMessage.typeName: return try InterferenceStatusMessage(cdrBytes: data).json
     default: return nil
     }
+}
+
+extension JSONText {
+    /// A JSON array of strings.
+    public static func strings(_ items: [String]) -> String { "[" + items.map(string).joined(separator: ",") + "]" }
 }

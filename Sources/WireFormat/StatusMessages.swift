@@ -147,6 +147,7 @@ extension InterferenceStatusMessage: JSONRepresentable {
             + "\"samples_flagged\":\(samplesFlagged),\"disturbed_periods\":\(disturbedPeriods),"
             + "\"disturbed_seconds\":\(JSONText.number(disturbedSeconds)),"
             + "\"expected_strength\":\(JSONText.number(expectedStrength)),"
-            + "\"expected_dip\":\(JSONText.number(expectedDip))}"
+            + "\"expected_dip\":\(JSONText.number(expectedDip)),"
+            + "\"flag_names\":\(JSONText.strings(HeadingMessage.flagNames(flags)))}"
     }
 }

@@ -34,6 +34,10 @@ public struct YAMLNode: Sendable, Equatable {
     }
     public var value: Value
     public var mark: YAMLMark
+    public init(value: Value, mark: YAMLMark) {
+        self.value = value
+        self.mark = mark
+    }
 
     /// The scalar text, if this is a scalar.
     public var scalar: String? { if case .scalar(let s, _) = value { return s } else { return nil } }

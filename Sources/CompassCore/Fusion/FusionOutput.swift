@@ -22,7 +22,8 @@ public struct FusionFlags: OptionSet, Sendable, Hashable, CustomStringConvertibl
     /// A new magnetic reference (strength and dip) was adopted at this update.
     public static let magneticReferenceChanged = FusionFlags(rawValue: 1 << 8)
 
-    static let names: [(FusionFlags, String)] = [
+    /// Each flag with its name, as descriptions, JSON `flag_names` and the README spell it.
+    public static let names: [(FusionFlags, String)] = [
         (.initialising, "initialising"), (.atRest, "at_rest"), (.accelerationRejected, "acceleration_rejected"),
         (.magnetometerRejected, "magnetometer_rejected"), (.gyroOnly, "gyro_only"),
         (.magneticStrengthDisturbed, "magnetic_strength"), (.magneticDipDisturbed, "magnetic_dip"),

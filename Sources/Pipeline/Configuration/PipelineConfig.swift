@@ -1,11 +1,22 @@
 import YAML
 
-/// A configuration error: file, line, column and what was expected.
+/// A configuration error: file, line, column (or the command-line override that caused it) and what
+/// was expected.
 public struct PipelineConfigError: Error, Sendable, Equatable, CustomStringConvertible {
     public var file: String
     public var mark: YAMLMark
     public var message: String
-    public var description: String { "\(file):\(mark.line):\(mark.column): \(message)" }
+    /// The command-line override the error is about (e.g. "--set fusion.filter=kalmann"), if any.
+    public var origin: String?
+    public init(file: String, mark: YAMLMark, message: String, origin: String? = nil) {
+        self.file = file
+        self.mark = mark
+        self.message = message
+        self.origin = origin
+    }
+    public var description: String {
+        origin.map { "\($0): \(message)" } ?? "\(file):\(mark.line):\(mark.column): \(message)"
+    }
 }
 
 /// One stage as configured.
@@ -34,18 +45,37 @@ public struct PipelineConfig: Sendable {
     /// How many stages read each stage's output.
     public func consumerCount(of name: String) -> Int { stages.filter { $0.inputs.contains(name) }.count }
 
-    /// Reads, parses and validates a pipeline file.
-    public static func load(path: String, environment: [String: String]) throws(PipelineConfigError) -> PipelineConfig {
-        guard let text = YAMLParser.readFile(path) else {
-            throw PipelineConfigError(file: path, mark: YAMLMark(line: 1, column: 1), message: "cannot read the file")
+    /// Reads, parses and validates a pipeline file, with command-line overrides applied.
+    public static func load(
+        path: String, environment: [String: String], overrides: [SettingOverride] = []
+    ) throws(PipelineConfigError) -> PipelineConfig {
+        if let problem = SettingOverride.unreadable(path) {
+            throw PipelineConfigError(file: path, mark: YAMLMark(line: 1, column: 1), message: problem, origin: path)
         }
-        return try parse(text, file: path, environment: environment)
+        guard let text = YAMLParser.readFile(path) else {
+            throw PipelineConfigError(
+                file: path, mark: YAMLMark(line: 1, column: 1),
+                message: "cannot read the file: \(SettingOverride.errnoText)",
+                origin: path)
+        }
+        return try parse(text, file: path, environment: environment, overrides: overrides)
     }
 
-    /// Parses and validates a pipeline file's text. `environment` resolves ${VAR} and ${VAR:-default}.
-    public static func parse(_ text: String, file: String, environment: [String: String]) throws(PipelineConfigError)
-        -> PipelineConfig
-    {
+    /// Parses and validates a pipeline file's text. `environment` resolves ${VAR} and ${VAR:-default};
+    /// `overrides` replace or add settings as if the file gave them (errors name the override).
+    public static func parse(
+        _ text: String, file: String, environment: [String: String], overrides: [SettingOverride] = []
+    ) throws(PipelineConfigError) -> PipelineConfig {
+        do {
+            return try parseText(text, file: file, environment: environment, overrides: overrides)
+        } catch {
+            throw SettingOverride.attribute(error, to: overrides)
+        }
+    }
+
+    static func parseText(
+        _ text: String, file: String, environment: [String: String], overrides: [SettingOverride]
+    ) throws(PipelineConfigError) -> PipelineConfig {
         let root: YAMLNode
         do {
             guard let r = try YAMLParser.parse(text, file: file) else {
@@ -93,9 +123,10 @@ public struct PipelineConfig: Sendable {
             ?? (file.split(separator: "/").last.map { String($0.split(separator: ".").first ?? "pipeline") }
                 ?? "pipeline")
         guard let stagesNode = root["stages"] else { throw fail(root, "missing 'stages' mapping") }
-        guard let entries = stagesNode.mapping, !entries.isEmpty else {
+        guard var entries = stagesNode.mapping, !entries.isEmpty else {
             throw fail(stagesNode, "'stages' must be a non-empty mapping of stage name to settings")
         }
+        try SettingOverride.apply(overrides, to: &entries)
 
         var stages: [StageConfig] = []
         for (key, body) in entries {
@@ -204,6 +235,7 @@ public struct PipelineConfig: Sendable {
                 file: file, mark: clash.value[1].mark,
                 message: "stages \(clash.value.map(\.name).joined(separator: " and ")) share the endpoint \(clash.key)")
         }
+        try TopicFlow.check(ordered, file: file)
         return PipelineConfig(file: file, stages: ordered, cpus: cpus)
     }
 }

@@ -42,10 +42,13 @@ public struct SettingSpec: Sendable {
     public let choices: [String]
     /// The values a number, integer or optional number (or every item of a number list) may take.
     public let range: ClosedRange<Double>?
+    /// The value names pipeline topics the stage reads (written with or without a leading slash):
+    /// checked against what the stages upstream publish.
+    public let namesTopics: Bool
 
     init(
-        _ name: String, _ kind: Kind, _ defaultValue: String?, _ help: String,
-        choices: [String] = [], range: ClosedRange<Double>? = nil
+        _ name: String, _ kind: Kind, _ defaultValue: String?, _ help: String, choices: [String] = [],
+        range: ClosedRange<Double>? = nil, namesTopics: Bool = false
     ) {
         self.name = name
         self.kind = kind
@@ -53,6 +56,7 @@ public struct SettingSpec: Sendable {
         self.help = help
         self.choices = choices
         self.range = range
+        self.namesTopics = namesTopics
     }
 
     /// The accepted values in words, for errors and the reference ("" when anything of the kind goes).

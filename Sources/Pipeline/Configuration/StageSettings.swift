@@ -75,13 +75,16 @@ public struct StageSettings: Sendable {
         }
         func chosen(_ text: String) throws(PipelineConfigError) {
             guard spec.choices.isEmpty || spec.choices.contains(text) else {
-                throw fail("one of \(spec.choices.joined(separator: ", ")), found '\(text)'")
+                throw fail(
+                    "one of \(spec.choices.joined(separator: ", ")), found "
+                        + "'\(text)'\(didYouMean(text, in: spec.choices))"
+                )
             }
         }
         switch spec.kind {
         case .string:
             try chosen(value.text)
-            strings[spec.name] = value.text
+            strings[spec.name] = spec.namesTopics ? TopicFlow.normalized(value.text) : value.text
         case .number:
             numbers[spec.name] = try checked(value.text)
         case .optionalNumber:
@@ -98,7 +101,7 @@ public struct StageSettings: Sendable {
             }
         case .stringList:
             for item in value.items { try chosen(item) }
-            lists[spec.name] = value.items
+            lists[spec.name] = spec.namesTopics ? value.items.map(TopicFlow.normalized) : value.items
         case .numberList(let n):
             guard value.items.count == n, value.items.allSatisfy({ Double($0)?.isFinite == true }) else {
                 throw fail("\(spec.kind.article), found \(value.items.count) item(s)")

@@ -20,6 +20,8 @@ public struct StageType: Sendable, Hashable, CustomStringConvertible {
     /// Topics this type publishes besides those it passes on (transforms) or sends to its own
     /// subscribers (sinks with an endpoint).
     public let outputTopics: [String]
+    /// Which input topics it passes on (sinks: nothing).
+    public let passesOn: TopicPassing
     /// Checks that involve several settings (latitude and longitude go together, say); nil = fine.
     let check: @Sendable (StageSettings) -> SettingProblem?
     /// Builds the stage's logic from validated settings.
@@ -27,6 +29,7 @@ public struct StageType: Sendable, Hashable, CustomStringConvertible {
 
     init(
         name: String, role: StageRole, summary: String, settings: [SettingSpec], outputTopics: [String] = [],
+        passesOn: TopicPassing = .everything,
         check: @escaping @Sendable (StageSettings) -> SettingProblem? = { _ in nil },
         make: @escaping @Sendable (StageSettings, StageContext) throws -> StageLogic
     ) {
@@ -35,6 +38,7 @@ public struct StageType: Sendable, Hashable, CustomStringConvertible {
         self.summary = summary
         self.settings = settings
         self.outputTopics = outputTopics
+        self.passesOn = role == .transform ? passesOn : .nothing
         self.check = check
         self.make = make
     }

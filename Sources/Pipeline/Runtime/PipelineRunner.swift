@@ -51,6 +51,7 @@ public enum PipelineRunner {
                     do { return .success(try await a.run()) } catch {
                         // One stage failed: ask the others to stop rather than wait for it forever.
                         PipelineSignals.requestStop()
+                        if let named = error as? PipelineRunError { return .failure(named) }
                         return .failure(PipelineRunError.stageFailed(stage: a.config.name, reason: "\(error)"))
                     }
                 }

@@ -2,7 +2,8 @@
     import Glibc
 #endif
 
-/// Set by SIGINT/SIGTERM handlers; every stage loop polls it.
+/// Set by SIGINT/SIGTERM handlers (1) or by a stage that asks the pipeline to stop (2, e.g. stdout
+/// closed); every stage loop polls it.
 nonisolated(unsafe) var pipelineStopRequested: sig_atomic_t = 0
 
 public enum PipelineSignals {
@@ -13,6 +14,8 @@ public enum PipelineSignals {
         signal(SIGPIPE, SIG_IGN)
     }
     public static var stopRequested: Bool { pipelineStopRequested != 0 }
-    /// For tests and embedding: ask the running pipeline to stop, or clear the request.
-    public static func requestStop(_ stop: Bool = true) { pipelineStopRequested = stop ? 1 : 0 }
+    /// True when SIGINT or SIGTERM (not a stage) stopped the run.
+    public static var interruptedBySignal: Bool { pipelineStopRequested == 1 }
+    /// For stages, tests and embedding: ask the running pipeline to stop, or clear the request.
+    public static func requestStop(_ stop: Bool = true) { pipelineStopRequested = stop ? 2 : 0 }
 }

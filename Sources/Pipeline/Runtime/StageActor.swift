@@ -39,9 +39,9 @@ actor StageActor {
     func run() throws -> StageReport {
         defer { executor.shutdown() }
         if let failure = executor.pinningFailure {
-            throw PipelineRunError.stageFailed(stage: config.name, reason: "\(failure)")
+            throw StageFailure("\(failure)")
         }
-        var report = StageReport(stage: config.name)
+        var report = StageReport(stage: config.name, role: config.type.role)
         // The logic first: a bag that cannot be opened fails before anyone waits for this stage.
         let logic = try config.makeLogic(log: log)
         let output = try wiring.bind.map {
@@ -87,6 +87,7 @@ actor StageActor {
             )
         }
         report.notes += logic.notes
+        report.losses = logic.losses + report.malformed + report.unexpected
         return report
     }
 }
@@ -143,6 +144,7 @@ struct InputReader {
                     try handle(message, from: i, &publisher, &report)
                 }
                 try flush(&publisher, &report)
+                if drained < 256 { try transform.inputDrained() }
             }
         }
         try publisher.publish(try transform.finish(), report: &report)

@@ -7,6 +7,9 @@ import MessageBus
 /// back-pressure, reader counting and end of stream. Each logic lives on its stage's thread only.
 class StageLogic: @unchecked Sendable {
     var notes: [String] = []
+    /// Data the stage skipped or could not read (undecodable messages, damage read past), for the
+    /// report and the exit code; frames the runtime refused are counted there.
+    var losses = 0
 }
 
 /// A source: drives the stream, handing frames to `emit` (which applies back-pressure and returns
@@ -22,8 +25,16 @@ protocol TransformLogic: StageLogic {
     var inputHandling: InputHandling { get }
     /// One decoded frame (the general path).
     func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws
+    /// Called whenever the stage has read everything queued on an input (the read burst is over):
+    /// the place to flush what a sink buffers, so live data streams while bulk replays still write in
+    /// large blocks.
+    func inputDrained() throws
     /// Called once every input has ended: flush and return the last frames.
     func finish() throws -> [WireFrame]
+}
+
+extension TransformLogic {
+    func inputDrained() throws {}
 }
 
 /// How a transform or sink reads its input. Everything else in the actor loop is the same for

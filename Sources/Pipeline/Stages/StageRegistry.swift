@@ -18,5 +18,6 @@ public enum StageRegistry {
         RecordSink.type,
         PublishSink.type,
         MeasureSink.type,
+        SummarySink.type,
     ]
 }

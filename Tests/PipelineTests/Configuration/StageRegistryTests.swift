@@ -15,10 +15,7 @@ struct StageRegistryTests {
             let required = type.settings.filter { $0.defaultValue == nil }.map {
                 "    \($0.name): \(temporaryPath($0.name))\n"
             }
-            let text =
-                "stages:\n  up:\n    type: simulator\n  s:\n    type: \(type.name)\n"
-                + (type.isSource ? "" : "    inputs: [up]\n")
-                + required.joined()
+            let text = stageTestPipeline(type.name, required.joined())
             let stage = try #require(try PipelineConfig.parse(text, file: "t.yaml", environment: [:]).stage(named: "s"))
             for spec in type.settings where spec.defaultValue != nil && spec.kind == .string {
                 #expect(stage.settings.string(spec.name) == spec.defaultValue, "\(type.name).\(spec.name)")
@@ -51,13 +48,10 @@ struct StageRegistryTests {
             ("publish", "high_water_mark: 0", "between 1 and"),
         ])
     func validated(_ type: String, _ setting: String, _ message: String) throws {
-        let text =
-            "stages:\n  up:\n    type: simulator\n  s:\n    type: \(type)\n"
-            + (type == "simulator" ? "" : "    inputs: [up]\n")
-            + "    \(setting)\n"
+        let text = stageTestPipeline(type, "    \(setting)\n")
         let e = try #require(configError(text))
         #expect(e.message.contains(message), "\(e)")
-        #expect(e.mark.line >= 6 || type == "simulator", "\(e)")
+        #expect(e.mark.line >= 9, "\(e)")
     }
 
     @Test("a choice of one stage type is not a choice of another: a setting's values come from its own spec")

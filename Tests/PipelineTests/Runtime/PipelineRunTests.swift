@@ -158,6 +158,7 @@ struct PipelineRunTests {
                   reader:
                     type: measure
                     inputs: [source]
+                    topic: imu/data_raw
                 """, file: "t.yaml", environment: [:])
             let stage = Task { try await PipelineRunner.runStage(config, named: "source", log: { _ in }) }
             let context = BusContext()

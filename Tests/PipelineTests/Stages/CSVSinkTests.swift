@@ -19,10 +19,15 @@ struct CSVSinkTests {
         #expect(sink.notes == ["1 rows to \(path)"])
     }
 
-    @Test("a file that cannot be created is an error naming the path and the reason")
-    func unwritable() {
+    @Test("nothing is created before the first frame; a file that cannot be created is an error naming path and reason")
+    func unwritable() throws {
+        let untouched = temporaryPath("keep.csv")
+        try "precious\n".write(toFile: untouched, atomically: true, encoding: .utf8)
+        _ = try stageLogic("csv", "    path: \(untouched)\n")
+        #expect(try String(contentsOfFile: untouched, encoding: .utf8) == "precious\n")
         do {
-            _ = try stageLogic("csv", "    path: /nonexistent-dir/out.csv\n")
+            let sink = try stageLogic("csv", "    path: /nonexistent-dir/out.csv\n") as! CSVSink
+            _ = try processed([SinkFrames.fused(1)], by: sink)
             Issue.record("created a file in a missing directory")
         } catch {
             #expect(

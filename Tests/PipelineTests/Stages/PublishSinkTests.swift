@@ -33,7 +33,7 @@ extension PipelineRunTests {
                 """, file: "t.yaml", environment: [:])
         }
         func sentCount(_ notes: [String]) -> Int? {
-            notes.first { $0.hasPrefix("published ") }.flatMap { $0.split(separator: " ").dropFirst().first }.flatMap {
+            notes.first { $0.hasPrefix("sent ") }.flatMap { $0.split(separator: " ").dropFirst().first }.flatMap {
                 Int($0)
             }
         }
@@ -42,7 +42,7 @@ extension PipelineRunTests {
         let aloneNotes = alone.first { $0.stage == "pub" }!.notes
         #expect(
             aloneNotes.contains {
-                $0.hasPrefix("published 0 message(s)") && $0.contains("not sent while nobody subscribed")
+                $0.hasPrefix("sent 0 of ") && $0.contains("not sent while nobody subscribed")
             }, "\(aloneNotes)")
 
         // One subscriber: everything published arrives.
@@ -51,14 +51,21 @@ extension PipelineRunTests {
         try sub.subscribe(Array("heading\0".utf8))
         try sub.connect(endpoint)
         async let run = PipelineRunner.runAll(config(waitFor: 1), log: { _ in })
-        var received = 0
+        var received = 0, ended = false
         while let frame = try sub.receive(timeoutMilliseconds: 2000) {
-            #expect(try WireFrame.decode(frame).topic == "heading")
+            let decoded = try WireFrame.decode(frame)
+            #expect(decoded.topic == "heading")
+            if decoded.isEndOfStream {
+                ended = true  // the publisher's end of stream, after every message
+                break
+            }
+            #expect(!ended)
             received += 1
         }
         let notes = try await run.first { $0.stage == "pub" }!.notes
         #expect(received > 150 && sentCount(notes) == received, "received \(received); \(notes)")
         #expect(!notes.joined().contains("nobody subscribed"), "\(notes)")
+        #expect(ended)
         sub.close()
         PipelineSignals.requestStop(false)
     }

@@ -3,16 +3,21 @@ import WireFormat
 import MessageBus
 @testable import Pipeline
 
-/// A stage's logic built through the registry from a one-stage pipeline text (its settings
-/// indented by four spaces), with a simulator as its input when it needs one.
+/// A stage's logic built through the registry from a pipeline text (its settings indented by four
+/// spaces): a transform reads a simulator, a sink reads fusion (so every pipeline topic is upstream).
 func stageLogic(_ type: String, _ settings: String = "", log: @escaping @Sendable (String) -> Void = { _ in }) throws
     -> StageLogic
 {
-    let isSource = StageType.named(type)!.isSource
-    let text =
-        "stages:\n  up:\n    type: simulator\n  s:\n    type: \(type)\n" + (isSource ? "" : "    inputs: [up]\n")
-        + settings
-    return try PipelineConfig.parse(text, file: "t.yaml", environment: [:]).stage(named: "s")!.makeLogic(log: log)
+    try PipelineConfig.parse(stageTestPipeline(type, settings), file: "t.yaml", environment: [:]).stage(named: "s")!
+        .makeLogic(log: log)
+}
+
+/// The pipeline text `stageLogic` builds its stage from; the stage's own lines start at line 8.
+func stageTestPipeline(_ type: String, _ settings: String) -> String {
+    let role = StageType.named(type)!.role
+    let input = role == .sink ? "    inputs: [f]\n" : role == .transform ? "    inputs: [up]\n" : ""
+    return "stages:\n  up:\n    type: simulator\n  f:\n    type: fusion\n    inputs: [up]\n  s:\n    type: \(type)\n"
+        + input + settings
 }
 
 /// Every frame a source emits until its end.

@@ -30,26 +30,32 @@ final class CSVSink: StageLogic, TransformLogic {
         settings: Settings.specs
     ) { s, _ in try CSVSink(Settings(s)) }
 
-    let quaternions: BufferedFileWriter
-    let accuracy: BufferedFileWriter?
+    let settings: Settings
+    /// Opened at the first frame, so a run that fails before it leaves existing files untouched.
+    var quaternions: BufferedFileWriter?
+    var accuracy: BufferedFileWriter?
+    var opened = false
     var rows = 0
 
-    init(_ settings: Settings) throws {
-        quaternions = try BufferedFileWriter(path: settings.path)
-        try quaternions.write("t,qw,qx,qy,qz\n")
-        if settings.accuracyPath.isEmpty {
-            accuracy = nil
-        } else {
-            let file = try BufferedFileWriter(path: settings.accuracyPath)
-            try file.write("t,heading_deg,accuracy_deg,flags\n")
-            accuracy = file
+    init(_ settings: Settings) { self.settings = settings }
+
+    func open() throws {
+        opened = true
+        if !settings.path.isEmpty {
+            quaternions = try BufferedFileWriter(path: settings.path)
+            try quaternions?.write("t,qw,qx,qy,qz\n")
+        }
+        if !settings.accuracyPath.isEmpty {
+            accuracy = try BufferedFileWriter(path: settings.accuracyPath)
+            try accuracy?.write("t,heading_deg,accuracy_deg,flags\n")
         }
     }
 
     var inputHandling: InputHandling { .decoded }
 
     func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
-        if frame.topic == PipelineTopics.imuFused {
+        if !opened { try open() }
+        if frame.topic == PipelineTopics.imuFused, let quaternions {
             let m = try decoded(frame, as: ImuMessage.self)
             let q = m.orientation
             try quaternions.write("\(stampText(m.header.stamp)),\(q.w),\(q.x),\(q.y),\(q.z)\n")
@@ -63,9 +69,16 @@ final class CSVSink: StageLogic, TransformLogic {
     }
 
     func finish() throws -> [WireFrame] {
-        try quaternions.close()
+        guard opened else {
+            notes.append(
+                "nothing arrived; \([settings.path, settings.accuracyPath].filter { !$0.isEmpty }.joined(separator: " and ")) not written"
+            )
+            return []
+        }
+        try quaternions?.close()
         try accuracy?.close()
-        notes.append("\(rows) rows to \(quaternions.path)")
+        notes.append(
+            settings.path.isEmpty ? "headings to \(settings.accuracyPath)" : "\(rows) rows to \(settings.path)")
         return []
     }
 }

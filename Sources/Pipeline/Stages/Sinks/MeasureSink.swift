@@ -17,7 +17,7 @@ final class MeasureSink: StageLogic, InPlaceTransform {
             SettingSpec(
                 "topic", .string, "heading",
                 "topic to count; with wall-clock stamps, latency = arrival - header "
-                    + "stamp"),
+                    + "stamp", namesTopics: true),
             SettingSpec(
                 "skip_seconds", .number, "1",
                 "leave the first seconds (connection warm-up) out of the latency statistics",

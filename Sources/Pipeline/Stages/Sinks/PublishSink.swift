@@ -28,7 +28,7 @@ final class PublishSink: StageLogic, TransformLogic {
             SettingSpec(
                 "bind", .string, "tcp://127.0.0.1:5600",
                 "address subscribers connect to (loopback unless given otherwise)"),
-            SettingSpec("topics", .stringList, "heading,imu/data", "topics to publish"),
+            SettingSpec("topics", .stringList, "heading,imu/data", "topics to publish", namesTopics: true),
             SettingSpec("encoding", .string, "cdr", "cdr | json", choices: ["cdr", "json"]),
             SettingSpec(
                 "latest_only", .bool, "false",
@@ -68,7 +68,9 @@ final class PublishSink: StageLogic, TransformLogic {
     let context: BusContext
     var changeFilters: [String: HeadingChangeFilter] = [:]
     var pending: [UInt8]?
-    var dropped = 0, sent = 0, withoutSubscriber = 0
+    /// Frames on its topics; of those: sent, held back by min_change_deg, not sent while nobody
+    /// subscribed, superseded (latest_only) or dropped while stopping. They add up.
+    var offered = 0, sent = 0, heldBack = 0, withoutSubscriber = 0, dropped = 0
     /// Live subscribers.
     var subscribers = ReaderCount()
 
@@ -88,6 +90,7 @@ final class PublishSink: StageLogic, TransformLogic {
 
     func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
         guard settings.topics.contains(frame.topic) else { return }
+        offered += 1
         if settings.minimumChangeDegrees > 0, frame.type == HeadingMessage.typeName {
             // Deliver a heading only once it changed enough since the last one delivered on this topic.
             let h = try decoded(frame, as: HeadingMessage.self)
@@ -96,7 +99,10 @@ final class PublishSink: StageLogic, TransformLogic {
                 changeFilters[frame.topic] ?? HeadingChangeFilter(minimumChangeDegrees: settings.minimumChangeDegrees)
             let deliver = filter.offer(value) != nil
             changeFilters[frame.topic] = filter
-            if !deliver { return }
+            if !deliver {
+                heldBack += 1
+                return
+            }
         }
         var out = frame
         if settings.json {
@@ -142,10 +148,24 @@ final class PublishSink: StageLogic, TransformLogic {
         if let p = pending, try socket.send(p, blocking: false) {
             sent += 1
             pending = nil
+        } else if pending != nil {
+            dropped += 1
         }
-        notes.append(
-            "published \(sent) message(s)" + (dropped > 0 ? ", \(dropped) superseded or dropped" : "")
-                + (withoutSubscriber > 0 ? ", \(withoutSubscriber) not sent while nobody subscribed" : ""))
+        // Subscribers learn that the stream ended: one end-of-stream frame per topic (they filter by topic).
+        if subscribers.value > 0 {
+            for topic in settings.topics.sorted() {
+                let end = WireFrame(topic: topic, type: WireFrame.endOfStreamType, encoding: "none", payload: [])
+                _ = try socket.send(end.encoded(), blocking: false)
+            }
+        }
+        var parts = [
+            "sent \(sent) of \(offered) message(s) on \(settings.topics.sorted().joined(separator: ", ")) to "
+                + "subscribers"
+        ]
+        if heldBack > 0 { parts.append("\(heldBack) held back by min_change_deg") }
+        if withoutSubscriber > 0 { parts.append("\(withoutSubscriber) not sent while nobody subscribed") }
+        if dropped > 0 { parts.append("\(dropped) superseded or dropped") }
+        notes.append(parts.joined(separator: ", "))
         socket.close()
         return []
     }

@@ -19,7 +19,7 @@ final class RecordSink: StageLogic, TransformLogic {
             SettingSpec("storage", .string, "mcap", "mcap | sqlite3 (directories)", choices: ["mcap", "sqlite3"]),
             SettingSpec(
                 "compression", .string, "zstd", "zstd | lz4 | none (MCAP chunks)", choices: ["zstd", "lz4", "none"]),
-            SettingSpec("topics", .stringList, "heading,imu/data", "topics to record"),
+            SettingSpec("topics", .stringList, "heading,imu/data", "topics to record", namesTopics: true),
         ]
 
         init(_ s: StageSettings) {
@@ -33,14 +33,16 @@ final class RecordSink: StageLogic, TransformLogic {
     static let type = StageType(
         name: "record", role: .sink, summary: "a rosbag2 recording (MCAP or sqlite3) of chosen topics",
         settings: Settings.specs
-    ) { s, _ in try RecordSink(Settings(s)) }
+    ) { s, _ in RecordSink(Settings(s)) }
 
-    let recorder: BagRecorder
+    let settings: Settings
     let topics: Set<String>
+    /// Created at the first frame, so a run that fails before it leaves an existing bag untouched.
+    var recorder: BagRecorder?
     var lastFlush = Clocks.monotonicSeconds()
 
-    init(_ settings: Settings) throws {
-        recorder = try BagRecorder(path: settings.path, storage: settings.storage, compression: settings.compression)
+    init(_ settings: Settings) {
+        self.settings = settings
         topics = settings.topics
     }
 
@@ -56,6 +58,11 @@ final class RecordSink: StageLogic, TransformLogic {
             throw UnexpectedFrame(reason: "payload too short for a header")
         }
         let logTime = UInt64(UInt32(bitPattern: stamp.sec)) * 1_000_000_000 + UInt64(stamp.nanosec)
+        if recorder == nil {
+            recorder = try BagRecorder(
+                path: settings.path, storage: settings.storage, compression: settings.compression)
+        }
+        guard let recorder else { return }
         try recorder.write(
             topic: "/" + frame.topic, type: frame.type, definition: definition, logTime: logTime,
             data: Array(frame.payload))
@@ -68,6 +75,11 @@ final class RecordSink: StageLogic, TransformLogic {
     }
 
     func finish() throws -> [WireFrame] {
+        guard let recorder else {
+            notes.append(
+                "nothing to record on \(topics.sorted().joined(separator: ", ")); \(settings.path) not written")
+            return []
+        }
         try recorder.finish()
         notes.append("recorded to \(recorder.path)")
         return []

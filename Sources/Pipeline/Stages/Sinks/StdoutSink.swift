@@ -15,7 +15,7 @@ final class StdoutSink: StageLogic, TransformLogic {
 
         static let specs: [SettingSpec] = [
             SettingSpec("format", .string, "text", "text | json", choices: ["text", "json"]),
-            SettingSpec("topics", .stringList, "heading", "topics to print"),
+            SettingSpec("topics", .stringList, "heading", "topics to print", namesTopics: true),
             SettingSpec(
                 "min_change_deg", .number, "1", "print a heading only after it changed this much (0 = every update)",
                 range: SettingSpec.degreesRange),
@@ -48,6 +48,11 @@ final class StdoutSink: StageLogic, TransformLogic {
     func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
         guard settings.topics.contains(frame.topic) else { return }
         if settings.json {
+            if frame.type == HeadingMessage.typeName, settings.minimumChangeDegrees > 0 {
+                // Display sinks deliver a heading only once it changed enough, in JSON as in text.
+                let h = try decoded(frame, as: HeadingMessage.self)
+                guard h.magneticHeading.isFinite, changeFilter.offer(h.magneticHeading) != nil else { return }
+            }
             let body: String
             do { body = try jsonFromCDR(type: frame.type, frame.payload) ?? "null" } catch {
                 throw UnexpectedFrame(reason: "undecodable \(frame.type): \(error)")
@@ -69,6 +74,9 @@ final class StdoutSink: StageLogic, TransformLogic {
         }
         if buffer.utf8.count > 8192 { flush() }
     }
+
+    /// A read burst is over: what it printed goes out now (live output streams line by line).
+    func inputDrained() { flush() }
 
     /// Writes what is buffered. If stdout has gone away (`| head`), the pipeline stops cleanly.
     func flush() {

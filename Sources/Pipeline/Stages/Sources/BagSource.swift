@@ -73,10 +73,27 @@ final class BagSource: StageLogic, SourceLogic {
     let log: @Sendable (String) -> Void
 
     init(_ settings: Settings, log: @escaping @Sendable (String) -> Void) throws {
-        self.settings = settings
         self.log = log
-        bag = try BagReader(path: settings.path)
-        topics = try bag.topics()
+        let bag = try BagReader(path: settings.path)
+        let topics = try bag.topics()
+        self.bag = bag
+        self.topics = topics
+        // Topics as the bag spells them (with or without the leading slash); a missing one is named
+        // with the topics the bag has.
+        var resolved = settings
+        let names = topics.map(\.name)
+        func resolve(_ topic: String, _ what: String) throws -> String {
+            if names.contains(topic) { return topic }
+            let other = topic.hasPrefix("/") ? String(topic.dropFirst()) : "/" + topic
+            if names.contains(other) { return other }
+            throw StageFailure(
+                "\(settings.path) has no topic \(topic) (\(what))\(didYouMean(topic, in: names)); its topics: "
+                    + topics.map { "\($0.name) (\($0.type))" }.joined(separator: ", "))
+        }
+        resolved.imuTopic = try resolve(settings.imuTopic, "imu_topic")
+        resolved.magTopic = try resolve(settings.magTopic, "mag_topic")
+        if !settings.fixTopic.isEmpty { resolved.fixTopic = try resolve(settings.fixTopic, "fix_topic") }
+        self.settings = resolved
     }
 
     /// The pipeline topic a bag topic is read as.
@@ -107,6 +124,18 @@ final class BagSource: StageLogic, SourceLogic {
             options.endTime = (options.startTime ?? first) + UInt64(settings.durationSeconds * 1e9)
         }
         let adapters = try schemaAdapters(for: sensorTopics)
+        do {
+            try replay(options, first: first, sensorTopics: sensorTopics, adapters: adapters, emit: emit)
+        } catch let e as BagError where e.isDamage {
+            throw StageFailure("\(e) (the bag is damaged: --salvage, or salvage: true, replays what is intact)")
+        }
+    }
+
+    func replay(
+        _ options: BagReadOptions, first: UInt64, sensorTopics: [String], adapters: [String: SchemaAdapter],
+        emit: ([WireFrame]) throws -> Double
+    ) throws {
+        var emitted = 0
         var undecodable = 0
         let total = topics.filter { sensorTopics.contains($0.name) }.reduce(0) { $0 + $1.messageCount }
         var progress = Progress(total: settings.progress ? total : 0)
@@ -152,9 +181,21 @@ final class BagSource: StageLogic, SourceLogic {
             }
             _ = try emit(batch)
             for d in bag.damage { log("bag: damage: \(d)") }
-        } while settings.loop && !PipelineSignals.stopRequested
+            losses += bag.damage.count
+        } while settings.loop && !PipelineSignals.stopRequested && emitted > 0
         progress.finish()
         if undecodable > 0 { notes.append("\(undecodable) undecodable message(s) skipped") }
+        losses += undecodable
+        if emitted == 0 && settings.startSeconds > 0 {
+            var whole = options
+            whole.startTime = nil
+            whole.endTime = nil
+            var last = first
+            try bag.forEachMessage(whole) { last = max(last, $0.logTime) }
+            throw StageFailure(
+                "start \(format(settings.startSeconds, 1)) s is past the end of \(settings.path): its messages on "
+                    + "\(sensorTopics.joined(separator: " and ")) span \(format(Double(last - first) * 1e-9, 1)) s")
+        }
     }
 
     /// The bag's own definitions decide how its payloads are read (see SchemaAdapter).
@@ -166,8 +207,7 @@ final class BagSource: StageLogic, SourceLogic {
                 adapters[topic.name] = try SchemaAdapter(
                     type: topic.type, schemaEncoding: schema?.encoding, schemaText: schema?.text)
             } catch {
-                throw PipelineRunError.stageFailed(
-                    stage: "bag", reason: "\(settings.path): topic \(topic.name): \(error)")
+                throw StageFailure("\(settings.path): topic \(topic.name): \(error)")
             }
             if adapters[topic.name]?.mode == .byName {
                 notes.append("\(topic.name): read through the bag's own \(topic.type) definition")

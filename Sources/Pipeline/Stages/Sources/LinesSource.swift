@@ -62,8 +62,7 @@ final class LinesSource: StageLogic, SourceLogic {
         }
         let fd = open(device, O_RDONLY | O_NOCTTY)
         guard fd >= 0 else {
-            throw PipelineRunError.stageFailed(
-                stage: "lines", reason: "cannot open \(device): \(String(cString: strerror(errno)))")
+            throw StageFailure("cannot open \(device): \(String(cString: strerror(errno)))")
         }
         if isatty(fd) == 1, let speed = Self.serialSpeeds[settings.baud] {
             var tio = termios()

@@ -63,13 +63,12 @@ enum CalibrationFile {
         guard FileManager.default.createFile(atPath: temporary, contents: data),
             let h = FileHandle(forWritingAtPath: temporary)
         else {
-            throw PipelineRunError.stageFailed(stage: "calibration", reason: "cannot write \(temporary)")
+            throw StageFailure("cannot write \(temporary)")
         }
         try h.synchronize()
         try h.close()
         guard rename(temporary, path) == 0 else {
-            throw PipelineRunError.stageFailed(
-                stage: "calibration", reason: "cannot rename to \(path): \(String(cString: strerror(errno)))")
+            throw StageFailure("cannot rename to \(path): \(String(cString: strerror(errno)))")
         }
     }
 }

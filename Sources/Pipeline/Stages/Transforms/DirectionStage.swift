@@ -44,7 +44,7 @@ final class DirectionStage: StageLogic, TransformLogic {
     static let type = StageType(
         name: "direction", role: .transform,
         summary: "the direction of travel: GPS course when moving fast and straight, else the compass heading",
-        settings: Settings.specs, outputTopics: [PipelineTopics.direction]
+        settings: Settings.specs, outputTopics: [PipelineTopics.direction], passesOn: .nothing
     ) { s, _ in DirectionStage(Settings(s)) }
 
     var selector: DirectionSourceSelector

@@ -51,6 +51,7 @@ final class FusionStage: StageLogic, InPlaceTransform {
         name: "fusion", role: .transform,
         summary: "the orientation filter: heading with its accuracy, true north and the fused orientation",
         settings: Settings.specs, outputTopics: [PipelineTopics.heading, PipelineTopics.imuFused],
+        passesOn: .only([PipelineTopics.fix, PipelineTopics.calibrationStatus, PipelineTopics.interferenceStatus]),
         check: MagneticModelLookup.Position.check
     ) { s, _ in FusionStage(Settings(s)) }
 

@@ -86,8 +86,7 @@ final class GatingStage: StageLogic, InPlaceTransform {
             explicitReference = true
         } else if let position = settings.position {
             guard let year = settings.decimalYear ?? MagneticModelLookup.today else {
-                throw PipelineRunError.stageFailed(
-                    stage: "gating", reason: "the system clock gives no date for the model")
+                throw StageFailure("the system clock gives no date for the model")
             }
             var lookup = MagneticModelLookup()
             let elements = try lookup.elements(at: position, decimalYear: year).get()

@@ -1,0 +1,68 @@
+import Pipeline
+
+/// Every command `fusion-node` has: dispatch, `help`, `--help` and the completion scripts read
+/// this list.
+enum Commands {
+    /// Top-level commands (a group such as `bag` lists its subcommands in `groups`).
+    static let topLevel: [(name: String, summary: String)] = [
+        ("replay", ReplayCommand.help.summary),
+        ("bag", "inspect a recorded ROS 2 bag: bag info, bag echo"),
+        ("echo", EchoCommand.help.summary),
+        ("bench", "throughput and latency numbers: bench filter, bench bag, bench pipeline"),
+        ("stages", StagesCommand.help.summary),
+        ("completion", CompletionCommand.help.summary),
+        ("help", "help for a command: fusion-node help replay"),
+    ]
+
+    static let groups: [String: [CommandHelp]] = [
+        "bag": [BagInfoCommand.help, BagEchoCommand.help],
+        "bench": [BenchCommand.filterHelp, BenchCommand.bagHelp, BenchCommand.pipelineHelp],
+    ]
+
+    /// Every command's help, for `help COMMAND` and completion.
+    static var all: [CommandHelp] {
+        [
+            DefaultPipelineCommand.help, PipelineCommand.help, ReplayCommand.help, EchoCommand.help, StagesCommand.help,
+            CompletionCommand.help,
+        ] + groups["bag"]! + groups["bench"]!
+    }
+
+    static func help(for path: [String]) -> CommandHelp? {
+        let joined = path.joined(separator: " ")
+        if joined == "--config" || joined == "run" { return PipelineCommand.help }
+        return all.first { $0.path == joined }
+    }
+
+    /// A group's help: its subcommands with their summaries.
+    static func groupText(_ group: String) -> String {
+        let subs = groups[group] ?? []
+        return "usage: fusion-node \(group) COMMAND ...\n\ncommands:\n"
+            + subs.map { "  \($0.path.padding(toLength: 16, withPad: " ", startingAt: 0))\($0.summary)\n" }.joined()
+            + "\nfusion-node \(group) COMMAND --help shows a command's options.\n"
+    }
+
+    /// The overview `fusion-node --help` prints.
+    static var overview: String {
+        var out = "fusion-node \(gyroCompassVersion): GyroCompass gyro-compass sensor fusion\n\n"
+        out +=
+            "usage: fusion-node [options]              the built-in pipeline on the simulator (fusion-node "
+            + "--help-run)\n"
+        out += "       fusion-node --config FILE [options] a pipeline file (fusion-node help --config)\n"
+        out += "       fusion-node COMMAND [options]\n\ncommands:\n"
+        for (name, summary) in topLevel {
+            out += "  \(name.padding(toLength: 12, withPad: " ", startingAt: 0))\(summary)\n"
+        }
+        out += """
+
+            other:
+              --print-default-pipeline   the built-in graph as a pipeline file
+              --version                  version and the linked C libraries
+              -h, --help                 this help; every command also answers --help
+
+            exit codes: 0 complete, 1 failed, 2 usage or configuration error, 3 finished but damage or loss was
+            reported, 130 interrupted by SIGINT or SIGTERM before the input ended.
+
+            """
+        return out
+    }
+}

@@ -1,0 +1,50 @@
+import CompassCore
+import Pipeline
+
+/// `fusion-node [--duration S] [--seed N] [--filter NAME]`: the built-in default pipeline.
+enum DefaultPipelineCommand {
+    static let help = CommandHelp(
+        path: "",
+        summary: "Run the built-in pipeline: the seeded IMU simulator through calibration, gating and fusion, "
+            + "one heading line per update (100 Hz) until Ctrl-C or the duration has passed.",
+        options: [
+            OptionHelp("--duration", "SECONDS", "stop after this long; 0 = until Ctrl-C", default: "0"),
+            OptionHelp("--seed", "N", "simulator seed (the same seed gives the same samples)", default: "1"),
+            OptionHelp("--filter", "NAME", "kalman or complementary", default: "kalman"),
+        ],
+        details: """
+            output, one line per update:
+              t=<s> heading=<deg clockwise from magnetic north> (<16-point name>) +-<95 % accuracy, deg> [<flags>]
+            """,
+        examples: ["fusion-node --duration 5", "fusion-node --filter complementary --seed 3"])
+
+    static func run(_ args: [String]) async throws -> ExitCode {
+        let a = try Arguments(args, help)
+        if let extra = a.positionals.first {
+            throw UsageError(
+                message: "unknown command '\(extra)'\(didYouMean(extra, in: Commands.topLevel.map(\.name)))",
+                command: "")
+        }
+        let duration = try a.double("--duration", minimum: 0, maximum: 1_000_000) ?? 0
+        guard let seed = UInt64(a.string("--seed") ?? "1"), seed <= UInt32.max else {
+            throw UsageError(
+                message: "--seed expects an integer from 0 to \(UInt32.max), got '\(a.string("--seed") ?? "")'",
+                command: "")
+        }
+        let filter = a.string("--filter") ?? "kalman"
+        let filters = FilterKind.allCases.map(\.rawValue)
+        guard filters.contains(filter) else {
+            throw UsageError(
+                message:
+                    "--filter expects one of \(filters.joined(separator: ", ")), got "
+                    + "'\(filter)'\(didYouMean(filter, in: filters))",
+                command: "")
+        }
+        let config = try PipelineConfig.parse(
+            BuiltInPipelines.defaultText(durationSeconds: duration, filter: filter, seed: seed),
+            file: "<built-in default pipeline>", environment: [:])
+        PipelineSignals.install()
+        _ = try await PipelineRunner.runAll(config, log: { _ in })
+        return PipelineSignals.interruptedBySignal ? .interrupted : .complete
+    }
+}
