@@ -113,7 +113,7 @@ def main():
             quat, accuracy = folder / f'{tid}.csv', folder / f'{tid}.accuracy.csv'
             if kind == 'calibrated':
                 # The whole pipeline file: bag, online calibration, gating, fusion, direction, CSV.
-                env = dict(os.environ, BAG=str(bag), CSV=str(quat))
+                env = dict(os.environ, BAG=str(bag), CSV=str(quat), RECORD=str(folder / f'{tid}.mcap'))
                 subprocess.run([str(node), '--config', str(ROOT / 'Pipelines' / 'replay-bag-calibrated.yaml')], check=True, env=env,
                                stderr=subprocess.DEVNULL)
                 t, q_ref, movement = scorer.read_truth(data / 'truth' / f'{tid}.csv.gz')

@@ -72,6 +72,7 @@ enum BagEchoCommand {
             }
         } catch is Done {}
         for d in bag.damage { writeStandardError("fusion-node: damage: \(d)\n") }
-        return undecodable > 0 || !bag.damage.isEmpty ? .finishedWithLoss : .complete
+        // Damage is only read past with --salvage, which accepts it; undecodable messages are a loss.
+        return undecodable > 0 ? .finishedWithLoss : .complete
     }
 }

@@ -22,7 +22,7 @@ struct CommandHelp: Sendable {
     /// The full help text.
     var text: String {
         var out = "usage: \(synopsis)\n\n\(summary)\n"
-        if !options.isEmpty {
+        do {
             out += "\noptions:\n"
             let all = options + [OptionHelp("-h, --help", nil, "this help")]
             let width = min(30, all.map { $0.label.count }.max() ?? 0)

@@ -70,6 +70,8 @@ final class CalibrationStage: StageLogic, InPlaceTransform {
     var lastImuTime: Double?
     var throttle: StatusThrottle<StatusState>
     var savedResidual: Double?
+    var refitsAccepted = 0
+    var lastLogged: CalibrationFit?
 
     /// What a status change is: the calibrator's state and whether the prompt is shown.
     struct StatusState: Equatable {
@@ -192,14 +194,27 @@ final class CalibrationStage: StageLogic, InPlaceTransform {
         return current.apply(raw) * 1e-6
     }
 
+    /// Every refit the calibrator accepts is applied; the log names one only when it moved the
+    /// calibration noticeably (offset or field radius by more than 0.5 uT, or another model), so a
+    /// calibration refined every 0.5 s does not flood the log; the report counts them all.
     func accepted(_ fit: CalibrationFit, at time: Double) {
+        refitsAccepted += 1
         let o = fit.calibration.hardIronOffsetMicrotesla
-        log(
-            "calibration: at \(format(time, 2)) s accepted a \(fit.model.rawValue) fit, "
-                + "offset \(format(o.x, 1)), \(format(o.y, 1)), \(format(o.z, 1)) uT, "
-                + "field \(format(fit.calibration.fieldRadiusMicrotesla, 1)) uT, rms "
-                + "\(format(fit.rmsResidualMicrotesla, 2)) uT, "
-                + "coverage \(format(fit.directionCoverage * 100, 0)) %")
+        let moved =
+            lastLogged.map {
+                ($0.calibration.hardIronOffsetMicrotesla - o).norm > 0.5 || $0.model != fit.model
+                    || abs($0.calibration.fieldRadiusMicrotesla - fit.calibration.fieldRadiusMicrotesla) > 0.5
+            } ?? true
+        if moved {
+            lastLogged = fit
+            let article = fit.model.rawValue.first.map { "aeiou".contains($0) } == true ? "an" : "a"
+            log(
+                "calibration: at \(format(time, 2)) s accepted \(article) \(fit.model.rawValue) fit, "
+                    + "offset \(format(o.x, 1)), \(format(o.y, 1)), \(format(o.z, 1)) uT, "
+                    + "field \(format(fit.calibration.fieldRadiusMicrotesla, 1)) uT, rms "
+                    + "\(format(fit.rmsResidualMicrotesla, 2)) uT, "
+                    + "coverage \(format(fit.directionCoverage * 100, 0)) %")
+        }
         guard !settings.file.isEmpty, savedResidual.map({ fit.rmsResidualMicrotesla < $0 }) ?? true else { return }
         do {
             try CalibrationFile.save(fit, to: settings.file)
@@ -231,7 +246,11 @@ final class CalibrationStage: StageLogic, InPlaceTransform {
         if let b = gyroBias {
             notes.append("gyro bias at rest \(format(b.x, 5)), \(format(b.y, 5)), \(format(b.z, 5)) rad/s")
         }
-        if let o = online { notes.append("calibration \(o.state) (progress \(format(o.progressPercent, 0)) %)") }
+        if let o = online {
+            notes.append(
+                "calibration \(o.state) (progress \(format(o.progressPercent, 0)) %), \(refitsAccepted) fit(s) accepted"
+            )
+        }
         return []
     }
 }

@@ -1,0 +1,192 @@
+"""The command line a new user meets, through the real fusion-node binary: help everywhere, errors that
+name the cause (and the nearest valid word), one table of exit codes, nothing silent, outputs left alone
+by a run that fails before it starts, live output that streams, the README's generated reference.
+"""
+import json, os, re, signal, subprocess, sys, time
+from pathlib import Path
+
+import pytest
+import zmq
+from rosbags.rosbag2 import StoragePlugin
+
+from test_bag_interop import make_messages, node, write_rosbags  # noqa: F401  (fixture)
+from test_pipeline_interop import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMANDS = [['replay'], ['bag'], ['bag', 'info'], ['bag', 'echo'], ['echo'], ['bench'], ['bench', 'filter'],
+            ['bench', 'bag'], ['bench', 'pipeline'], ['stages'], ['completion'], ['--config']]
+
+
+def run(node, *args, timeout=60, **kw):
+    return subprocess.run([str(node), *map(str, args)], capture_output=True, text=True, timeout=timeout, **kw)
+
+
+@pytest.fixture(scope='module')
+def bag(tmp_path_factory):
+    path = tmp_path_factory.mktemp('clibags') / 'input.mcap'
+    write_rosbags(path.with_suffix(''), make_messages(n=600, seed=5), StoragePlugin.MCAP, zstd_chunks=True)
+    return path.with_suffix('')
+
+
+@pytest.mark.parametrize('command', COMMANDS, ids=' '.join)
+def test_every_command_answers_help_with_usage_and_exit_0(node, command):
+    for flag in ['--help', '-h']:
+        r = run(node, *command, flag)
+        assert r.returncode == 0, r.stderr
+        assert 'usage: fusion-node' in r.stdout
+    if len(command) == 2 or command[0] in ('replay', 'echo', 'stages', 'completion', '--config'):
+        text = run(node, *command, '--help').stdout
+        assert 'options:' in text or 'commands:' in text
+        assert run(node, 'help', *command).stdout == text
+
+
+def test_help_texts_show_defaults_and_examples(node):
+    text = run(node, 'replay', '--help').stdout
+    assert '(default: kalman)' in text and 'examples:' in text and '--accuracy-csv OUT.csv' in text
+
+
+@pytest.mark.parametrize('args, words', [
+    (['repaly', 'x.mcap', '--csv', 'x.csv'], ["unknown command 'repaly'", "did you mean 'replay'"]),
+    (['replay', 'x.mcap', '--cvs', 'x.csv'], ["unknown option '--cvs'", "did you mean '--csv'"]),
+    (['bag', 'inof', 'x'], ["unknown bag command 'inof'", "did you mean 'info'"]),
+    (['echo', '127.0.0.1:5806'], ['needs a transport', "did you mean 'tcp://127.0.0.1:5806'"]),
+    (['replay', 'x.mcap', '--filter', 'kalmann'], ['--filter kalmann', "did you mean 'kalman'"]),
+    (['stages', 'fusoin'], ["unknown stage type 'fusoin'", "did you mean 'fusion'"]),
+    (['completion', 'fish'], ["'fish'"]),
+])
+def test_usage_errors_name_the_word_and_the_nearest_valid_one_exit_2(node, args, words):
+    r = run(node, *args)
+    assert r.returncode == 2, r.stderr
+    for w in words:
+        assert w in r.stderr, r.stderr
+
+
+def test_config_errors_say_why(node, tmp_path):
+    missing = run(node, '--config', tmp_path / 'nonexist.yaml')
+    assert missing.returncode == 2 and 'No such file or directory' in missing.stderr
+    folder = run(node, '--config', tmp_path)
+    assert folder.returncode == 2 and 'is a directory' in folder.stderr
+    pipe = tmp_path / 'p.yaml'
+    pipe.write_text('stages:\n  s:\n    type: simulator\n    duration: 1\n    realtime: false\n'
+                    '  out:\n    type: stdout\n    inputs: [s]\n    topics: [headings]\n')
+    r = run(node, '--config', pipe)
+    assert r.returncode == 2 and 'p.yaml:9:' in r.stderr and "'headings'" in r.stderr
+    assert 'no stage upstream publishes' in r.stderr and 'imu/data_raw' in r.stderr
+
+
+def test_config_overrides_are_checked_like_the_file_and_named(node, tmp_path):
+    pipe = ROOT / 'Pipelines' / 'default.yaml'
+    bad = run(node, '--config', pipe, '--set', 'fusion.filter=kalmann', '--check')
+    assert bad.returncode == 2 and bad.stderr.startswith('fusion-node: --set fusion.filter=kalmann:'), bad.stderr
+    assert "did you mean 'kalman'" in bad.stderr
+    nostage = run(node, '--config', pipe, '--set', 'fuson.filter=kalman', '--check')
+    assert nostage.returncode == 2 and "did you mean 'fusion'" in nostage.stderr
+    good = run(node, '--config', pipe, '--duration', '0.3', '--set', 'console.min_change_deg=0',
+               '--set', 'headings.bind=tcp://127.0.0.1:%d' % free_port())
+    assert good.returncode == 0, good.stderr
+    assert len(good.stdout.splitlines()) >= 25        # 0.3 s at 100 Hz, every update printed
+
+
+def test_replay_errors_name_the_cause_and_keep_existing_outputs(node, bag, tmp_path):
+    keep = tmp_path / 'keep.csv'
+    keep.write_text('precious\n' * 100)
+    for target in [tmp_path / 'nonexistent', tmp_path]:
+        r = run(node, 'replay', target, '--csv', keep)
+        assert r.returncode != 0
+        assert keep.read_text() == 'precious\n' * 100
+    nodir = run(node, 'replay', bag, '--csv', tmp_path / 'nodir' / 'out.csv', '--quiet')
+    assert nodir.returncode == 1
+    assert nodir.stderr.count("stage 'csv'") == 1 and 'No such file or directory' in nodir.stderr, nodir.stderr
+    late = run(node, 'replay', bag, '--start', 500, '--quiet')
+    assert late.returncode == 1 and 'past the end' in late.stderr and re.search(r'span \d+\.\d s', late.stderr)
+    wrong = run(node, 'replay', bag, '--mag-topic', '/imu/magg', '--quiet')
+    assert wrong.returncode == 1 and "did you mean '/imu/mag'" in wrong.stderr
+
+
+def test_replay_without_outputs_ends_with_a_readable_summary(node, bag):
+    r = run(node, 'replay', bag)
+    assert r.returncode == 0, r.stderr
+    for words in ['final heading', 'mean heading', 'share of headings per flag', 'calibrations accepted',
+                  '--csv OUT.csv']:
+        assert words in r.stderr, r.stderr
+
+
+def test_bag_echo_names_a_missing_topic_and_accepts_both_spellings(node, bag):
+    wrong = run(node, 'bag', 'echo', bag, '--topic', '/imu/magg')
+    assert wrong.returncode == 2 and "did you mean '/imu/mag'" in wrong.stderr and '/imu/data_raw' in wrong.stderr
+    plain = run(node, 'bag', 'echo', bag, '--topic', 'imu/mag', '--limit', 2)
+    assert plain.returncode == 0 and len(plain.stdout.splitlines()) == 2
+
+
+def test_echo_says_what_it_waits_for_and_ends_at_the_end_of_stream(node, bag):
+    port = free_port()
+    endpoint = f'tcp://127.0.0.1:{port}'
+    echo = subprocess.Popen([str(node), 'echo', endpoint, '/heading'], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    time.sleep(0.5)
+    replay = run(node, 'replay', bag, '--publish', endpoint, '--wait-for-subscribers', 1, '--quiet')
+    assert replay.returncode == 0, replay.stderr
+    out, err = echo.communicate(timeout=30)
+    assert echo.returncode == 0, err
+    assert "waiting for 'heading' on " + endpoint in err and 'stream ended' in err
+    lines = [json.loads(l) for l in out.splitlines()]
+    assert len(lines) == 600 and all(l['topic'] == 'heading' for l in lines)
+    assert all(isinstance(l['message']['flag_names'], list) for l in lines)
+    assert all(bool(l['message']['flag_names']) == (l['message']['flags'] != 0) for l in lines)
+    quiet = run(node, 'echo', f'tcp://127.0.0.1:{free_port()}', '--timeout', 1)
+    assert quiet.returncode == 1 and 'nothing arrived' in quiet.stderr
+
+
+def test_json_headings_respect_min_change_deg(node, tmp_path):
+    pipe = tmp_path / 'j.yaml'
+    pipe.write_text('stages:\n  s:\n    type: simulator\n    scenario: rest\n    duration: 3\n    realtime: false\n'
+                    '  f:\n    type: fusion\n    inputs: [s]\n'
+                    '  out:\n    type: stdout\n    inputs: [f]\n    format: json\n    min_change_deg: 5\n')
+    r = run(node, '--config', pipe)
+    assert r.returncode == 0, r.stderr
+    assert 1 <= len(r.stdout.splitlines()) < 10          # at rest: the heading hardly changes
+
+
+def test_stdout_streams_a_live_line_before_the_input_ends(node):
+    """Functional, not timed: a line fed on stdin comes out while stdin is still open."""
+    p = subprocess.Popen([str(node), '--config', ROOT / 'Pipelines' / 'live-lines.yaml', '--set',
+                          f'display.bind=tcp://127.0.0.1:{free_port()}'],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    try:
+        for i in range(3):
+            p.stdin.write(f'{1700000000 + i * 0.01:.2f},0,0,0,0,0,9.81,2e-5,0,-4e-5\n')
+            p.stdin.flush()
+        line = p.stdout.readline()           # blocks until the first fused heading is printed
+        assert json.loads(line)['topic'] == 'heading'
+    finally:
+        p.stdin.close()
+        p.wait(timeout=30)
+
+
+def test_a_closed_stdout_ends_the_run_at_once(node):
+    p = subprocess.Popen(f'"{node}" --duration 120 | head -1', shell=True, stdout=subprocess.PIPE, text=True)
+    out, _ = p.communicate(timeout=30)       # would take 120 s if the pipeline did not notice
+    assert out.startswith('t=')
+
+
+def test_sigint_before_the_end_exits_130(node, bag):
+    p = subprocess.Popen([str(node), 'replay', str(bag), '--rate', '0.2', '--quiet'], stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    p.send_signal(signal.SIGINT)
+    assert p.wait(timeout=30) == 130
+
+
+def test_completion_scripts_know_commands_options_and_stage_types(node):
+    script = run(node, 'completion', 'bash').stdout
+    assert subprocess.run(['bash', '-n'], input=script, text=True).returncode == 0
+    for word in ['replay', '--accuracy-csv', 'gating', 'summary', '--set', 'info']:
+        assert word in script
+    probe = f'{script}\nCOMP_WORDS=(fusion-node replay x --acc); COMP_CWORD=3; _fusion_node; echo "${{COMPREPLY[@]}}"'
+    assert '--accuracy-csv' in subprocess.run(['bash', '-c', probe], capture_output=True, text=True).stdout
+    assert 'bashcompinit' in run(node, 'completion', 'zsh').stdout
+
+
+def test_readme_stage_reference_is_the_registry(node):
+    readme = (ROOT / 'README.md').read_text()
+    section = readme[readme.index('#### Sources\n'):readme.index('## Calibration, interference and true north')]
+    assert section.strip() == run(node, 'stages').stdout.strip()
