@@ -190,3 +190,11 @@ def test_readme_stage_reference_is_the_registry(node):
     readme = (ROOT / 'README.md').read_text()
     section = readme[readme.index('#### Sources\n'):readme.index('## Calibration, interference and true north')]
     assert section.strip() == run(node, 'stages').stdout.strip()
+
+
+def test_readme_command_reference_is_the_help(node):
+    readme = (ROOT / 'README.md').read_text()
+    blocks = re.findall(r'```\n\$ fusion-node ([^\n]*)\n(.*?)```', readme, re.S)
+    assert len(blocks) >= 14
+    for args, text in blocks:
+        assert run(node, *args.split()).stdout.rstrip() == text.rstrip(), args
