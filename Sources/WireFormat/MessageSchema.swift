@@ -144,6 +144,7 @@ public struct MessageSchema: Sendable, Equatable {
 public indirect enum DecodedValue: Sendable, Equatable {
     case number(Double)
     case integer(Int64)
+    case boolean(Bool)
     case text(String)
     case list([DecodedValue])
     case record([(String, DecodedValue)])
@@ -152,6 +153,7 @@ public indirect enum DecodedValue: Sendable, Equatable {
         switch (a, b) {
         case let (.number(x), .number(y)): return x == y || (x.isNaN && y.isNaN)
         case let (.integer(x), .integer(y)): return x == y
+        case let (.boolean(x), .boolean(y)): return x == y
         case let (.text(x), .text(y)): return x == y
         case let (.list(x), .list(y)): return x == y
         case let (.record(x), .record(y)):
@@ -185,6 +187,7 @@ public indirect enum DecodedValue: Sendable, Equatable {
         switch self {
         case .number(let d): return JSONText.number(d)
         case .integer(let i): return String(i)
+        case .boolean(let b): return b ? "true" : "false"
         case .text(let s): return JSONText.string(s)
         case .list(let items): return "[" + items.map(\.json).joined(separator: ",") + "]"
         case .record(let fields):
@@ -208,7 +211,15 @@ extension MessageSchema {
 
     func decodeRecord(_ type: String, _ r: inout CDRReader, path: String) throws(CDRError) -> DecodedValue {
         var out: [(String, DecodedValue)] = []
-        for f in fields(of: type) {
+        let fields = fields(of: type)
+        if fields.isEmpty {
+            // A message without fields (only constants, or std_msgs/Empty) still takes one byte in ROS 2:
+            // rosidl adds `uint8 structure_needs_at_least_one_member`.
+            _ = try r.uint8(
+                path.isEmpty ? "structure_needs_at_least_one_member" : path + ".structure_needs_at_least_one_member")
+            return .record([])
+        }
+        for f in fields {
             out.append((f.name, try decodeValue(f.type, &r, path: path.isEmpty ? f.name : path + "." + f.name)))
         }
         return .record(out)
@@ -229,7 +240,8 @@ extension MessageSchema {
             return .list(items)
         case .primitive(let p):
             switch p {
-            case "bool", "byte", "char", "uint8": return .integer(Int64(try r.uint8(path)))
+            case "bool": return .boolean(try r.uint8(path) != 0)
+            case "byte", "char", "uint8": return .integer(Int64(try r.uint8(path)))
             case "int8": return .integer(Int64(try r.int8(path)))
             case "int16": return .integer(Int64(Int16(bitPattern: try r.uint16(path))))
             case "uint16": return .integer(Int64(try r.uint16(path)))

@@ -241,3 +241,44 @@ def test_unknown_types_are_decoded_through_the_bags_schema(node, tmp_path):
     assert m['header'] == {'stamp': {'sec': 103, 'nanosec': 5}, 'frame_id': 'map'}
     assert m['pose']['position'] == {'x': 4.5, 'y': -2.0, 'z': 0.25}
     assert m['pose']['orientation']['w'] == 1.0
+
+
+EMPTY_AND_BOOL_MSG = """
+std_msgs/Empty nothing
+bool flag
+OnlyConstants constants
+string after
+bool[] flags
+int32[] numbers
+"""
+
+
+def test_nested_messages_without_fields_and_booleans_decode_as_rosbags_does(node, tmp_path):
+    """An empty nested message takes one byte in ROS 2 CDR (structure_needs_at_least_one_member), so
+    every field after it depends on reading it; booleans come out as JSON booleans."""
+    from rosbags.typesys import get_types_from_msg
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    types = get_types_from_msg(EMPTY_AND_BOOL_MSG, 'test_msgs/msg/WithEmpty')
+    types.update(get_types_from_msg('uint8 A=1\nstring B="x"\n', 'test_msgs/msg/OnlyConstants'))
+    store.register(types)
+    WithEmpty, Empty = store.types['test_msgs/msg/WithEmpty'], store.types['std_msgs/msg/Empty']
+    Constants = store.types['test_msgs/msg/OnlyConstants']
+    bag = tmp_path / 'empty'
+    writer = Writer(bag, version=9, storage_plugin=StoragePlugin.MCAP)
+    sent = []
+    with writer:
+        conn = writer.add_connection('/with_empty', 'test_msgs/msg/WithEmpty', typestore=store)
+        for k in range(4):
+            msg = WithEmpty(nothing=Empty(), flag=bool(k % 2), constants=Constants(), after=f'after {k}',
+                            flags=np.array([True, k > 1, False]), numbers=np.array([k, -k, 7 * k], dtype=np.int32))
+            sent.append(msg)
+            writer.write(conn, (50 + k) * 10**9, store.serialize_cdr(msg, 'test_msgs/msg/WithEmpty'))
+    echoed = echo(node, bag)
+    assert len(echoed) == 4
+    for msg, line in zip(sent, echoed):
+        m = line['message']
+        assert m['nothing'] == {} and m['constants'] == {}
+        assert m['flag'] is msg.flag
+        assert m['after'] == msg.after
+        assert m['flags'] == [bool(x) for x in msg.flags]
+        assert m['numbers'] == [int(x) for x in msg.numbers]
