@@ -39,9 +39,11 @@ enum BagEchoCommand {
         var schemas: [String: MessageSchema?] = [:]
         func schema(for m: BagMessage) -> MessageSchema? {
             if let cached = schemas[m.topic] { return cached }
-            let s = bag.schema(forTopic: m.topic).flatMap {
-                $0.encoding == "ros2msg" ? try? MessageSchema(name: m.type, text: $0.text) : nil
-            }
+            // The bag's own definition, else a known one (older sqlite3 bags carry none).
+            let text =
+                bag.schema(forTopic: m.topic).flatMap { $0.encoding == "ros2msg" ? $0.text : nil }
+                ?? KnownInterfaces.definition(for: m.type)
+            let s = text.flatMap { try? MessageSchema(name: m.type, text: $0) }
             schemas[m.topic] = s
             return s
         }

@@ -1,6 +1,6 @@
 import Testing
 import CompassCore
-import WireFormat
+@testable import WireFormat
 
 @Suite("ros2msg schemas from bags")
 struct SchemaTests {
@@ -119,5 +119,23 @@ struct SchemaTests {
             w.float64(v.z)
         }
         return w.bytes
+    }
+}
+
+@Suite("Known interface definitions")
+struct KnownInterfacesTests {
+    @Test("every embedded definition parses with its dependencies, and the pipeline's own types are known")
+    func allParse() throws {
+        #expect(KnownInterfaces.ownDefinitions.count >= 90)
+        for name in KnownInterfaces.ownDefinitions.keys.sorted() {
+            let text = try #require(KnownInterfaces.definition(for: name))
+            _ = try MessageSchema(name: name, text: text)
+        }
+        let twist = try MessageSchema(
+            name: "geometry_msgs/msg/TwistStamped",
+            text: KnownInterfaces.definition(for: "geometry_msgs/msg/TwistStamped")!)
+        #expect(twist.layout.contains("twist.angular.z:float64"))
+        #expect(KnownInterfaces.definition(for: "gyrocompass_msgs/msg/Heading") != nil)
+        #expect(KnownInterfaces.definition(for: "nobody_msgs/msg/Nothing") == nil)
     }
 }

@@ -282,3 +282,29 @@ def test_nested_messages_without_fields_and_booleans_decode_as_rosbags_does(node
         assert m['after'] == msg.after
         assert m['flags'] == [bool(x) for x in msg.flags]
         assert m['numbers'] == [int(x) for x in msg.numbers]
+
+
+def test_a_sqlite3_bag_without_definitions_decodes_through_the_known_interfaces(node, tmp_path):
+    """Older rosbag2 versions store no message definitions; the common interface packages are known."""
+    String, Twist = STORE.types['std_msgs/msg/String'], STORE.types['geometry_msgs/msg/TwistStamped']
+    Vector3 = STORE.types['geometry_msgs/msg/Vector3']
+    TwistOnly = STORE.types['geometry_msgs/msg/Twist']
+    bag = tmp_path / 'old'
+    writer = Writer(bag, version=8, storage_plugin=StoragePlugin.SQLITE3)
+    with writer:
+        text = writer.add_connection('/chatter', 'std_msgs/msg/String', typestore=STORE)
+        twist = writer.add_connection('/cmd', 'geometry_msgs/msg/TwistStamped', typestore=STORE)
+        writer.write(text, 1, STORE.serialize_cdr(String(data='hello ROS 1 tools'), 'std_msgs/msg/String'))
+        msg = Twist(header=Header(stamp=Time(sec=3, nanosec=4), frame_id='base'),
+                    twist=TwistOnly(linear=Vector3(x=1.0, y=2.0, z=3.0), angular=Vector3(x=0.0, y=0.0, z=0.5)))
+        writer.write(twist, 2, STORE.serialize_cdr(msg, 'geometry_msgs/msg/TwistStamped'))
+    import sqlite3
+    db = next(bag.glob('*.db3'))
+    with sqlite3.connect(db) as c:            # as rosbag2 before Iron wrote it: no definitions at all
+        c.execute('DROP TABLE IF EXISTS message_definitions')
+    tables = {r[0] for r in sqlite3.connect(db).execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert 'message_definitions' not in tables          # really a bag without definitions
+    echoed = echo(node, bag)
+    assert echoed[0]['message'] == {'data': 'hello ROS 1 tools'}
+    assert echoed[1]['message']['twist']['linear'] == {'x': 1.0, 'y': 2.0, 'z': 3.0}
+    assert echoed[1]['message']['header']['frame_id'] == 'base'
