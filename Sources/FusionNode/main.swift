@@ -17,10 +17,11 @@ func runBag(_ args: [String]) throws -> ExitCode {
     switch args.first {
     case "info": return try BagInfoCommand.run(Array(args.dropFirst()))
     case "echo": return try BagEchoCommand.run(Array(args.dropFirst()))
+    case "convert": return try BagConvertCommand.run(Array(args.dropFirst()))
     case "-h", "--help": throw GroupHelpRequested(group: "bag")
     case let other?:
         throw UsageError(
-            message: "unknown bag command '\(other)'\(didYouMean(other, in: ["info", "echo"]))\n"
+            message: "unknown bag command '\(other)'\(didYouMean(other, in: ["info", "echo", "convert"]))\n"
                 + Commands.groupText("bag"))
     case nil:
         throw UsageError(message: "'fusion-node bag' needs a command\n" + Commands.groupText("bag"))

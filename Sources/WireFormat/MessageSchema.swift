@@ -144,6 +144,8 @@ public struct MessageSchema: Sendable, Equatable {
 public indirect enum DecodedValue: Sendable, Equatable {
     case number(Double)
     case integer(Int64)
+    /// A uint64, whose upper half does not fit an Int64.
+    case unsigned(UInt64)
     case boolean(Bool)
     case text(String)
     case list([DecodedValue])
@@ -154,6 +156,7 @@ public indirect enum DecodedValue: Sendable, Equatable {
         case let (.number(x), .number(y)): return x == y || (x.isNaN && y.isNaN)
         case let (.integer(x), .integer(y)): return x == y
         case let (.boolean(x), .boolean(y)): return x == y
+        case let (.unsigned(x), .unsigned(y)): return x == y
         case let (.text(x), .text(y)): return x == y
         case let (.list(x), .list(y)): return x == y
         case let (.record(x), .record(y)):
@@ -178,6 +181,7 @@ public indirect enum DecodedValue: Sendable, Equatable {
         switch self {
         case .number(let d): return d
         case .integer(let i): return Double(i)
+        case .unsigned(let u): return Double(u)
         default: return nil
         }
     }
@@ -188,6 +192,7 @@ public indirect enum DecodedValue: Sendable, Equatable {
         case .number(let d): return JSONText.number(d)
         case .integer(let i): return String(i)
         case .boolean(let b): return b ? "true" : "false"
+        case .unsigned(let u): return String(u)
         case .text(let s): return JSONText.string(s)
         case .list(let items): return "[" + items.map(\.json).joined(separator: ",") + "]"
         case .record(let fields):
@@ -248,10 +253,12 @@ extension MessageSchema {
             case "int32": return .integer(Int64(try r.int32(path)))
             case "uint32": return .integer(Int64(try r.uint32(path)))
             case "int64": return .integer(Int64(bitPattern: try r.raw(UInt64.self, path)))
-            case "uint64": return .integer(Int64(bitPattern: try r.raw(UInt64.self, path)))
+            case "uint64": return .unsigned(try r.raw(UInt64.self, path))
             case "float32": return .number(Double(Float(bitPattern: try r.uint32(path))))
             case "float64": return .number(try r.float64(path))
             case "string": return .text(try r.string(path))
+            // As rosbags serializes it (and reads it back): like a string.
+            case "wstring": return .text(try r.string(path))
             default: throw .invalidString(field: "\(path) (unsupported type \(p))", offset: r.offset)
             }
         }

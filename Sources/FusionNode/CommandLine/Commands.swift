@@ -6,7 +6,7 @@ enum Commands {
     /// Top-level commands (a group such as `bag` lists its subcommands in `groups`).
     static let topLevel: [(name: String, summary: String)] = [
         ("replay", ReplayCommand.help.summary),
-        ("bag", "inspect a recorded ROS 2 bag: bag info, bag echo"),
+        ("bag", "recorded ROS 2 bags: bag info, bag echo, bag convert"),
         ("echo", EchoCommand.help.summary),
         ("bench", "throughput and latency numbers: bench filter, bench bag, bench pipeline"),
         ("stages", StagesCommand.help.summary),
@@ -15,7 +15,7 @@ enum Commands {
     ]
 
     static let groups: [String: [CommandHelp]] = [
-        "bag": [BagInfoCommand.help, BagEchoCommand.help],
+        "bag": [BagInfoCommand.help, BagEchoCommand.help, BagConvertCommand.help],
         "bench": [BenchCommand.filterHelp, BenchCommand.bagHelp, BenchCommand.pipelineHelp],
     ]
 
