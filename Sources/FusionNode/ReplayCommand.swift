@@ -26,6 +26,7 @@ enum ReplayCommand {
                 "--wait-for-subscribers", "N", "hold the replay until N subscribers are connected", default: "0"),
             OptionHelp("--encoding", "cdr|json", "encoding of published messages", default: "cdr"),
             OptionHelp("--latest-only", nil, "published: keep only the newest message for a slow subscriber"),
+            OptionHelp("--insecure", nil, "allow --publish on an address other hosts can reach (no encryption)"),
             OptionHelp("--filter", "NAME", "kalman or complementary", default: "kalman"),
             OptionHelp(
                 "--sensor-latency", "SECONDS", "predict the orientation this far ahead (the IMU's output latency)",
@@ -102,10 +103,10 @@ enum ReplayCommand {
                 (
                     "publish",
                     .mapping([
-                        ("type", .string("publish")), fromFusion, ("bind", .string(endpoint)),
-                        ("min_change_deg", .string("0")),
+                        ("type", .string("publish")), fromFusion, ("min_change_deg", .string("0")),
                     ])
                 ))
+            set("publish", "bind", "--publish", endpoint)
             set("publish", "encoding", "--encoding")
             flag("publish", "latest_only", "--latest-only")
             set("publish", "wait_for_subscribers", "--wait-for-subscribers")
@@ -121,7 +122,9 @@ enum ReplayCommand {
         where a.string(option) != nil && a.string("--publish") == nil {
             throw UsageError(message: "\(option) applies to --publish, which was not given", command: "replay")
         }
-        let text = try YAMLEmitter.emit(.mapping([("name", .string("replay")), ("stages", .mapping(stages))]))
+        var top: [(String, YAMLValue)] = [("name", .string("replay"))]
+        if a.has("--insecure") { top.append(("insecure", .string("true"))) }
+        let text = try YAMLEmitter.emit(.mapping(top + [("stages", .mapping(stages))]))
         let config = try PipelineConfig.parse(
             text, file: "<replay command line>", environment: [:], overrides: overrides)
         if let out = a.string("--print-config") {

@@ -80,6 +80,20 @@ public final class BusSocket: @unchecked Sendable {
         }
     }
 
+    /// An int64 option (ZMQ_MAXMSGSIZE).
+    public func setOption(_ option: Int32, int64 value: Int64) throws(BusError) {
+        var v = value
+        guard zmq_setsockopt(handle, option, &v, MemoryLayout<Int64>.size) == 0 else {
+            throw .last("zmq_setsockopt(\(option))")
+        }
+    }
+
+    /// Largest message this socket accepts; libzmq drops the connection of a peer that sends a larger
+    /// one (it reconnects), so a runaway or hostile sender cannot make the receiver allocate without bound.
+    public func limitMessages(toBytes bytes: Int) throws(BusError) {
+        try setOption(ZMQ_MAXMSGSIZE, int64: Int64(bytes))
+    }
+
     public func setOption(_ option: Int32, bytes: [UInt8]) throws(BusError) {
         let rc = bytes.withUnsafeBytes { zmq_setsockopt(handle, option, $0.baseAddress, $0.count) }
         guard rc == 0 else { throw .last("zmq_setsockopt(\(option))") }

@@ -95,8 +95,25 @@ public enum YAMLParser {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// Bounds on what a document may make the loader do: a hostile or runaway file gets a clear error
+    /// instead of exhausting memory or time.
+    public struct Limits: Sendable {
+        /// Bytes of text. Default 4 MiB (pipeline files are a few KiB).
+        public var maximumBytes = 4 << 20
+        /// Nested sequences and mappings. Default 64.
+        public var maximumDepth = 64
+        /// Nodes in the tree with every alias expanded (the "billion laughs" document). Default 100,000.
+        public var maximumNodes = 100_000
+        public init() {}
+    }
+
     /// Parses the first document of `text`; nil for an empty stream. `file` names the source in errors.
-    public static func parse(_ text: String, file: String) throws(YAMLError) -> YAMLNode? {
+    public static func parse(_ text: String, file: String, limits: Limits = Limits()) throws(YAMLError) -> YAMLNode? {
+        guard text.utf8.count <= limits.maximumBytes else {
+            throw YAMLError(
+                file: file, mark: YAMLMark(line: 1, column: 1),
+                message: "the document has \(text.utf8.count) bytes, more than the limit of \(limits.maximumBytes)")
+        }
         var parser = yaml_parser_t()
         guard yaml_parser_initialize(&parser) == 1 else {
             throw YAMLError(file: file, mark: YAMLMark(line: 1, column: 1), message: "libyaml could not initialise")
@@ -105,7 +122,7 @@ public enum YAMLParser {
         var bytes = Array(text.utf8)
         return try bytes.withUnsafeMutableBufferPointer { (buffer) throws(YAMLError) -> YAMLNode? in
             yaml_parser_set_input_string(&parser, buffer.baseAddress, buffer.count)
-            return try build(&parser, file: file)
+            return try build(&parser, file: file, limits: limits)
         }
     }
 
@@ -114,9 +131,22 @@ public enum YAMLParser {
         case mapping([(key: YAMLNode, value: YAMLNode)], pendingKey: YAMLNode?, YAMLMark, anchor: String?)
     }
 
-    static func build(_ parser: inout yaml_parser_t, file: String) throws(YAMLError) -> YAMLNode? {
+    static func build(_ parser: inout yaml_parser_t, file: String, limits: Limits) throws(YAMLError) -> YAMLNode? {
         var stack: [Frame] = []
         var anchors: [String: YAMLNode] = [:]
+        /// Nodes each anchored subtree stands for, aliases inside it expanded.
+        var anchorWeights: [String: Int] = [:]
+        /// Expanded nodes so far, and per open collection the count at its start.
+        var nodes = 0
+        var nodesAtStart: [Int] = []
+        func count(_ n: Int, at m: YAMLMark) throws(YAMLError) {
+            nodes += n
+            if nodes > limits.maximumNodes {
+                throw YAMLError(
+                    file: file, mark: m,
+                    message: "the document expands to more than \(limits.maximumNodes) nodes (aliases included)")
+            }
+        }
         var root: YAMLNode?
         var done = false
         func mark(_ m: yaml_mark_t) -> YAMLMark { YAMLMark(line: Int(m.line) + 1, column: Int(m.column) + 1) }
@@ -158,11 +188,22 @@ public enum YAMLParser {
                 let s = event.data.scalar
                 let text = String(decoding: UnsafeBufferPointer(start: s.value, count: s.length), as: UTF8.self)
                 let node = YAMLNode(value: .scalar(text, plain: s.style == YAML_PLAIN_SCALAR_STYLE), mark: m)
-                if let a = s.anchor { anchors[String(cString: a)] = node }
+                try count(1, at: m)
+                if let a = s.anchor {
+                    anchors[String(cString: a)] = node
+                    anchorWeights[String(cString: a)] = 1
+                }
                 try attach(node)
-            case YAML_SEQUENCE_START_EVENT:
-                stack.append(.sequence([], m, anchor: event.data.sequence_start.anchor.map { String(cString: $0) }))
-            case YAML_MAPPING_START_EVENT:
+            case YAML_SEQUENCE_START_EVENT, YAML_MAPPING_START_EVENT:
+                guard stack.count < limits.maximumDepth else {
+                    throw YAMLError(file: file, mark: m, message: "nesting deeper than \(limits.maximumDepth) levels")
+                }
+                try count(1, at: m)
+                nodesAtStart.append(nodes)
+                if event.type == YAML_SEQUENCE_START_EVENT {
+                    stack.append(.sequence([], m, anchor: event.data.sequence_start.anchor.map { String(cString: $0) }))
+                    break
+                }
                 stack.append(
                     .mapping(
                         [], pendingKey: nil, m, anchor: event.data.mapping_start.anchor.map { String(cString: $0) }))
@@ -178,13 +219,18 @@ public enum YAMLParser {
                     node = YAMLNode(value: .mapping(entries), mark: mm)
                     anchor = a
                 }
-                if let anchor { anchors[anchor] = node }
+                let weight = 1 + nodes - (nodesAtStart.popLast() ?? nodes)
+                if let anchor {
+                    anchors[anchor] = node
+                    anchorWeights[anchor] = weight
+                }
                 try attach(node)
             case YAML_ALIAS_EVENT:
                 let name = String(cString: event.data.alias.anchor)
                 guard let node = anchors[name] else {
                     throw YAMLError(file: file, mark: m, message: "unknown alias '*\(name)'")
                 }
+                try count(anchorWeights[name] ?? 1, at: m)
                 try attach(node)
             case YAML_DOCUMENT_END_EVENT, YAML_STREAM_END_EVENT:
                 done = true

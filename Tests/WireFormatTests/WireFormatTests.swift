@@ -135,3 +135,33 @@ struct YAMLTests {
         #expect(root["other"]?["x"]?.scalar == "1")
     }
 }
+
+@Suite("YAML limits")
+struct YAMLLimitsTests {
+    @Test("deep nesting, alias expansion and size beyond the limits are clear errors, quickly")
+    func limits() {
+        func error(_ text: String, limits: YAMLParser.Limits = .init()) -> YAMLError? {
+            do {
+                _ = try YAMLParser.parse(text, file: "x.yaml", limits: limits)
+                return nil
+            } catch { return error }
+        }
+        let deep = "a: " + String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
+        #expect(error(deep)?.message == "nesting deeper than 64 levels")
+        #expect(error("a: " + String(repeating: "[", count: 60) + String(repeating: "]", count: 60)) == nil)
+        var laughs = "x0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n"
+        for i in 1...8 {
+            laughs += "x\(i): &a\(i) [" + Array(repeating: "*a\(i - 1)", count: 10).joined(separator: ", ") + "]\n"
+        }
+        #expect(error(laughs)?.message.contains("expands to more than 100000 nodes") == true)
+        #expect(
+            error(
+                String(repeating: "# comment\n", count: 10),
+                limits: {
+                    var l = YAMLParser.Limits()
+                    l.maximumBytes = 50
+                    return l
+                }())?
+                .message.contains("more than the limit of 50") == true)
+    }
+}

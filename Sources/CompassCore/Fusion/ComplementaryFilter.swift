@@ -145,8 +145,19 @@ public struct ComplementaryFilter: Sendable {
             orientation = (Quaternion(rotationVector: correction) * orientation).normalized
             lowPassedForceEarth += correction.cross(lowPassedForceEarth)
         }
+        guard orientation.isFinite, gyroBias.isFinite else { return restarted(at: imu) }
         if elapsed < 1 || magneticGate.isLearning || !headingFixed { flags.insert(.initialising) }
         return output(imu.timestamp, flags: flags)
+    }
+
+    /// The state became non-finite: start again from this sample, keeping the sample checks and their
+    /// counts, and say so.
+    mutating func restarted(at imu: ImuSample) -> FusionOutput? {
+        var checks = validator
+        checks.countReset()
+        self = ComplementaryFilter(settings: settings)
+        validator = checks
+        return output(imu.timestamp, flags: [.initialising, .filterReset])
     }
 
     mutating func start(specificForce: Vector3, field: Vector3?) {

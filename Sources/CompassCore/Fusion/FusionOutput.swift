@@ -21,6 +21,8 @@ public struct FusionFlags: OptionSet, Sendable, Hashable, CustomStringConvertibl
     public static let magneticGyroInconsistent = FusionFlags(rawValue: 1 << 7)
     /// A new magnetic reference (strength and dip) was adopted at this update.
     public static let magneticReferenceChanged = FusionFlags(rawValue: 1 << 8)
+    /// The state became non-finite and the filter started again at this sample (counted in `stateResets`).
+    public static let filterReset = FusionFlags(rawValue: 1 << 9)
 
     /// Each flag with its name, as descriptions, JSON `flag_names` and the README spell it.
     public static let names: [(FusionFlags, String)] = [
@@ -28,7 +30,7 @@ public struct FusionFlags: OptionSet, Sendable, Hashable, CustomStringConvertibl
         (.magnetometerRejected, "magnetometer_rejected"), (.gyroOnly, "gyro_only"),
         (.magneticStrengthDisturbed, "magnetic_strength"), (.magneticDipDisturbed, "magnetic_dip"),
         (.magneticGyroInconsistent, "magnetic_gyro_inconsistent"),
-        (.magneticReferenceChanged, "magnetic_reference_changed"),
+        (.magneticReferenceChanged, "magnetic_reference_changed"), (.filterReset, "filter_reset"),
     ]
 
     /// Flag names, separated by "|" ("" when none).
@@ -86,9 +88,31 @@ public struct SkippedSampleCounts: Sendable, Equatable {
     public var timestampNotIncreasing = 0
     /// Gaps longer than the filter's maximum step; the step was clamped.
     public var timeGaps = 0
+    /// IMU samples beyond what any IMU reports (angular rate or specific force; see `SampleValidator`).
+    public var implausibleImu = 0
+    /// Magnetometer samples beyond what any magnetometer reports.
+    public var implausibleMagnetometer = 0
+    /// Times the filter's state became non-finite and was started again from the next samples.
+    public var stateResets = 0
+    /// Times the time line was re-anchored after samples kept arriving behind the last accepted time
+    /// (a clock reset, or one sample stamped far ahead); the samples behind are counted above too.
+    public var timelineRestarts = 0
 
     public init() {}
+
+    /// The reasons with a count, e.g. "non-finite IMU 2, implausible magnetometer 1".
+    public var reasons: String {
+        [
+            ("non-finite IMU", nonFiniteImu), ("non-finite magnetometer", nonFiniteMagnetometer),
+            ("zero specific force", zeroSpecificForce), ("zero magnetic field", zeroMagneticField),
+            ("time not increasing", timestampNotIncreasing), ("implausible IMU", implausibleImu),
+            ("implausible magnetometer", implausibleMagnetometer), ("time gaps clamped", timeGaps),
+            ("state resets", stateResets), ("time line restarts", timelineRestarts),
+        ].filter { $0.1 > 0 }.map { "\($0.0) \($0.1)" }.joined(separator: ", ")
+    }
+
     public var total: Int {
         nonFiniteImu + nonFiniteMagnetometer + zeroSpecificForce + zeroMagneticField + timestampNotIncreasing
+            + implausibleImu + implausibleMagnetometer
     }
 }

@@ -149,8 +149,21 @@ public struct KalmanFilter: Sendable {
             inject(dTheta, dBias)
         }
         orientation = orientation.renormalized
+        guard orientation.isFinite, gyroBias.isFinite, attitudeCovariance.isFinite, biasCovariance.isFinite else {
+            return restarted(at: imu)
+        }
         if elapsed < Self.minimumInitialisingSeconds || magneticGate.isLearning { flags.insert(.initialising) }
         return output(imu.timestamp, flags: flags)
+    }
+
+    /// The state became non-finite (a sample the checks let through drove it there): start again from
+    /// this sample, keeping the sample checks and their counts, and say so.
+    mutating func restarted(at imu: ImuSample) -> FusionOutput? {
+        var checks = validator
+        checks.countReset()
+        self = KalmanFilter(settings: settings)
+        validator = checks
+        return output(imu.timestamp, flags: [.initialising, .filterReset])
     }
 
     /// The current heading, degrees clockwise from magnetic north after the reference offset.

@@ -2,7 +2,21 @@
 public struct SampleValidator: Sendable, Equatable {
     /// Longest step integrated as is, seconds; longer gaps are clamped and counted. Default 0.1.
     public var maximumStepSeconds: Double
+    /// Physical limits: a reading beyond what any IMU or magnetometer reports is skipped, not fused
+    /// (one absurd sample must not poison the state). Angular rate 70 rad/s (4000 deg/s, the widest
+    /// MEMS gyro range), specific force 2000 m/s^2 (about 200 g, high-g accelerometers), magnetic
+    /// field 10,000 uT (10 mT, twice the widest consumer magnetometer range).
+    public var maximumAngularRateRadiansPerSecond = 70.0
+    public var maximumSpecificForceMetresPerSecond2 = 2000.0
+    public var maximumFieldMicrotesla = 10_000.0
     public private(set) var lastTimestamp: Double?
+    /// Samples in a row whose time did not increase, and the latest of them: when they keep
+    /// increasing among themselves, the clock (or one earlier sample) jumped, and after
+    /// `timelineSamples` of them the filter follows the new timeline instead of skipping forever.
+    var behindStreak = 0
+    var lastBehind: Double?
+    /// Consecutive increasing samples behind the last accepted time that re-anchor the time. Default 5.
+    public var timelineSamples = 5
     /// Time of the last magnetometer sample used, seconds.
     public private(set) var lastMagneticTimestamp: Double?
     public private(set) var skipped = SkippedSampleCounts()
@@ -20,6 +34,13 @@ public struct SampleValidator: Sendable, Equatable {
             skipped.zeroSpecificForce += 1
             return nil
         }
+        guard
+            imu.angularVelocity.squaredNorm <= maximumAngularRateRadiansPerSecond * maximumAngularRateRadiansPerSecond,
+            imu.specificForce.squaredNorm <= maximumSpecificForceMetresPerSecond2 * maximumSpecificForceMetresPerSecond2
+        else {
+            skipped.implausibleImu += 1
+            return nil
+        }
         guard let last = lastTimestamp else {
             lastTimestamp = imu.timestamp
             return 0
@@ -27,8 +48,19 @@ public struct SampleValidator: Sendable, Equatable {
         let dt = imu.timestamp - last
         guard dt > 0 else {
             skipped.timestampNotIncreasing += 1
+            behindStreak = lastBehind.map { imu.timestamp > $0 } == true ? behindStreak + 1 : 1
+            lastBehind = imu.timestamp
+            if behindStreak >= timelineSamples {
+                // A new timeline: the clock went back (or the sample before the streak jumped ahead).
+                skipped.timelineRestarts += 1
+                lastTimestamp = imu.timestamp
+                behindStreak = 0
+                lastBehind = nil
+            }
             return nil
         }
+        behindStreak = 0
+        lastBehind = nil
         lastTimestamp = imu.timestamp
         if dt > maximumStepSeconds {
             skipped.timeGaps += 1
@@ -55,6 +87,33 @@ public struct SampleValidator: Sendable, Equatable {
             skipped.zeroMagneticField += 1
             return nil
         }
+        guard mag.fieldMicrotesla.squaredNorm <= maximumFieldMicrotesla * maximumFieldMicrotesla else {
+            skipped.implausibleMagnetometer += 1
+            return nil
+        }
         return mag.fieldMicrotesla
+    }
+}
+
+extension SampleValidator {
+    /// Counts a reset of a filter whose state became non-finite.
+    mutating func countReset() { skipped.stateResets += 1 }
+}
+
+extension SampleValidator {
+    /// True when an IMU reading is finite and within the default physical limits (for stages that
+    /// learn from readings before any filter sees them: rest detection, calibration).
+    public static func isPlausible(angularVelocity w: Vector3, specificForce f: Vector3) -> Bool {
+        let limits = SampleValidator()
+        return w.isFinite && f.isFinite
+            && w.squaredNorm <= limits.maximumAngularRateRadiansPerSecond * limits.maximumAngularRateRadiansPerSecond
+            && f.squaredNorm <= limits.maximumSpecificForceMetresPerSecond2
+                * limits.maximumSpecificForceMetresPerSecond2
+    }
+
+    /// True when a magnetometer reading (microtesla) is finite, non-zero and within the default limit.
+    public static func isPlausible(fieldMicrotesla m: Vector3) -> Bool {
+        let limit = SampleValidator().maximumFieldMicrotesla
+        return m.isFinite && m.squaredNorm > 1e-12 && m.squaredNorm <= limit * limit
     }
 }

@@ -1,4 +1,5 @@
 import YAML
+import MessageBus
 
 /// A configuration error: file, line, column (or the command-line override that caused it) and what
 /// was expected.
@@ -39,6 +40,14 @@ public struct PipelineConfig: Sendable {
     /// thread on another CPU costs more than the work it does, so pinning a latency-critical
     /// pipeline to one CPU shortens its tail (see the README's latency numbers).
     public var cpus: [Int] = []
+    /// Top-level `insecure: true`: the file accepts binding addresses other hosts can reach.
+    public var insecure = false
+    /// Largest bus message a stage accepts from its inputs (top-level `max_message_bytes`), enforced by
+    /// libzmq, which drops the connection of a peer that sends more (it reconnects). Default 32 MiB:
+    /// twice the largest frame, so a frame between the two is refused and counted by the stage instead.
+    public var maximumMessageBytes = 2 * WireFrame.maximumBytes
+    /// The private directory default ipc endpoints live in (see `EndpointPolicy`).
+    public var privateDirectory = ""
 
     public func stage(named name: String) -> StageConfig? { stages.first { $0.name == name } }
 
@@ -94,9 +103,33 @@ public struct PipelineConfig: Sendable {
         }
 
         guard let top = root.mapping else { throw fail(root, "expected a mapping with 'stages', found \(root.kind)") }
-        for (k, _) in top where k.scalar != "stages" && k.scalar != "name" && k.scalar != "cpus" {
+        let topKeys = ["stages", "name", "cpus", "insecure", "max_message_bytes"]
+        for (k, _) in top where !topKeys.contains(k.scalar ?? "") {
             throw fail(
-                k, "unknown top-level key '\(k.scalar ?? "?")' (expected 'stages' and optionally 'name' and 'cpus')")
+                k,
+                "unknown top-level key '\(k.scalar ?? "?")'\(didYouMean(k.scalar ?? "", in: topKeys)) (expected "
+                    + "'stages' "
+                    + "and optionally 'name', 'cpus', 'insecure' and 'max_message_bytes')")
+        }
+        var insecure = false
+        if let node = root["insecure"] {
+            guard let v = node.scalar, ["true", "false"].contains(v) else {
+                throw fail(node, "'insecure' must be true or false")
+            }
+            insecure = v == "true"
+        }
+        var maximumMessageBytes = 2 * WireFrame.maximumBytes
+        if let node = root["max_message_bytes"] {
+            guard let raw = node.scalar, let n = Int(try substitute(raw, node, environment, file)),
+                (4096...(1 << 30)).contains(n)
+            else {
+                throw fail(
+                    node,
+                    "'max_message_bytes' must be an integer from 4096 to \(1 << 30), found "
+                        + "'\(node.scalar ?? node.kind)'"
+                )
+            }
+            maximumMessageBytes = n
         }
         var cpus: [Int] = []
         if let list = root["cpus"] {
@@ -164,7 +197,7 @@ public struct PipelineConfig: Sendable {
                 throw fail(body["inputs"]!, "stage '\(name)' is a \(type.name) source and takes no inputs")
             }
             if !type.isSource && inputs.isEmpty { throw fail(body, "stage '\(name)' (\(type.name)) needs 'inputs'") }
-            var endpoint = "ipc:///tmp/gyrocompass-\(pipelineName)-\(name)"
+            var endpoint = "ipc://\(EndpointPolicy.privateDirectory(environment: environment))/\(pipelineName)-\(name)"
             if let e = body["endpoint"] {
                 if type.isSink {
                     let hint =
@@ -181,6 +214,7 @@ public struct PipelineConfig: Sendable {
                 else {
                     throw fail(e, "endpoint '\(endpoint)' must start with ipc://, tcp:// or inproc://")
                 }
+                try EndpointPolicy.check(endpoint, insecure: insecure, file: file, mark: e.mark, what: "endpoint")
             }
             var settingNodes: [(key: YAMLNode, value: YAMLNode)] = []
             for (k, v) in body.mapping! where !["type", "inputs", "endpoint"].contains(k.scalar ?? "") {
@@ -188,6 +222,11 @@ public struct PipelineConfig: Sendable {
             }
             let settings = try StageSettings(
                 type: type, stage: name, at: body.mark, nodes: settingNodes, file: file, environment: environment)
+            if type.settings.contains(where: { $0.name == "bind" }) {
+                try EndpointPolicy.check(
+                    settings.string("bind"), insecure: insecure, file: file, mark: settings.marks["bind"] ?? body.mark,
+                    what: "'bind' of stage '\(name)':")
+            }
             if stages.contains(where: { $0.name == name }) { throw fail(key, "duplicate stage name '\(name)'") }
             stages.append(
                 StageConfig(
@@ -236,6 +275,8 @@ public struct PipelineConfig: Sendable {
                 message: "stages \(clash.value.map(\.name).joined(separator: " and ")) share the endpoint \(clash.key)")
         }
         try TopicFlow.check(ordered, file: file)
-        return PipelineConfig(file: file, stages: ordered, cpus: cpus)
+        return PipelineConfig(
+            file: file, stages: ordered, cpus: cpus, insecure: insecure, maximumMessageBytes: maximumMessageBytes,
+            privateDirectory: EndpointPolicy.privateDirectory(environment: environment))
     }
 }

@@ -13,6 +13,8 @@ public enum PipelineRunner {
     public static func runAll(_ config: PipelineConfig, log: @escaping @Sendable (String) -> Void = standardErrorLog)
         async throws -> [StageReport]
     {
+        // In one process stages talk over inproc; only publish sinks bind addresses of their own.
+        try config.prepareEndpoints(for: Set(config.stages.filter(\.type.isSink).map(\.name)), log: log)
         let context = try BusContext(ioThreadCPUs: config.cpus)
         let prefix = "inproc://\(UInt32.random(in: 0...UInt32.max))-"
         let actors = config.stages.map { s in
@@ -22,7 +24,7 @@ public enum PipelineRunner {
                     bind: s.type.isSink ? nil : prefix + s.name,
                     inputs: s.inputs.map { ($0, prefix + $0) },
                     expectedSubscribers: config.consumerCount(of: s.name)),
-                context: context, cpus: config.cpus, log: log)
+                context: context, cpus: config.cpus, maximumMessageBytes: config.maximumMessageBytes, log: log)
         }
         return try await runActors(actors)
     }
@@ -34,13 +36,17 @@ public enum PipelineRunner {
         guard let s = config.stage(named: name) else {
             throw PipelineRunError.unknownStage(name, available: config.stages.map(\.name))
         }
+        do { try config.prepareEndpoints(for: [name], log: log) } catch {
+            throw PipelineRunError.stageFailed(stage: name, reason: "\(error)")
+        }
         let inputs = s.inputs.map { input in (input, config.stage(named: input)!.endpoint) }
         let actor = StageActor(
             config: s,
             wiring: StageWiring(
                 bind: s.type.isSink ? nil : s.endpoint, inputs: inputs,
                 expectedSubscribers: config.consumerCount(of: s.name)),
-            context: try BusContext(ioThreadCPUs: config.cpus), cpus: config.cpus, log: log)
+            context: try BusContext(ioThreadCPUs: config.cpus), cpus: config.cpus,
+            maximumMessageBytes: config.maximumMessageBytes, log: log)
         return try await runActors([actor])[0]
     }
 

@@ -18,6 +18,8 @@ actor StageActor {
     let wiring: StageWiring
     let context: BusContext
     let log: @Sendable (String) -> Void
+    /// Largest bus message an input accepts (the pipeline's `max_message_bytes`).
+    let maximumMessageBytes: Int
 
     /// Bus messages queued per connection on each side before the sender waits (it never drops):
     /// 0.2 s of single samples at 1 kHz, or 200 batches in bulk replay. Deeper queues bought only
@@ -26,8 +28,9 @@ actor StageActor {
 
     init(
         config: StageConfig, wiring: StageWiring, context: BusContext, cpus: [Int] = [],
-        log: @escaping @Sendable (String) -> Void
+        maximumMessageBytes: Int = 2 * WireFrame.maximumBytes, log: @escaping @Sendable (String) -> Void
     ) {
+        self.maximumMessageBytes = maximumMessageBytes
         self.config = config
         self.wiring = wiring
         self.context = context
@@ -53,6 +56,7 @@ actor StageActor {
         for (_, endpoint) in wiring.inputs {
             let s = try BusSocket(context, .sub)
             try s.setOption(ZMQ_RCVHWM, Self.highWaterMark)
+            try s.limitMessages(toBytes: maximumMessageBytes)
             try s.subscribe([])
             try s.connect(endpoint)
             inputs.append(s)

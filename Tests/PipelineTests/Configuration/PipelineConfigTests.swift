@@ -37,7 +37,8 @@ struct PipelineConfigTests {
         #expect(config.stage(named: "src")!.settings.number("rate_hz") == 100)
         #expect(config.stage(named: "fusion")!.settings.string("filter") == "kalman")
         #expect(config.consumerCount(of: "fusion") == 1)
-        #expect(config.stage(named: "fusion")!.endpoint == "ipc:///tmp/gyrocompass-test-fusion")
+        // Default ipc endpoints live in a private directory, never at a fixed path in /tmp itself.
+        #expect(config.stage(named: "fusion")!.endpoint == "ipc:///tmp/gyrocompass-\(getuid())/test-fusion")
     }
 
     @Test(
@@ -163,5 +164,38 @@ func builtInDefault() throws {
             BuiltInPipelines.defaultText(durationSeconds: 3, filter: filter, seed: 2), file: "<builtin>",
             environment: [:])
         #expect(c.stages.map(\.name) == ["source", "calibration", "gating", "fusion", "console"])
+    }
+}
+
+@Suite("Endpoint policy")
+struct EndpointPolicyTests {
+    @Test("default ipc endpoints sit in a private directory, under XDG_RUNTIME_DIR when set")
+    func privateDirectory() throws {
+        let text = "stages:\n  a:\n    type: simulator\n  b:\n    type: fusion\n    inputs: [a]\n"
+        #expect(
+            try parse(text, env: ["XDG_RUNTIME_DIR": "/run/user/1000"]).stage(named: "a")!.endpoint
+                == "ipc:///run/user/1000/gyrocompass/test-a")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gc-private-\(UUID().uuidString)").path
+        try EndpointPolicy.preparePrivateDirectory(dir)
+        let mode = try FileManager.default.attributesOfItem(atPath: dir)[.posixPermissions] as! Int
+        #expect(mode == 0o700)
+        chmod(dir, 0o777)
+        #expect(throws: StageFailure.self) { try EndpointPolicy.preparePrivateDirectory(dir) }
+    }
+
+    @Test(
+        "binding an address other hosts can reach needs insecure: true",
+        arguments: [
+            ("tcp://*:5600", false), ("tcp://0.0.0.0:5600", false), ("tcp://192.168.1.5:5600", false),
+            ("tcp://127.0.0.1:5600", true), ("tcp://localhost:5600", true), ("tcp://[::1]:5600", true),
+        ])
+    func nonLoopback(_ endpoint: String, _ accepted: Bool) throws {
+        let text =
+            "stages:\n  a:\n    type: simulator\n  p:\n    type: publish\n    inputs: [a]\n    bind: \(endpoint)\n"
+            + "    topics: [imu/data_raw]\n"
+        let e = configError(text)
+        #expect((e == nil) == accepted, "\(String(describing: e))")
+        if !accepted { #expect(e?.message.contains("insecure: true") == true && e?.mark.line == 7) }
+        #expect(configError("insecure: true\n" + text) == nil)
     }
 }

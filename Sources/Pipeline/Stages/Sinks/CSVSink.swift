@@ -13,7 +13,8 @@ final class CSVSink: StageLogic, TransformLogic {
 
         static let specs: [SettingSpec] = [
             SettingSpec(
-                "path", .string, nil, "output file: t,qw,qx,qy,qz per imu/data message (BROAD scorer contract)"),
+                "path", .string, "",
+                "output file: t,qw,qx,qy,qz per imu/data message (BROAD scorer contract); '' = none"),
             SettingSpec(
                 "accuracy_path", .string, "",
                 "optional second file: t,heading_deg,accuracy_deg,flags per heading message"),
@@ -27,8 +28,12 @@ final class CSVSink: StageLogic, TransformLogic {
 
     static let type = StageType(
         name: "csv", role: .sink, summary: "orientation (and heading accuracy) CSV files for scoring",
-        settings: Settings.specs
-    ) { s, _ in try CSVSink(Settings(s)) }
+        settings: Settings.specs,
+        check: { s in
+            s.string("path").isEmpty && s.string("accuracy_path").isEmpty
+                ? SettingProblem("path", "a csv stage needs 'path', 'accuracy_path' or both") : nil
+        }
+    ) { s, _ in CSVSink(Settings(s)) }
 
     let settings: Settings
     /// Opened at the first frame, so a run that fails before it leaves existing files untouched.

@@ -138,5 +138,6 @@ final class LinesSource: StageLogic, SourceLogic {
             _ = try emit(frames)
         }
         if malformed > 0 { notes.append("\(malformed) malformed line(s)") }
+        losses += malformed
     }
 }

@@ -59,7 +59,17 @@ enum CalibrationFile {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         let data = try encoder.encode(stored)
-        let temporary = path + ".tmp-\(getpid())"
+        // A symlink is followed (its target is replaced, the link stays); a device, FIFO or socket is
+        // written in place; only a regular file (or none) is replaced atomically.
+        let target = resolvedPath(path)
+        var st = stat()
+        if stat(target, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG {
+            let w = try BufferedFileWriter(path: target)
+            try w.write(String(decoding: data, as: UTF8.self))
+            try w.close()
+            return
+        }
+        let temporary = target + ".tmp-\(getpid())"
         guard FileManager.default.createFile(atPath: temporary, contents: data),
             let h = FileHandle(forWritingAtPath: temporary)
         else {
@@ -67,8 +77,15 @@ enum CalibrationFile {
         }
         try h.synchronize()
         try h.close()
-        guard rename(temporary, path) == 0 else {
-            throw StageFailure("cannot rename to \(path): \(String(cString: strerror(errno)))")
+        guard rename(temporary, target) == 0 else {
+            throw StageFailure("cannot rename to \(target): \(String(cString: strerror(errno)))")
         }
+    }
+
+    /// The file a path names once symlinks are followed (the path itself when it does not exist yet).
+    static func resolvedPath(_ path: String) -> String {
+        guard let resolved = realpath(path, nil) else { return path }
+        defer { free(resolved) }
+        return String(cString: resolved)
     }
 }

@@ -71,6 +71,8 @@ final class CalibrationStage: StageLogic, InPlaceTransform {
     var throttle: StatusThrottle<StatusState>
     var savedResidual: Double?
     var refitsAccepted = 0
+    /// Readings beyond physical limits, passed on without learning from them.
+    var implausible = 0
     var lastLogged: CalibrationFit?
 
     /// What a status change is: the calibrator's state and whether the prompt is shown.
@@ -174,6 +176,11 @@ final class CalibrationStage: StageLogic, InPlaceTransform {
     /// Rest detection on one IMU sample; the angular velocity with the bias removed, or nil while no
     /// bias is known yet.
     func gyroCorrected(_ header: RosHeader, _ angularVelocity: Vector3, _ linearAcceleration: Vector3) -> Vector3? {
+        // An impossible reading must not become the bias: it passes on unchanged (fusion skips it).
+        guard SampleValidator.isPlausible(angularVelocity: angularVelocity, specificForce: linearAcceleration) else {
+            implausible += 1
+            return nil
+        }
         let t = header.stamp.seconds
         let dt = lastImuTime.map { min(0.1, max(0, t - $0)) } ?? 0
         lastImuTime = t
@@ -187,6 +194,10 @@ final class CalibrationStage: StageLogic, InPlaceTransform {
     func calibrated(_ header: RosHeader, _ field: Vector3) -> Vector3 {
         let raw = field * 1e6
         let t = header.stamp.seconds
+        guard SampleValidator.isPlausible(fieldMicrotesla: raw) else {
+            implausible += 1
+            return field  // passed on as it came: fusion skips it, the fits never see it
+        }
         if var calibrator = online {
             if let fit = calibrator.add(raw, time: t) { accepted(fit, at: t) }
             online = calibrator
@@ -243,6 +254,9 @@ final class CalibrationStage: StageLogic, InPlaceTransform {
     }
 
     func finish() throws -> [WireFrame] {
+        if implausible > 0 {
+            notes.append("\(implausible) implausible reading(s) passed on without learning from them")
+        }
         if let b = gyroBias {
             notes.append("gyro bias at rest \(format(b.x, 5)), \(format(b.y, 5)), \(format(b.z, 5)) rad/s")
         }

@@ -166,7 +166,9 @@ final class FusionStage: StageLogic, InPlaceTransform {
         var out: [WireFrame] = []
         try fuse(aligner.finish(), into: &out)
         let k = filter.skipped
-        if k.total > 0 { notes.append("filter skipped \(k.total) sample(s): \(k)") }
+        if k.total > 0 || k.stateResets > 0 || k.timelineRestarts > 0 {
+            notes.append("filter skipped \(k.total) sample(s): \(k.reasons)")
+        }
         return out
     }
 }
