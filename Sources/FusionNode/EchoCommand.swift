@@ -17,6 +17,10 @@ enum EchoCommand {
             OptionHelp(
                 "--timeout", "SECONDS", "give up (exit 1) when nothing arrives for this long; 0 = wait", default: "0"),
             OptionHelp("--latest-only", nil, "keep only the newest message when the terminal is slower (ZMQ_CONFLATE)"),
+            OptionHelp("--server-key", "FILE", "the publisher's CURVE public key (its server_key NAME.key)"),
+            OptionHelp(
+                "--key", "NAME", "this client's CURVE pair, NAME.key and NAME.key_secret (its NAME.key must be allowed)"
+            ),
         ],
         details: """
             ENDPOINT is a ZeroMQ address such as tcp://127.0.0.1:5600 or ipc:///path; TOPIC a pipeline topic
@@ -50,6 +54,15 @@ enum EchoCommand {
         let context = BusContext()
         let socket = try BusSocket(context, .sub)
         if a.has("--latest-only") { try socket.setOption(54 /* ZMQ_CONFLATE */, 1) }
+        switch (a.string("--server-key"), a.string("--key")) {
+        case (let server?, let name?):
+            do {
+                try socket.makeCurveClient(
+                    serverPublicKey: try CurveKeyPair.loadKey(server), keys: try CurveKeyPair.load(name: name))
+            } catch let e as CurveKeyPair.KeyError { throw UsageError(message: e.message, command: help.path) }
+        case (nil, nil): break
+        default: throw UsageError(message: "--server-key and --key go together (CURVE)", command: help.path)
+        }
         try socket.subscribe(topic.map { Array($0.utf8) + [0] } ?? [])
         try socket.connect(endpoint)
         writeStandardError("fusion-node: waiting for \(topic.map { "'\($0)'" } ?? "every topic") on \(endpoint)\n")

@@ -3,14 +3,16 @@ import CZeroMQ
 /// An XPUB socket bound to `endpoint` that applies back-pressure instead of dropping (XPUB no-drop)
 /// and reports every subscription and unsubscription, so its readers can be counted (`ReaderCount`).
 extension BusSocket {
-    public static func readerFollowingPublisher(_ context: BusContext, endpoint: String, highWaterMark: Int32)
-        throws(BusError) -> BusSocket
-    {
+    /// With `curve`, a CURVE server: only clients the context's ZAP handler admits connect.
+    public static func readerFollowingPublisher(
+        _ context: BusContext, endpoint: String, highWaterMark: Int32, curve: CurveKeyPair? = nil
+    ) throws(BusError) -> BusSocket {
         let s = try BusSocket(context, .xpub)
         try s.setOption(ZMQ_SNDHWM, highWaterMark)
         try s.setOption(ZMQ_XPUB_NODROP, 1)  // back-pressure instead of silent drops
         try s.setOption(ZMQ_XPUB_VERBOSE, 1)  // see every subscription
         try s.setOption(ZMQ_XPUB_VERBOSER, 1)  // and every unsubscription (a reader gone)
+        if let curve { try s.makeCurveServer(curve) }  // before bind: applies to every connection
         try s.bind(endpoint)
         return s
     }

@@ -48,7 +48,7 @@ public final class BusContext: @unchecked Sendable {
 /// One ZeroMQ socket. Not thread-safe: owned by exactly one stage (actor) at a time.
 public final class BusSocket: @unchecked Sendable {
     public enum Kind: Int32, Sendable {
-        case pub = 1, sub = 2, xpub = 9, xsub = 10
+        case pub = 1, sub = 2, rep = 4, xpub = 9, xsub = 10
         var raw: Int32 { rawValue }
     }
     let handle: UnsafeMutableRawPointer
@@ -147,6 +147,17 @@ public final class BusSocket: @unchecked Sendable {
             if e == EINTR { continue }
             throw BusError(operation: "zmq_msg_send", endpoint: nil, errorNumber: e)
         }
+    }
+
+    /// True when a message can be received within `timeoutMilliseconds`.
+    public func poll(timeoutMilliseconds: Int32) throws(BusError) -> Bool {
+        var item = zmq_pollitem_t(socket: handle, fd: 0, events: Int16(ZMQ_POLLIN), revents: 0)
+        let n = zmq_poll(&item, 1, Int(timeoutMilliseconds))
+        if n < 0 {
+            if zmq_errno() == EINTR { return false }
+            throw .last("zmq_poll")
+        }
+        return n > 0
     }
 
     /// Receives one message without copying it, waiting at most `timeoutMilliseconds` (-1 = forever);

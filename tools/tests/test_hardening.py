@@ -120,3 +120,88 @@ def test_absurd_samples_are_skipped_and_counted_and_the_output_stays_finite(node
     assert len(out) >= 290
     assert all(all(isinstance(q[c], float) for c in 'wxyz') for q in out)   # NaN would be null
     assert 'implausible IMU 2' in r.stderr and 'implausible magnetometer 1' in r.stderr, r.stderr
+
+
+def keygen(node, name):
+    r = subprocess.run([str(node), 'keygen', str(name)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert stat.S_IMODE(os.stat(f'{name}.key_secret').st_mode) == 0o600
+    return Path(f'{name}.key').read_text().strip(), Path(f'{name}.key_secret').read_text().strip()
+
+
+def test_curve_admits_allowed_keys_only_and_counts_the_refused(node, bag, tmp_path):
+    import zmq
+    from test_pipeline_interop import free_port
+    keys = tmp_path / 'keys'
+    (keys / 'allowed').mkdir(parents=True)
+    server_public, _ = keygen(node, keys / 'server')
+    keygen(node, keys / 'pipeline')
+    allowed_public, allowed_secret = keygen(node, keys / 'allowed' / 'laptop')
+    stranger_public, stranger_secret = zmq.curve_keypair()
+    assert subprocess.run([str(node), 'keygen', str(keys / 'server')], capture_output=True).returncode == 1  # no overwrite
+    endpoint = f'tcp://127.0.0.1:{free_port()}'
+    config = tmp_path / 'secure.yaml'
+    config.write_text(f"""
+security:
+  server_key: {keys}/server
+  client_key: {keys}/pipeline
+  allowed_clients: {keys}/allowed
+stages:
+  bag:
+    type: bag
+    path: {bag}
+    rate: 4
+  fusion:
+    type: fusion
+    inputs: [bag]
+  out:
+    type: publish
+    inputs: [fusion]
+    bind: {endpoint}
+    topics: [heading]
+    min_change_deg: 0
+    wait_for_subscribers: 1
+""")
+    ctx = zmq.Context()
+
+    def subscriber(public=None, secret=None):
+        s = ctx.socket(zmq.SUB)
+        if public:
+            s.curve_serverkey = server_public.encode()
+            s.curve_publickey = public if isinstance(public, bytes) else public.encode()
+            s.curve_secretkey = secret if isinstance(secret, bytes) else secret.encode()
+        s.setsockopt(zmq.SUBSCRIBE, b'heading\0')
+        s.setsockopt(zmq.RCVHWM, 0)
+        s.connect(endpoint)
+        return s
+
+    plain = subscriber()
+    stranger = subscriber(stranger_public, stranger_secret)
+    time.sleep(0.3)
+    run = subprocess.Popen([str(node), '--config', str(config)], stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)          # the refused two cannot release the stream: it waits for one real subscriber
+    friend = subscriber(allowed_public, allowed_secret)
+    got = {'friend': 0, 'plain': 0, 'stranger': 0}
+    deadline = time.time() + 60
+    poller = zmq.Poller()
+    for s in (friend, plain, stranger):
+        poller.register(s, zmq.POLLIN)
+    names = {friend: 'friend', plain: 'plain', stranger: 'stranger'}
+    ended = False
+    while not ended and time.time() < deadline:
+        for s, _ in poller.poll(500):
+            frame = s.recv()
+            if b'gyrocompass/end_of_stream' in frame.split(b'\0', 3)[1]:
+                ended = ended or s is friend
+                continue
+            got[names[s]] += 1
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 0, err
+    assert got == {'friend': 400, 'plain': 0, 'stranger': 0}, got
+    assert 'refused a client' in err and 'client(s) refused' in err, err
+    echo = subprocess.run([str(node), 'echo', endpoint, '--server-key', str(keys / 'server.key'), '--key',
+                           str(keys / 'allowed' / 'laptop'), '--timeout', '1'], capture_output=True, text=True)
+    assert echo.returncode == 1 and 'nothing arrived' in echo.stderr     # keys accepted; nobody publishes now
+    for s in (friend, plain, stranger):
+        s.close()
+    ctx.term()

@@ -10,6 +10,7 @@ enum Commands {
         ("echo", EchoCommand.help.summary),
         ("bench", "throughput and latency numbers: bench filter, bench bag, bench pipeline"),
         ("stages", StagesCommand.help.summary),
+        ("keygen", "write a CURVE key pair for authenticated, encrypted endpoints"),
         ("completion", CompletionCommand.help.summary),
         ("help", "help for a command: fusion-node help replay"),
     ]

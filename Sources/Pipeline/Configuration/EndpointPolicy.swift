@@ -76,7 +76,7 @@ extension PipelineConfig {
         if mine.contains(where: { $0.endpoint.hasPrefix("ipc://" + privateDirectory + "/") }) {
             try EndpointPolicy.preparePrivateDirectory(privateDirectory)
         }
-        for (stage, endpoint) in mine where !EndpointPolicy.isLoopback(endpoint) {
+        for (stage, endpoint) in mine where !EndpointPolicy.isLoopback(endpoint) && security == nil {
             log(
                 "warning: stage '\(stage)' binds \(endpoint), reachable from other hosts, unencrypted and "
                     + "unauthenticated (insecure: true)")

@@ -42,6 +42,8 @@ public struct PipelineConfig: Sendable {
     public var cpus: [Int] = []
     /// Top-level `insecure: true`: the file accepts binding addresses other hosts can reach.
     public var insecure = false
+    /// CURVE keys for every tcp and ipc endpoint (top-level `security`); nil = plain.
+    public var security: CurveSecurity?
     /// Largest bus message a stage accepts from its inputs (top-level `max_message_bytes`), enforced by
     /// libzmq, which drops the connection of a peer that sends more (it reconnects). Default 32 MiB:
     /// twice the largest frame, so a frame between the two is refused and counted by the stage instead.
@@ -103,13 +105,13 @@ public struct PipelineConfig: Sendable {
         }
 
         guard let top = root.mapping else { throw fail(root, "expected a mapping with 'stages', found \(root.kind)") }
-        let topKeys = ["stages", "name", "cpus", "insecure", "max_message_bytes"]
+        let topKeys = ["stages", "name", "cpus", "insecure", "max_message_bytes", "security"]
         for (k, _) in top where !topKeys.contains(k.scalar ?? "") {
             throw fail(
                 k,
                 "unknown top-level key '\(k.scalar ?? "?")'\(didYouMean(k.scalar ?? "", in: topKeys)) (expected "
                     + "'stages' "
-                    + "and optionally 'name', 'cpus', 'insecure' and 'max_message_bytes')")
+                    + "and optionally 'name', 'cpus', 'insecure', 'max_message_bytes' and 'security')")
         }
         var insecure = false
         if let node = root["insecure"] {
@@ -118,6 +120,11 @@ public struct PipelineConfig: Sendable {
             }
             insecure = v == "true"
         }
+        let security = try root["security"].map { (n) throws(PipelineConfigError) in
+            try SecurityConfig.parse(n, file: file, environment: environment)
+        }
+        // With CURVE the bus is encrypted and authenticated: other hosts may reach it.
+        if security != nil { insecure = true }
         var maximumMessageBytes = 2 * WireFrame.maximumBytes
         if let node = root["max_message_bytes"] {
             guard let raw = node.scalar, let n = Int(try substitute(raw, node, environment, file)),
@@ -276,7 +283,8 @@ public struct PipelineConfig: Sendable {
         }
         try TopicFlow.check(ordered, file: file)
         return PipelineConfig(
-            file: file, stages: ordered, cpus: cpus, insecure: insecure, maximumMessageBytes: maximumMessageBytes,
+            file: file, stages: ordered, cpus: cpus, insecure: insecure, security: security,
+            maximumMessageBytes: maximumMessageBytes,
             privateDirectory: EndpointPolicy.privateDirectory(environment: environment))
     }
 }

@@ -1,3 +1,5 @@
+import MessageBus
+
 /// What a stage does in the graph.
 public enum StageRole: String, Sendable, CaseIterable {
     /// Drives a stream: no inputs.
@@ -63,6 +65,8 @@ public struct StageContext: Sendable {
     public let stage: String
     /// One line to stderr (or the test's log), prefixed by nothing: the logic names itself.
     public let log: @Sendable (String) -> Void
+    /// The pipeline's CURVE keys, for stages that bind endpoints of their own (publish sinks).
+    public var security: CurveSecurity? = nil
 }
 
 extension StageConfig {

@@ -23,7 +23,7 @@ public enum PipelineRunner {
                 wiring: StageWiring(
                     bind: s.type.isSink ? nil : prefix + s.name,
                     inputs: s.inputs.map { ($0, prefix + $0) },
-                    expectedSubscribers: config.consumerCount(of: s.name)),
+                    expectedSubscribers: config.consumerCount(of: s.name), security: config.security),
                 context: context, cpus: config.cpus, maximumMessageBytes: config.maximumMessageBytes, log: log)
         }
         return try await runActors(actors)
@@ -39,14 +39,19 @@ public enum PipelineRunner {
         do { try config.prepareEndpoints(for: [name], log: log) } catch {
             throw PipelineRunError.stageFailed(stage: name, reason: "\(error)")
         }
+        let context = try BusContext(ioThreadCPUs: config.cpus)
+        // With CURVE, this process's server socket asks the context's ZAP handler about every client.
+        let zap = try config.security.map { security in
+            try ZapHandler(context: context, allowedClientKeys: security.allowedClients) { log("\(name): \($0)") }
+        }
         let inputs = s.inputs.map { input in (input, config.stage(named: input)!.endpoint) }
         let actor = StageActor(
             config: s,
             wiring: StageWiring(
                 bind: s.type.isSink ? nil : s.endpoint, inputs: inputs,
-                expectedSubscribers: config.consumerCount(of: s.name)),
-            context: try BusContext(ioThreadCPUs: config.cpus), cpus: config.cpus,
-            maximumMessageBytes: config.maximumMessageBytes, log: log)
+                expectedSubscribers: config.consumerCount(of: s.name), security: config.security),
+            context: context, cpus: config.cpus, maximumMessageBytes: config.maximumMessageBytes, log: log)
+        defer { zap?.stop() }
         return try await runActors([actor])[0]
     }
 

@@ -2,11 +2,12 @@ import MessageBus
 
 /// The stage's output socket (see `BusSocket.readerFollowingPublisher`), with a bind failure named
 /// after the stage.
-func readerFollowingPublisher(_ context: BusContext, endpoint: String, highWaterMark: Int32, stage: String) throws
-    -> BusSocket
-{
+func readerFollowingPublisher(
+    _ context: BusContext, endpoint: String, highWaterMark: Int32, stage: String, curve: CurveKeyPair? = nil
+) throws -> BusSocket {
     do {
-        return try BusSocket.readerFollowingPublisher(context, endpoint: endpoint, highWaterMark: highWaterMark)
+        return try BusSocket.readerFollowingPublisher(
+            context, endpoint: endpoint, highWaterMark: highWaterMark, curve: curve)
     } catch {
         throw PipelineRunError.cannotBind(stage: stage, endpoint: endpoint, reason: "\(error)")
     }

@@ -8,6 +8,8 @@ struct StageWiring {
     var inputs: [(name: String, endpoint: String)]
     /// Subscriptions to wait for before publishing (the stages reading this one).
     var expectedSubscribers: Int
+    /// CURVE keys for tcp and ipc endpoints (inproc stays plain: it never leaves the process).
+    var security: CurveSecurity? = nil
 }
 
 /// One pipeline stage: an actor on its own thread that owns its sockets and its logic.
@@ -46,9 +48,12 @@ actor StageActor {
         }
         var report = StageReport(stage: config.name, role: config.type.role)
         // The logic first: a bag that cannot be opened fails before anyone waits for this stage.
-        let logic = try config.makeLogic(log: log)
+        let logic = try config.type.make(
+            config.settings, StageContext(stage: config.name, log: log, security: wiring.security))
         let output = try wiring.bind.map {
-            try readerFollowingPublisher(context, endpoint: $0, highWaterMark: Self.highWaterMark, stage: config.name)
+            try readerFollowingPublisher(
+                context, endpoint: $0, highWaterMark: Self.highWaterMark, stage: config.name,
+                curve: $0.hasPrefix("inproc://") ? nil : wiring.security?.server)
         }
         defer { output?.close() }
         var inputs: [BusSocket] = []
@@ -57,6 +62,9 @@ actor StageActor {
             let s = try BusSocket(context, .sub)
             try s.setOption(ZMQ_RCVHWM, Self.highWaterMark)
             try s.limitMessages(toBytes: maximumMessageBytes)
+            if let security = wiring.security, !endpoint.hasPrefix("inproc://") {
+                try s.makeCurveClient(serverPublicKey: security.server.publicKey, keys: security.client)
+            }
             try s.subscribe([])
             try s.connect(endpoint)
             inputs.append(s)

@@ -122,9 +122,9 @@ struct InPlacePathTests {
         let sinkInput = calibrated.general + fused.generalAdded
         var checked: [String] = []
         for type in StageRegistry.types where !type.isSource {
-            let general = try stageLogic(type.name, Self.requiredSettings(type)) as! TransformLogic
+            let general = try stageLogic(type.name, minimalSettings(type)) as! TransformLogic
             guard case .inPlace = general.inputHandling,
-                let inPlace = try stageLogic(type.name, Self.requiredSettings(type)) as? InPlaceTransform
+                let inPlace = try stageLogic(type.name, minimalSettings(type)) as? InPlaceTransform
             else { continue }
             let c = try Self.compare(type.isSink ? sinkInput : calibrated.general, general: general, inPlace: inPlace)
             #expect(c.messagesInPlace > 0, "\(type.name) never took the in-place path")

@@ -40,3 +40,10 @@ func processed(_ frames: [WireFrame], by stage: TransformLogic) throws -> [WireF
 func temporaryPath(_ name: String) -> String {
     FileManager.default.temporaryDirectory.appendingPathComponent("gc-\(UUID().uuidString)-\(name)").path
 }
+
+/// The settings a type needs before it loads: its required ones, and those its own check asks for
+/// (a csv stage needs one of its paths), as paths in a temporary directory.
+func minimalSettings(_ type: StageType) -> String {
+    let required = type.settings.filter { $0.defaultValue == nil }.map(\.name) + (type.name == "csv" ? ["path"] : [])
+    return required.map { "    \($0): \(temporaryPath($0))\n" }.joined()
+}

@@ -61,7 +61,7 @@ final class PublishSink: StageLogic, TransformLogic {
         name: "publish", role: .sink,
         summary: "messages for external subscribers (pyzmq, fusion-node echo) on their own endpoint",
         settings: Settings.specs
-    ) { s, context in try PublishSink(Settings(s), stage: context.stage, log: context.log) }
+    ) { s, context in try PublishSink(Settings(s), stage: context.stage, security: context.security, log: context.log) }
 
     let settings: Settings
     let socket: BusSocket
@@ -74,15 +74,25 @@ final class PublishSink: StageLogic, TransformLogic {
     /// Live subscribers.
     var subscribers = ReaderCount()
 
-    init(_ settings: Settings, stage: String, log: @escaping @Sendable (String) -> Void) throws {
+    /// With CURVE, the handler that admits only the allowed client keys.
+    var zap: ZapHandler?
+
+    init(_ settings: Settings, stage: String, security: CurveSecurity? = nil, log: @escaping @Sendable (String) -> Void)
+        throws
+    {
         self.settings = settings
-        context = BusContext()
+        let context = BusContext()
+        self.context = context
+        let curve = settings.bind.hasPrefix("inproc://") ? nil : security
+        zap = try curve.map { security in
+            try ZapHandler(context: context, allowedClientKeys: security.allowedClients) { log("\(stage): \($0)") }
+        }
         socket = try readerFollowingPublisher(
             context, endpoint: settings.bind, highWaterMark: settings.latestOnly ? 1 : settings.highWaterMark,
-            stage: "publish")
+            stage: stage, curve: curve?.server)
         super.init()
         try subscribers.wait(socket, for: settings.waitForSubscribers, logEveryPolls: 2) { missing in
-            log("publish: waiting for \(missing) subscriber(s) on \(settings.bind)")
+            log("\(stage): waiting for \(missing) subscriber(s) on \(settings.bind)")
         }
     }
 
@@ -165,8 +175,10 @@ final class PublishSink: StageLogic, TransformLogic {
         if heldBack > 0 { parts.append("\(heldBack) held back by min_change_deg") }
         if withoutSubscriber > 0 { parts.append("\(withoutSubscriber) not sent while nobody subscribed") }
         if dropped > 0 { parts.append("\(dropped) superseded or dropped") }
+        if let zap, zap.rejected > 0 { parts.append("\(zap.rejected) client(s) refused (unknown key or no CURVE)") }
         notes.append(parts.joined(separator: ", "))
         socket.close()
+        zap?.stop()
         return []
     }
 }

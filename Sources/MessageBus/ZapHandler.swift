@@ -1,0 +1,103 @@
+import Foundation
+import CZeroMQ
+
+/// The ZeroMQ authentication protocol (ZAP, RFC 27) handler of one context: every CURVE handshake on
+/// a server socket of the context asks it, and it admits the client public keys of its allow-list
+/// only. Rejections are counted and logged at a bounded rate (the first three, then at most one line
+/// per 10 s with the count since).
+public final class ZapHandler: @unchecked Sendable {
+    let allowed: Set<String>
+    let log: @Sendable (String) -> Void
+    private let lock = NSLock()
+    private var rejectedTotal = 0, admittedTotal = 0
+    private var rejectedSinceLog = 0, lastLog = 0.0
+    private var stopping = false
+
+    public var rejected: Int { lock.withLock { rejectedTotal } }
+    public var admitted: Int { lock.withLock { admittedTotal } }
+
+    /// Starts the handler on `context` (one per context: libzmq asks inproc://zeromq.zap.01).
+    public init(context: BusContext, allowedClientKeys: Set<String>, log: @escaping @Sendable (String) -> Void)
+        throws(BusError)
+    {
+        allowed = allowedClientKeys
+        self.log = log
+        let socket = try BusSocket(context, .rep)
+        try socket.setOption(ZMQ_LINGER, 0)
+        try socket.bind("inproc://zeromq.zap.01")
+        let thread = Thread { [self] in self.serve(socket) }
+        thread.name = "zap"
+        thread.start()
+    }
+
+    /// Ends the handler within 0.2 s (its socket closes, so the context can terminate).
+    public func stop() { lock.withLock { stopping = true } }
+
+    /// Answers requests until stopped.
+    private func serve(_ socket: BusSocket) {
+        defer { socket.close() }
+        while !lock.withLock({ stopping }) {
+            guard (try? socket.poll(timeoutMilliseconds: 200)) == true else { continue }
+            guard let request = receiveAll(socket) else { return }
+            guard request.count >= 6 else { continue }
+            let mechanism = String(decoding: request[5], as: UTF8.self)
+            var key = ""
+            if mechanism == "CURVE", request.count >= 7, request[6].count == 32 {
+                var text = [CChar](repeating: 0, count: 41)
+                _ = request[6].withUnsafeBufferPointer { zmq_z85_encode(&text, $0.baseAddress, 32) }
+                key = String(cString: text)
+            }
+            let ok = allowed.contains(key)
+            let address = String(decoding: request[3], as: UTF8.self)
+            note(ok: ok, key: key.isEmpty ? "no CURVE key (\(mechanism))" : "unknown key \(key)", address: address)
+            let reply: [[UInt8]] = [
+                Array("1.0".utf8), request[1], Array((ok ? "200" : "400").utf8),
+                Array((ok ? "OK" : "client key not allowed").utf8), [], [],
+            ]
+            for (i, frame) in reply.enumerated() {
+                let flags = i < reply.count - 1 ? ZMQ_SNDMORE : 0
+                if frame.withUnsafeBytes({ zmq_send(socket.handle, $0.baseAddress, $0.count, flags) }) < 0 { return }
+            }
+        }
+    }
+
+    private func note(ok: Bool, key: String, address: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        if ok {
+            admittedTotal += 1
+            return
+        }
+        rejectedTotal += 1
+        rejectedSinceLog += 1
+        let now = ProcessInfo.processInfo.systemUptime
+        if rejectedTotal <= 3 || now - lastLog >= 10 {
+            log(
+                "refused a client from \(address.isEmpty ? "a local peer" : address): \(key)"
+                    + (rejectedSinceLog > 1
+                        ? " (\(rejectedSinceLog) refused since the last line, \(rejectedTotal) in all)" : ""))
+            rejectedSinceLog = 0
+            lastLog = now
+        }
+    }
+
+    /// Every frame of one multipart message, nil when the context terminates.
+    private func receiveAll(_ socket: BusSocket) -> [[UInt8]]? {
+        var frames: [[UInt8]] = []
+        var message = zmq_msg_t()
+        while true {
+            zmq_msg_init(&message)
+            if zmq_msg_recv(&message, socket.handle, 0) < 0 {
+                zmq_msg_close(&message)
+                if zmq_errno() == EINTR { continue }
+                return nil
+            }
+            let size = zmq_msg_size(&message)
+            let data = zmq_msg_data(&message)!
+            frames.append(Array(UnsafeRawBufferPointer(start: data, count: size)))
+            let more = zmq_msg_more(&message) == 1
+            zmq_msg_close(&message)
+            if !more { return frames }
+        }
+    }
+}
