@@ -11,10 +11,15 @@ import CZeroMQ
 /// in the same run; then source-to-sink latency at a steady 1 kHz across five processes.
 enum PipelineBench {
     static func pipelineText(
-        samples: Int, rate: Double, realtime: Bool, directory: String?, report: String, cpus: [Int] = []
+        samples: Int, rate: Double, realtime: Bool, directory: String?, report: String, cpus: [Int] = [],
+        tcpBasePort: Int? = nil, header: String = ""
     ) -> String {
-        func endpoint(_ name: String) -> String { directory.map { "\n    endpoint: ipc://\($0)/\(name)" } ?? "" }
-        return (cpus.isEmpty ? "" : "cpus: [\(cpus.map(String.init).joined(separator: ", "))]\n") + """
+        let names = ["source", "calibration", "gating", "fusion"]
+        func endpoint(_ name: String) -> String {
+            if let port = tcpBasePort { return "\n    endpoint: tcp://127.0.0.1:\(port + names.firstIndex(of: name)!)" }
+            return directory.map { "\n    endpoint: ipc://\($0)/\(name)" } ?? ""
+        }
+        return header + (cpus.isEmpty ? "" : "cpus: [\(cpus.map(String.init).joined(separator: ", "))]\n") + """
             stages:
               source:
                 type: simulator
@@ -62,6 +67,22 @@ enum PipelineBench {
         return Double(messages) / (Clocks.monotonicSeconds() - t0)
     }
 
+    /// Steady-state rate (first to last message at the sink) and latency from a measure sink's report.
+    static func sinkReport(_ path: String) -> (rate: Double, p50: Double?, p99: Double?, max: Double?) {
+        guard let text = YAMLParser.readFile(path) else { return (0, nil, nil, nil) }
+        func value(_ key: String) -> Double? {
+            guard let r = text.split(separator: ",").first(where: { $0.contains("\"\(key)\"") }) else { return nil }
+            return Double(r.split(separator: ":").last!.filter { "0123456789.e-+".contains($0) })
+        }
+        let n = value("messages") ?? 0, s = value("seconds") ?? 0
+        return (s > 0 ? n / s : 0, value("p50_us"), value("p99_us"), value("max_us"))
+    }
+
+    static func median(_ v: [Double]) -> Double {
+        let s = v.sorted()
+        return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
+    }
+
     static func runProcesses(_ configPath: String, stages: [String]) throws -> Double {
         let t0 = Clocks.monotonicSeconds()
         var pids: [pid_t] = []
@@ -88,16 +109,6 @@ enum PipelineBench {
         }
         let dir = String(cString: dirPointer)
 
-        // Steady-state rate: first to last message at the sink. End to end: including start-up and drain.
-        func sinkReport(_ path: String) -> (rate: Double, p50: Double?, p99: Double?, max: Double?) {
-            guard let text = YAMLParser.readFile(path) else { return (0, nil, nil, nil) }
-            func value(_ key: String) -> Double? {
-                guard let r = text.split(separator: ",").first(where: { $0.contains("\"\(key)\"") }) else { return nil }
-                return Double(r.split(separator: ":").last!.filter { "0123456789.e-+".contains($0) })
-            }
-            let n = value("messages") ?? 0, s = value("seconds") ?? 0
-            return (s > 0 ? n / s : 0, value("p50_us"), value("p99_us"), value("max_us"))
-        }
         let stages = ["source", "calibration", "gating", "fusion", "sink"]
         let multiPath = dir + "/multi.yaml", multiReport = dir + "/multi.json", oneReport = dir + "/one.json"
         let w = try BufferedFileWriter(path: multiPath)
@@ -132,10 +143,6 @@ enum PipelineBench {
                     + "five processes (ipc) \(format(multiRate, 0)) samples/s steady state (end to end with "
                     + "process start-up \(format(Double(samples) / multiSeconds, 0)))"
             )
-        }
-        func median(_ v: [Double]) -> Double {
-            let s = v.sorted()
-            return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
         }
         func range(_ v: [Double]) -> String { "\(format(v.min()!, 0))-\(format(v.max()!, 0))" }
         let oneRatio = zip(oneRates, rawInproc).map { $0 / $1 }, multiRatio = zip(multiRates, rawIpc).map { $0 / $1 }

@@ -12,6 +12,7 @@ public final class ZapHandler: @unchecked Sendable {
     private var rejectedTotal = 0, admittedTotal = 0
     private var rejectedSinceLog = 0, lastLog = 0.0
     private var stopping = false
+    private let finished = DispatchSemaphore(value: 0)
 
     public var rejected: Int { lock.withLock { rejectedTotal } }
     public var admitted: Int { lock.withLock { admittedTotal } }
@@ -25,13 +26,23 @@ public final class ZapHandler: @unchecked Sendable {
         let socket = try BusSocket(context, .rep)
         try socket.setOption(ZMQ_LINGER, 0)
         try socket.bind("inproc://zeromq.zap.01")
-        let thread = Thread { [self] in self.serve(socket) }
+        let thread = Thread { [self] in
+            self.serve(socket)
+            self.finished.signal()
+        }
         thread.name = "zap"
         thread.start()
     }
 
-    /// Ends the handler within 0.2 s (its socket closes, so the context can terminate).
-    public func stop() { lock.withLock { stopping = true } }
+    /// Ends the handler and waits for its thread (at most about 0.2 s): its socket is closed, so the
+    /// context can terminate, and its sockets' queued messages are delivered (linger) before exit.
+    public func stop() {
+        let first = lock.withLock { () -> Bool in
+            defer { stopping = true }
+            return !stopping
+        }
+        if first { finished.wait() }
+    }
 
     /// Answers requests until stopped.
     private func serve(_ socket: BusSocket) {

@@ -205,3 +205,55 @@ stages:
     for s in (friend, plain, stranger):
         s.close()
     ctx.term()
+
+
+def test_stages_in_separate_processes_talk_curve_over_tcp(node, bag, tmp_path):
+    import zmq
+    from test_pipeline_interop import free_port
+    keys = tmp_path / 'keys'
+    (keys / 'allowed').mkdir(parents=True)
+    keygen(node, keys / 'server')
+    keygen(node, keys / 'pipeline')
+    source, fused = f'tcp://127.0.0.1:{free_port()}', f'tcp://127.0.0.1:{free_port()}'
+    config = tmp_path / 'split.yaml'
+    csv = tmp_path / 'out.csv'
+    config.write_text(f"""
+security:
+  server_key: {keys}/server
+  client_key: {keys}/pipeline
+  allowed_clients: {keys}/allowed
+stages:
+  bag:
+    type: bag
+    path: {bag}
+    endpoint: {source}
+  fusion:
+    type: fusion
+    inputs: [bag]
+    endpoint: {fused}
+  csv:
+    type: csv
+    inputs: [fusion]
+    path: {csv}
+""")
+    ctx = zmq.Context()
+    intruders = []
+    for curve in (False, True):              # plaintext, and a CURVE key nobody allowed: both see nothing
+        s = ctx.socket(zmq.SUB)
+        if curve:
+            public, secret = zmq.curve_keypair()
+            s.curve_serverkey = (keys / 'server.key').read_text().strip().encode()
+            s.curve_publickey, s.curve_secretkey = public, secret
+        s.setsockopt(zmq.SUBSCRIBE, b'')
+        s.connect(source)
+        intruders.append(s)
+    procs = [subprocess.Popen([str(node), '--config', str(config), '--stage', s], stderr=subprocess.PIPE, text=True)
+             for s in ('bag', 'fusion', 'csv')]
+    errs = [p.communicate(timeout=60)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], errs
+    assert len(csv.read_text().splitlines()) == 401
+    assert all(s.poll(200) == 0 for s in intruders)
+    assert 'refused a client' in errs[0], errs[0]    # the unknown key; libzmq refuses plaintext before ZAP
+    for s in intruders:
+        s.close()
+    ctx.term()

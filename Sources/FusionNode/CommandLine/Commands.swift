@@ -8,7 +8,7 @@ enum Commands {
         ("replay", ReplayCommand.help.summary),
         ("bag", "recorded ROS 2 bags: bag info, bag echo, bag convert"),
         ("echo", EchoCommand.help.summary),
-        ("bench", "throughput and latency numbers: bench filter, bench bag, bench pipeline"),
+        ("bench", "throughput and latency numbers: bench filter, bench bag, bench pipeline, bench curve"),
         ("stages", StagesCommand.help.summary),
         ("keygen", "write a CURVE key pair for authenticated, encrypted endpoints"),
         ("completion", CompletionCommand.help.summary),
@@ -17,7 +17,7 @@ enum Commands {
 
     static let groups: [String: [CommandHelp]] = [
         "bag": [BagInfoCommand.help, BagEchoCommand.help, BagConvertCommand.help],
-        "bench": [BenchCommand.filterHelp, BenchCommand.bagHelp, BenchCommand.pipelineHelp],
+        "bench": [BenchCommand.filterHelp, BenchCommand.bagHelp, BenchCommand.pipelineHelp, CurveBench.help],
     ]
 
     /// Every command's help, for `help COMMAND` and completion.

@@ -1,0 +1,80 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+import MessageBus
+import Pipeline
+import YAML
+
+/// `fusion-node bench curve`: what CurveZMQ costs. The five-stage pipeline with every stage in its own
+/// process over tcp loopback, plain and with a `security` block, in interleaved rounds: steady-state
+/// throughput, then latency at a steady 1 kHz.
+enum CurveBench {
+    static let help = CommandHelp(
+        path: "bench curve", summary: "Five processes over tcp loopback, plain against CURVE in the same run.",
+        options: [
+            OptionHelp("--samples", "N", "samples per throughput run", default: "300000"),
+            OptionHelp("--rounds", "R", "interleaved rounds (plain, CURVE); medians at the end", default: "3"),
+            OptionHelp("--latency-seconds", "S", "length of each 1 kHz latency run", default: "6"),
+        ],
+        examples: ["fusion-node bench curve --rounds 5"])
+
+    static func run(_ args: [String]) throws -> ExitCode {
+        let a = try Arguments(args, help)
+        let samples = try a.integer("--samples", minimum: 1000) ?? 300_000
+        let rounds = try a.integer("--rounds", minimum: 1) ?? 3
+        let latencySeconds = try a.double("--latency-seconds", minimum: 2, maximum: 600) ?? 6
+        PipelineSignals.install()
+        var template = Array("/tmp/gyrocompass-curve-XXXXXX".utf8CString)
+        guard let pointer = mkdtemp(&template) else { throw UsageError(message: "cannot create a temporary folder") }
+        let dir = String(cString: pointer)
+        mkdir(dir + "/allowed", 0o700)
+        try CurveKeyPair.generate().write(name: dir + "/server")
+        try CurveKeyPair.generate().write(name: dir + "/client")
+        let security =
+            "security:\n  server_key: \(dir)/server\n  client_key: \(dir)/client\n  allowed_clients: \(dir)/allowed\n"
+        let stages = ["source", "calibration", "gating", "fusion", "sink"]
+        var port = 20_000 + Int(getpid() % 2000) * 10
+
+        /// One run of the five processes; the sink's report (rate, p99 latency in microseconds).
+        func once(curve: Bool, samples: Int, rate: Double, realtime: Bool) throws -> (rate: Double, p99: Double?) {
+            port += 10
+            let report = dir + "/report-\(port).json", path = dir + "/p-\(port).yaml"
+            let w = try BufferedFileWriter(path: path)
+            try w.write(
+                PipelineBench.pipelineText(
+                    samples: samples, rate: rate, realtime: realtime, directory: nil, report: report, tcpBasePort: port,
+                    header: curve ? security : ""))
+            try w.close()
+            _ = try PipelineBench.runProcesses(path, stages: stages)
+            let r = PipelineBench.sinkReport(report)
+            return (r.rate, r.p99)
+        }
+        var plainRates: [Double] = [], curveRates: [Double] = [], plainP99: [Double] = [], curveP99: [Double] = []
+        for round in 1...rounds {
+            let plain = try once(curve: false, samples: samples, rate: 1000, realtime: false)
+            let secured = try once(curve: true, samples: samples, rate: 1000, realtime: false)
+            let plainLatency = try once(curve: false, samples: Int(latencySeconds * 1000), rate: 1000, realtime: true)
+            let curveLatency = try once(curve: true, samples: Int(latencySeconds * 1000), rate: 1000, realtime: true)
+            plainRates.append(plain.rate)
+            curveRates.append(secured.rate)
+            plainP99.append(plainLatency.p99 ?? .nan)
+            curveP99.append(curveLatency.p99 ?? .nan)
+            print(
+                "round \(round): five processes over tcp: plain \(format(plain.rate, 0)) samples/s, CURVE "
+                    + "\(format(secured.rate, 0)) samples/s (\(format(secured.rate / plain.rate, 3)) x); 1 kHz p99 "
+                    + "plain "
+                    + "\(format((plainLatency.p99 ?? .nan) / 1000, 2)) ms, CURVE "
+                    + "\(format((curveLatency.p99 ?? .nan) / 1000, 2)) ms"
+            )
+        }
+        let ratios = zip(curveRates, plainRates).map { $0 / $1 }
+        print(
+            "median over \(rounds) round(s): plain \(format(PipelineBench.median(plainRates), 0)) samples/s, CURVE "
+                + "\(format(PipelineBench.median(curveRates), 0)) samples/s; CURVE/plain throughput ratio median "
+                + "\(format(PipelineBench.median(ratios), 3)) "
+                + "(\(format(ratios.min()!, 3))-\(format(ratios.max()!, 3))); "
+                + "p99 at 1 kHz plain \(format(PipelineBench.median(plainP99) / 1000, 2)) ms, CURVE "
+                + "\(format(PipelineBench.median(curveP99) / 1000, 2)) ms")
+        return .complete
+    }
+}
