@@ -37,6 +37,8 @@ let package = Package(
         .systemLibrary(
             name: "CLZ4", path: "Sources/CLZ4", pkgConfig: "liblz4",
             providers: [.apt(["liblz4-dev"])]),
+        // ncurses (wide characters) for the terminal compass, fusion-node watch.
+        .systemLibrary(name: "CNcurses", path: "Sources/CNcurses", providers: [.apt(["libncurses-dev"])]),
 
         // Wire messages and their codecs (ROS 2 CDR, JSON).
         .target(name: "WireFormat", dependencies: ["CompassCore"], exclude: ["gyrocompass_msgs"]),
@@ -55,7 +57,7 @@ let package = Package(
             name: "FusionNode",
             dependencies: [
                 "CompassCore", "IMUSimulator", "WireFormat", "YAML", "Bags", "MessageBus", "Pipeline", "CZeroMQ",
-                "CYAML", "CSQLite", "CZstd", "CLZ4",
+                "CYAML", "CSQLite", "CZstd", "CLZ4", "CNcurses",
             ],
             swiftSettings: [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]
         ),

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+import MessageBus
 import CompassCore
 import Pipeline
 
@@ -11,12 +15,13 @@ enum DefaultPipelineCommand {
             OptionHelp("--duration", "SECONDS", "stop after this long; 0 = until Ctrl-C", default: "0"),
             OptionHelp("--seed", "N", "simulator seed (the same seed gives the same samples)", default: "1"),
             OptionHelp("--filter", "NAME", "kalman or complementary", default: "kalman"),
+            OptionHelp("--watch", nil, "show the live compass view (fusion-node watch) instead of text lines"),
         ],
         details: """
             output, one line per update:
               t=<s> heading=<deg clockwise from magnetic north> (<16-point name>) +-<95 % accuracy, deg> [<flags>]
             """,
-        examples: ["fusion-node --duration 5", "fusion-node --filter complementary --seed 3"])
+        examples: ["fusion-node --watch", "fusion-node --duration 5", "fusion-node --filter complementary --seed 3"])
 
     static func run(_ args: [String]) async throws -> ExitCode {
         let a = try Arguments(args, help)
@@ -40,11 +45,33 @@ enum DefaultPipelineCommand {
                     + "'\(filter)'\(didYouMean(filter, in: filters))",
                 command: "")
         }
+        if a.has("--watch") { return try await watch(duration: duration, filter: filter, seed: seed) }
         let config = try PipelineConfig.parse(
             BuiltInPipelines.defaultText(durationSeconds: duration, filter: filter, seed: seed),
             file: "<built-in default pipeline>", environment: [:])
         PipelineSignals.install()
         _ = try await PipelineRunner.runAll(config, log: { _ in })
         return PipelineSignals.interruptedBySignal ? .interrupted : .complete
+    }
+
+    /// The built-in pipeline publishing on a private ipc endpoint, shown by the watch view.
+    static func watch(duration: Double, filter: String, seed: UInt64) async throws -> ExitCode {
+        let environment = PipelineCommand.environment
+        let endpoint = "ipc://\(EndpointPolicy.privateDirectory(environment: environment))/watch-\(getpid())"
+        let config = try PipelineConfig.parse(
+            BuiltInPipelines.defaultText(
+                durationSeconds: duration, filter: filter, seed: seed, watchEndpoint: endpoint),
+            file: "<built-in default pipeline>", environment: environment)
+        PipelineSignals.install()
+        let pipeline = Task { try await PipelineRunner.runAll(config, log: { _ in }) }
+        let context = BusContext()
+        let socket = try BusSocket(context, .sub)
+        try socket.subscribe([])
+        try socket.connect(endpoint)
+        let result = try WatchCommand.view(socket, plain: isatty(1) != 1)
+        PipelineSignals.requestStop()
+        _ = try? await pipeline.value
+        socket.close()
+        return result
     }
 }

@@ -8,7 +8,7 @@ public enum BuiltInPipelines {
     /// `publish` adds a `headings` publisher bound there.
     public static func defaultText(
         duration: String, filter: String, seed: String, minimumChangeDegrees: String, publish: String? = nil,
-        header: String = "name: builtin\n"
+        console: Bool = true, header: String = "name: builtin\n"
     ) -> String {
         var text =
             header + """
@@ -30,19 +30,24 @@ public enum BuiltInPipelines {
                     type: fusion
                     inputs: [gating]
                     filter: \(filter)
+
+                """
+        if console {
+            text += """
                   console:
                     type: stdout
                     inputs: [fusion]
                     min_change_deg: \(minimumChangeDegrees)
 
                 """
+        }
         if let publish {
             text += """
                   headings:
                     type: publish
                     inputs: [fusion]
                     bind: \(publish)
-                    topics: [heading]
+                    topics: [heading, calibration/status, interference/status]   # what fusion-node watch shows
                     latest_only: true
 
                 """
@@ -50,9 +55,14 @@ public enum BuiltInPipelines {
         return text
     }
 
-    /// What `fusion-node` runs with no configuration.
-    public static func defaultText(durationSeconds: Double, filter: String, seed: UInt64) -> String {
-        defaultText(duration: "\(durationSeconds)", filter: filter, seed: "\(seed)", minimumChangeDegrees: "0")
+    /// What `fusion-node` runs with no configuration; with `watchEndpoint`, what `fusion-node --watch`
+    /// runs: no console, a publisher there for the view.
+    public static func defaultText(
+        durationSeconds: Double, filter: String, seed: UInt64, watchEndpoint: String? = nil
+    ) -> String {
+        defaultText(
+            duration: "\(durationSeconds)", filter: filter, seed: "\(seed)", minimumChangeDegrees: "0",
+            publish: watchEndpoint, console: watchEndpoint == nil)
     }
 
     /// `Pipelines/default.yaml`, byte for byte.

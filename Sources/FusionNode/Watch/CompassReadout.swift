@@ -1,0 +1,127 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+import CompassCore
+import Pipeline
+import MessageBus
+import WireFormat
+
+/// What the operator's view shows, worked out from the messages a pipeline publishes (heading,
+/// calibration/status, interference/status): independent of the terminal, so the plain output and
+/// the full-screen dial read the same numbers.
+struct CompassReadout {
+    var heading: HeadingMessage?
+    var calibration: CalibrationStatusMessage?
+    var interference: InterferenceStatusMessage?
+    /// Monotonic arrival time of the newest message, and the message times of the last second.
+    var lastArrival: Double?
+    var arrivals: [Double] = []
+    /// Rate of turn from successive headings, degrees per second (positive clockwise).
+    var turnRateDegreesPerSecond: Double?
+    var previous: (t: Double, heading: Double)?
+    /// Show true north (when the declination is known) instead of magnetic.
+    var showTrue = false
+    /// "This direction is zero": subtracted from the shown heading.
+    var zeroOffsetDegrees: Double?
+
+    static let staleSeconds = 1.0
+
+    mutating func receive(_ frame: WireFrame, at now: Double) {
+        lastArrival = now
+        arrivals.append(now)
+        arrivals.removeAll { now - $0 > 1 }
+        guard frame.encoding == "cdr" else { return }
+        switch frame.type {
+        case HeadingMessage.typeName:
+            guard let h = try? HeadingMessage(cdrBytes: frame.payload) else { return }
+            let t = h.header.stamp.seconds
+            if let p = previous, h.magneticHeading.isFinite, t > p.t {
+                let rate = signedDegrees(h.magneticHeading - p.heading) / (t - p.t)
+                turnRateDegreesPerSecond = turnRateDegreesPerSecond.map { $0 + (rate - $0) * 0.2 } ?? rate
+            }
+            if h.magneticHeading.isFinite { previous = (t, h.magneticHeading) }
+            heading = h
+        case CalibrationStatusMessage.typeName: calibration = try? CalibrationStatusMessage(cdrBytes: frame.payload)
+        case InterferenceStatusMessage.typeName: interference = try? InterferenceStatusMessage(cdrBytes: frame.payload)
+        default: break
+        }
+    }
+
+    func isStale(at now: Double) -> Bool { lastArrival.map { now - $0 > Self.staleSeconds } ?? true }
+    func messageRate(at now: Double) -> Int { arrivals.filter { now - $0 <= 1 }.count }
+
+    /// The heading shown (after the zero offset) and what it is: nil while there is none.
+    var shown: (degrees: Double, kind: String)? {
+        guard let h = heading else { return nil }
+        let trueKnown = h.trueHeading.isFinite
+        let base = showTrue && trueKnown ? h.trueHeading : h.magneticHeading
+        guard base.isFinite else { return nil }
+        let kind = showTrue ? (trueKnown ? "true" : "magnetic") : "magnetic"
+        guard let zero = zeroOffsetDegrees else { return (normalizedDegrees(base), kind) }
+        return (normalizedDegrees(base - zero), "relative to the zero set with z (\(kind))")
+    }
+
+    /// Why true north is not shown, when it is asked for but unknown.
+    var trueNorthProblem: String? {
+        guard showTrue, let h = heading, !h.trueHeading.isFinite else { return nil }
+        if h.flags & HeadingMessage.flagNoPosition != 0 {
+            return "true north unknown: no position (set latitude/longitude)"
+        }
+        if h.flags & HeadingMessage.flagModelOutOfRange != 0 { return "true north unknown: outside the magnetic model" }
+        return "true north unknown"
+    }
+
+    var flags: FusionFlags { FusionFlags(rawValue: (heading?.flags ?? 0) & 0x3FF) }
+
+    /// The state in words, most important first.
+    func stateLines(at now: Double) -> [String] {
+        var lines: [String] = []
+        if isStale(at: now) {
+            lines.append(
+                lastArrival.map { "STALE: nothing received for \(format(now - $0, 1)) s" }
+                    ?? "waiting for the first message")
+        }
+        let f = flags
+        if f.contains(.initialising) { lines.append("initialising") }
+        if let i = interference, i.disturbed {
+            lines.append(
+                "magnetic disturbance: holding the heading on the gyro (\(format(i.disturbedSeconds, 1)) s in all)")
+        } else if f.contains(.magnetometerRejected) || f.contains(.gyroOnly) {
+            lines.append("magnetic disturbance: holding the heading on the gyro")
+        }
+        if f.contains(.accelerationRejected) { lines.append("acceleration rejected: tilt held on the gyro") }
+        if let c = calibration {
+            switch OnlineCalibrator.State(rawValue: c.state) {
+            case .collecting?: lines.append("calibrating: \(format(c.progress, 0)) %")
+            case .degraded?: lines.append("calibration degraded: recalibrating, \(format(c.progress, 0)) %")
+            default: break
+            }
+            if c.prompt { lines.append("move the device in a figure eight") }
+        }
+        if f.contains(.atRest) { lines.append("at rest") }
+        if lines.isEmpty { lines.append("tracking") }
+        return lines
+    }
+
+    /// Field strength and dip measured (earth frame from the reported orientation) and expected.
+    var fieldLine: String? {
+        guard let h = heading, h.magneticField.isFinite else { return nil }
+        let earth = h.orientation.rotate(h.magneticField * 1e6)
+        let horizontal = (earth.x * earth.x + earth.y * earth.y).squareRoot()
+        let dip = atan2(-earth.z, horizontal) * degreesPerRadian
+        var text = "field \(format(earth.norm, 1)) uT, dip \(format(dip, 1)) deg"
+        if let i = interference, i.expectedStrength.isFinite {
+            text += "  (expected \(format(i.expectedStrength, 1)) uT, \(format(i.expectedDip, 1)) deg)"
+        }
+        return text
+    }
+
+    /// One line for the plain output.
+    func plainLine(at now: Double) -> String {
+        guard let s = shown, let h = heading else { return stateLines(at: now).joined(separator: "; ") }
+        let name = CardinalDirection.name(forHeadingDegrees: s.degrees) ?? "-"
+        let accuracy = h.headingAccuracy.isFinite ? " +-\(format(h.headingAccuracy, 1))" : " +-?"
+        return "heading \(format(s.degrees, 1)) (\(name)) \(s.kind)\(accuracy); "
+            + stateLines(at: now).joined(separator: "; ")
+    }
+}

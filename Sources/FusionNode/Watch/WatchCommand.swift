@@ -1,0 +1,119 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+import MessageBus
+import Pipeline
+import WireFormat
+
+/// `fusion-node watch [ENDPOINT]`: a live compass in the terminal, from a running pipeline's
+/// publisher; one line per change instead when stdout is not a terminal (or with --plain).
+enum WatchCommand {
+    static let defaultEndpoint = "tcp://127.0.0.1:5600"
+
+    static let help = CommandHelp(
+        path: "watch",
+        summary: "A live compass in the terminal: dial, heading, accuracy cone, state, field, message rate.",
+        positionals: "[ENDPOINT]",
+        options: [
+            OptionHelp("--plain", nil, "one text line per change instead of the full-screen view"),
+            OptionHelp("--server-key", "FILE", "the publisher's CURVE public key (its server_key NAME.key)"),
+            OptionHelp("--key", "NAME", "this client's CURVE pair NAME.key / NAME.key_secret"),
+        ],
+        details: """
+            ENDPOINT defaults to \(defaultEndpoint), where Pipelines/default.yaml publishes heading,
+            calibration/status and interference/status. Keys: q quit, t true/magnetic, z "this direction is
+            zero" (a relative heading), Z clear it, space freeze. The view says STALE when nothing arrived for
+            1 s. Without a terminal (or with --plain) it prints one line whenever what it shows changes.
+            fusion-node --watch runs the built-in simulator pipeline straight into this view.
+            """,
+        examples: [
+            "fusion-node watch", "fusion-node watch tcp://robot.local:5600 --server-key server.key --key laptop",
+        ])
+
+    static func run(_ args: [String]) throws -> ExitCode {
+        let a = try Arguments(args, help)
+        try a.requirePositionals(0...1)
+        let endpoint = a.positionals.first ?? defaultEndpoint
+        guard EchoCommand.transports.contains(where: endpoint.hasPrefix) else {
+            throw UsageError(
+                message: "'\(endpoint)' is not an endpoint: it needs a transport, tcp://, ipc:// or inproc://",
+                command: help.path)
+        }
+        PipelineSignals.install()
+        let context = BusContext()
+        let socket = try subscriber(context, endpoint: endpoint, a)
+        return try view(socket, plain: a.has("--plain") || isatty(1) != 1)
+    }
+
+    /// A subscriber to everything the view reads, with CURVE keys when given.
+    static func subscriber(_ context: BusContext, endpoint: String, _ a: Arguments) throws -> BusSocket {
+        let socket = try BusSocket(context, .sub)
+        for topic in [PipelineTopics.heading, PipelineTopics.calibrationStatus, PipelineTopics.interferenceStatus] {
+            try socket.subscribe(Array(topic.utf8) + [0])
+        }
+        switch (a.string("--server-key"), a.string("--key")) {
+        case (let server?, let name?):
+            do {
+                try socket.makeCurveClient(
+                    serverPublicKey: try CurveKeyPair.loadKey(server), keys: try CurveKeyPair.load(name: name))
+            } catch let e as CurveKeyPair.KeyError { throw UsageError(message: e.message, command: help.path) }
+        case (nil, nil): break
+        default: throw UsageError(message: "--server-key and --key go together (CURVE)", command: help.path)
+        }
+        try socket.connect(endpoint)
+        return socket
+    }
+
+    /// Runs the view until q, Ctrl-C or (plain) the publisher's end of stream.
+    static func view(_ socket: BusSocket, plain: Bool) throws -> ExitCode {
+        var readout = CompassReadout()
+        var frozen = false
+        var lastPlain = ""
+        let screen = plain ? nil : TerminalCompass()
+        screen?.start()
+        defer { screen?.stop() }
+        var lastDraw = 0.0
+        while !PipelineSignals.stopRequested {
+            // Everything queued, then the keys (the screen's getch waits up to 100 ms).
+            var ended = false
+            while let bytes = try socket.receive(timeoutMilliseconds: screen == nil ? 100 : 0) {
+                guard let frame = try? WireFrame.decode(bytes) else { continue }
+                if frame.isEndOfStream {
+                    if frame.topic == PipelineTopics.heading { ended = true }
+                    continue
+                }
+                if !frozen { readout.receive(frame, at: Clocks.monotonicSeconds()) }
+                if screen == nil { break }
+            }
+            let now = Clocks.monotonicSeconds()
+            if let screen {
+                if let key = screen.key() {
+                    switch key {
+                    case Int32(UInt8(ascii: "q")): return .complete
+                    case Int32(UInt8(ascii: "t")): readout.showTrue.toggle()
+                    case Int32(UInt8(ascii: "z")):
+                        readout.zeroOffsetDegrees = nil
+                        readout.zeroOffsetDegrees = readout.shown?.degrees
+                    case Int32(UInt8(ascii: "Z")): readout.zeroOffsetDegrees = nil
+                    case Int32(UInt8(ascii: " ")): frozen.toggle()
+                    default: break
+                    }
+                    lastDraw = 0
+                }
+                if now - lastDraw >= 0.1 {
+                    screen.draw(readout, at: now, frozen: frozen)
+                    lastDraw = now
+                }
+            } else {
+                let text = readout.plainLine(at: now)
+                if text != lastPlain {
+                    print(text)
+                    fflush(nil)
+                    lastPlain = text
+                }
+                if ended { return .complete }
+            }
+        }
+        return .interrupted
+    }
+}
