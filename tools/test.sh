@@ -10,5 +10,6 @@ swift-format lint --strict --recursive Sources Tests Package.swift
 swift build --build-tests
 swift test --skip-build
 if compgen -G "tools/tests/test_*.py" >/dev/null; then
-  tools/.venv/bin/python -m pytest -q tools/tests
+  # A test that hangs fails after 5 minutes instead of holding the run.
+  tools/.venv/bin/python -m pytest -q -o timeout=300 tools/tests
 fi

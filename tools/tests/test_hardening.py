@@ -226,6 +226,7 @@ stages:
   bag:
     type: bag
     path: {bag}
+    rate: 1                 # a few seconds: long enough for the intruders' handshakes to be refused
     endpoint: {source}
   fusion:
     type: fusion
