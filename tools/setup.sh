@@ -15,7 +15,7 @@ for a in "$@"; do
   esac
 done
 
-packages=(libzmq3-dev libyaml-dev libsqlite3-dev libzstd-dev liblz4-dev libncurses-dev pkg-config tmux)
+packages=(libzmq3-dev libyaml-dev libsqlite3-dev libzstd-dev liblz4-dev libncurses-dev pkg-config tmux chromium)
 
 if [ "$want_system" = 1 ]; then
   missing=()

@@ -9,6 +9,7 @@ enum Commands {
         ("bag", "recorded ROS 2 bags: bag info, bag echo, bag convert"),
         ("echo", EchoCommand.help.summary),
         ("watch", WatchCommand.help.summary),
+        ("report", ReportCommand.help.summary),
         ("bench", "throughput and latency numbers: bench filter, bench bag, bench pipeline, bench curve"),
         ("stages", StagesCommand.help.summary),
         ("keygen", "write a CURVE key pair for authenticated, encrypted endpoints"),

@@ -19,5 +19,6 @@ public enum StageRegistry {
         PublishSink.type,
         MeasureSink.type,
         SummarySink.type,
+        ReportSink.type,
     ]
 }

@@ -1,0 +1,116 @@
+import Foundation
+import CompassCore
+import WireFormat
+import MessageBus
+
+/// One self-contained HTML file (inline SVG, nothing fetched) that shows what the filter did: a
+/// summary table, heading with its accuracy band, flags as shaded spans, field strength and dip,
+/// the magnetometer points before and after calibration in three projections, and the gyro bias.
+/// Reads fusion's outputs and, for the raw magnetometer points, the source's imu/mag.
+final class ReportSink: StageLogic, TransformLogic {
+    struct Settings {
+        /// The HTML file to write.
+        var path = ""
+        /// A title for the page (e.g. the bag's name).
+        var title = "GyroCompass replay"
+
+        static let specs: [SettingSpec] = [
+            SettingSpec("path", .string, nil, "the HTML file to write"),
+            SettingSpec("title", .string, "GyroCompass replay", "the page's title, e.g. the bag"),
+        ]
+
+        init(_ s: StageSettings) {
+            path = s.string("path")
+            title = s.string("title")
+        }
+    }
+
+    static let type = StageType(
+        name: "report", role: .sink, summary: "a self-contained HTML report with plots of what the filter did",
+        settings: Settings.specs
+    ) { s, _ in ReportSink(Settings(s)) }
+
+    let settings: Settings
+    var t: [Double] = [], heading: [Double] = [], accuracy: [Double] = [], strength: [Double] = [], dip: [Double] = []
+    var flags: [UInt16] = []
+    var raw: [Vector3] = [], calibrated: [Vector3] = []
+    var seenRaw = 0, seenCalibrated = 0
+    var expected: (strength: Double, dip: Double)?
+    var biasT: [Double] = [], bias: [Vector3] = []
+    var fits: [(t: Double, rms: Double)] = []
+    var lastFit: Double?
+    var calibration: CalibrationStatusMessage?
+    /// Points kept for the scatter plots (every k-th, so a long bag stays small).
+    static let scatterPoints = 3000
+
+    init(_ settings: Settings) { self.settings = settings }
+
+    var inputHandling: InputHandling { .decoded }
+
+    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
+        switch frame.topic {
+        case PipelineTopics.heading:
+            let h = try decoded(frame, as: HeadingMessage.self)
+            t.append(h.header.stamp.seconds)
+            heading.append(h.magneticHeading)
+            accuracy.append(h.headingAccuracy)
+            flags.append(h.flags)
+            let earth = h.orientation.rotate(h.magneticField * 1e6)
+            let horizontal = (earth.x * earth.x + earth.y * earth.y).squareRoot()
+            strength.append(earth.norm)
+            dip.append(atan2(-earth.z, horizontal) * degreesPerRadian)
+            seenCalibrated += 1
+            if h.magneticField.isFinite && seenCalibrated % 8 == 0 { calibrated.append(h.magneticField * 1e6) }
+        case PipelineTopics.magnetometer:
+            let m = try decoded(frame, as: MagneticFieldMessage.self)
+            seenRaw += 1
+            if m.magneticField.isFinite && seenRaw % 8 == 0 { raw.append(m.magneticField * 1e6) }
+        case PipelineTopics.calibrationStatus:
+            let c = try decoded(frame, as: CalibrationStatusMessage.self)
+            calibration = c
+            if c.gyroBias.isFinite {
+                biasT.append(c.header.stamp.seconds)
+                bias.append(c.gyroBias)
+            }
+            if c.state == OnlineCalibrator.State.calibrated.rawValue, c.rmsResidual.isFinite, c.rmsResidual != lastFit {
+                fits.append((c.header.stamp.seconds, c.rmsResidual))
+                lastFit = c.rmsResidual
+            }
+        case PipelineTopics.interferenceStatus:
+            let i = try decoded(frame, as: InterferenceStatusMessage.self)
+            if i.expectedStrength.isFinite { expected = (i.expectedStrength, i.expectedDip) }
+        default:
+            break
+        }
+    }
+
+    /// Spans of time during which `flag` was set, seconds from the first heading.
+    func spans(_ flag: UInt16) -> [(Double, Double)] {
+        guard let t0 = t.first else { return [] }
+        var out: [(Double, Double)] = [], start: Double?
+        for i in t.indices {
+            let on = flags[i] & flag != 0
+            if on, start == nil { start = t[i] - t0 }
+            if !on, let s = start {
+                out.append((s, t[i] - t0))
+                start = nil
+            }
+        }
+        if let s = start, let last = t.last { out.append((s, last - t0)) }
+        return out
+    }
+
+    func finish() throws -> [WireFrame] {
+        guard let first = t.first, let last = t.last else {
+            notes.append("no headings: \(settings.path) not written")
+            return []
+        }
+        let rel = t.map { $0 - first }, span = max(last - first, 1e-3)
+        let page = ReportPage(sink: self, relative: rel, span: span)
+        let w = try BufferedFileWriter(path: settings.path)
+        try w.write(page.html())
+        try w.close()
+        notes.append("report of \(t.count) headings to \(settings.path)")
+        return []
+    }
+}
