@@ -59,7 +59,8 @@ enum ReportCommand {
                 "report",
                 .mapping([
                     ("type", .string("report")), ("inputs", .sequence([.string("bag"), .string("fusion")])),
-                    ("path", .string(output)), ("title", .string(bag)),
+                    ("path", .string(output)),
+                    ("title", .string(String(bag.split(separator: "/").last ?? Substring(bag)))),
                 ])
             ))
         var overrides: [SettingOverride] = []

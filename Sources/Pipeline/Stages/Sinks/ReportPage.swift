@@ -84,7 +84,8 @@ struct ReportPage {
     }
 
     func projections() -> String {
-        let all = sink.raw + sink.calibrated
+        let raw = sink.raw.points, calibrated = sink.calibrated.points
+        let all = raw + calibrated
         guard !all.isEmpty else { return "" }
         var out = ""
         for (a, b, name) in [(0, 1, "x-y"), (0, 2, "x-z"), (1, 2, "y-z")] {
@@ -92,8 +93,8 @@ struct ReportPage {
             let values = all.flatMap { [c($0, a), c($0, b)] }.filter(\.isFinite)
             let r = max(values.map(abs).max() ?? 60, 10) * 1.1
             var p = SVGPlot(height: 300, x: -r...r, y: -r...r)
-            p.scatter(sink.raw.map { (c($0, a), c($0, b)) }, color: "#d33", id: "raw-\(name)")
-            p.scatter(sink.calibrated.map { (c($0, a), c($0, b)) }, color: "#36c", id: "calibrated-\(name)")
+            p.scatter(raw.map { (c($0, a), c($0, b)) }, color: "#d33", id: "raw-\(name)")
+            p.scatter(calibrated.map { (c($0, a), c($0, b)) }, color: "#36c", id: "calibrated-\(name)")
             if let cal = sink.calibration, cal.fieldStrength.isFinite {
                 let h = cal.hardIron
                 p.circle(centre: (c(h, a), c(h, b)), radius: cal.fieldStrength, color: "#d33", id: "fit-\(name)")
@@ -118,7 +119,14 @@ struct ReportPage {
     }
 
     func html() -> String {
-        let fits = sink.fits.map { "\(format($0.t - (sink.t.first ?? 0), 1)) s (rms \(format($0.rms, 2)) uT)" }
+        var fits = sink.fits.prefix(12).map {
+            "\(format($0.t - (sink.t.first ?? 0), 1)) s (rms \(format($0.rms, 2)) uT)"
+        }
+        if sink.fits.count > 12, let last = sink.fits.last {
+            fits.append(
+                "... \(sink.fits.count - 13) more ..., \(format(last.t - (sink.t.first ?? 0), 1)) s (rms \(format(last.rms, 2)) uT)"
+            )
+        }
         return """
             <!DOCTYPE html>
             <html lang="en"><head><meta charset="utf-8"><title>\(escape(sink.settings.title))</title>

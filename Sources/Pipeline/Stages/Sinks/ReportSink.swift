@@ -33,15 +33,29 @@ final class ReportSink: StageLogic, TransformLogic {
     let settings: Settings
     var t: [Double] = [], heading: [Double] = [], accuracy: [Double] = [], strength: [Double] = [], dip: [Double] = []
     var flags: [UInt16] = []
-    var raw: [Vector3] = [], calibrated: [Vector3] = []
-    var seenRaw = 0, seenCalibrated = 0
+    var raw = EvenSample(), calibrated = EvenSample()
     var expected: (strength: Double, dip: Double)?
     var biasT: [Double] = [], bias: [Vector3] = []
     var fits: [(t: Double, rms: Double)] = []
     var lastFit: Double?
     var calibration: CalibrationStatusMessage?
-    /// Points kept for the scatter plots (every k-th, so a long bag stays small).
-    static let scatterPoints = 3000
+    /// Points spread evenly over the whole run, at most `limit`: every `stride`-th is kept, and when
+    /// the kept ones reach twice the limit every other is dropped and the stride doubles.
+    struct EvenSample {
+        static let limit = 1500
+        private(set) var points: [Vector3] = []
+        private var stride = 1, seen = 0
+
+        mutating func add(_ v: Vector3) {
+            defer { seen += 1 }
+            guard seen % stride == 0 else { return }
+            points.append(v)
+            if points.count >= 2 * Self.limit {
+                points = points.enumerated().filter { $0.offset % 2 == 0 }.map(\.element)
+                stride *= 2
+            }
+        }
+    }
 
     init(_ settings: Settings) { self.settings = settings }
 
@@ -59,12 +73,10 @@ final class ReportSink: StageLogic, TransformLogic {
             let horizontal = (earth.x * earth.x + earth.y * earth.y).squareRoot()
             strength.append(earth.norm)
             dip.append(atan2(-earth.z, horizontal) * degreesPerRadian)
-            seenCalibrated += 1
-            if h.magneticField.isFinite && seenCalibrated % 8 == 0 { calibrated.append(h.magneticField * 1e6) }
+            if h.magneticField.isFinite { calibrated.add(h.magneticField * 1e6) }
         case PipelineTopics.magnetometer:
             let m = try decoded(frame, as: MagneticFieldMessage.self)
-            seenRaw += 1
-            if m.magneticField.isFinite && seenRaw % 8 == 0 { raw.append(m.magneticField * 1e6) }
+            if m.magneticField.isFinite { raw.add(m.magneticField * 1e6) }
         case PipelineTopics.calibrationStatus:
             let c = try decoded(frame, as: CalibrationStatusMessage.self)
             calibration = c
