@@ -15,6 +15,8 @@ enum ReportCommand {
             OptionHelp("--start", "SECONDS", "skip this long from the start of the bag", default: "0"),
             OptionHelp("--duration", "SECONDS", "replay only this long; 0 = all", default: "0"),
             OptionHelp("--no-calibration", nil, "fusion alone: no online calibration and gating stages"),
+            OptionHelp(
+                "--truth", "FILE", "reference orientation, BROAD-style t,qw,qx,qy,qz[,movement] (.csv or .csv.gz)"),
         ],
         details: """
             The report: a summary table (duration, headings, final heading, accuracy, share of time per flag,
@@ -23,7 +25,10 @@ enum ReportCommand {
             projections with the fitted sphere, and the gyro bias. Long bags stay small: every plot draws at most
             one minimum and one maximum per pixel column.
             """,
-        examples: ["fusion-node report run.mcap -o run.html"])
+        examples: [
+            "fusion-node report run.mcap -o run.html",
+            "fusion-node report trial.mcap -o trial.html --truth truth.csv.gz --no-calibration",
+        ])
 
     static func run(_ args: [String]) async throws -> ExitCode {
         let a = try Arguments(
@@ -66,7 +71,7 @@ enum ReportCommand {
         var overrides: [SettingOverride] = []
         for (option, stage, setting) in [
             ("--filter", "fusion", "filter"), ("--imu-topic", "bag", "imu_topic"), ("--mag-topic", "bag", "mag_topic"),
-            ("--start", "bag", "start"), ("--duration", "bag", "duration"),
+            ("--start", "bag", "start"), ("--duration", "bag", "duration"), ("--truth", "report", "truth"),
         ] {
             if let v = a.string(option) {
                 overrides.append(SettingOverride(stage: stage, setting: setting, value: v, origin: "\(option) \(v)"))

@@ -36,3 +36,47 @@ def test_the_report_renders_in_chromium_with_every_series(node, tmp_path):
     pixels = mpimg.imread(shot)[..., :3]
     assert pixels.std() > 0.05                                    # not blank
     assert (np.abs(pixels - pixels[0, 0]).sum(axis=-1) > 0.3).mean() > 0.02   # a fair share is drawn
+
+
+def test_the_report_scores_against_truth_exactly_as_the_shared_scorer(node, tmp_path):
+    """A simulated run with its ground truth (the simulator's truth_path), scored by the report and by the
+    BROAD scorer in ../shared/bench on the same files."""
+    import gzip, importlib.util, re
+    scorer_path = Path(__file__).resolve().parents[3] / 'shared' / 'bench' / 'broad_score.py'
+    if not scorer_path.exists():
+        pytest.skip('the shared BROAD scorer is not beside the checkout')
+    spec = importlib.util.spec_from_file_location('broad_score', scorer_path)
+    scorer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(scorer)
+    truth_csv, bag = tmp_path / 'truth.csv', tmp_path / 'sim.mcap'
+    config = tmp_path / 'sim.yaml'
+    config.write_text(f"""
+stages:
+  sim:
+    type: simulator
+    scenario: default
+    duration: 40
+    realtime: false
+    truth_path: {truth_csv}
+  rec:
+    type: record
+    inputs: [sim]
+    path: {bag}
+    topics: [imu/data_raw, imu/mag]
+""")
+    assert subprocess.run([str(node), '--config', str(config)], capture_output=True).returncode == 0
+    truth_gz = tmp_path / 'truth.csv.gz'
+    truth_gz.write_bytes(gzip.compress(truth_csv.read_bytes()))
+    html, estimate = tmp_path / 'r.html', tmp_path / 'e.csv'
+    r = subprocess.run([str(node), 'report', str(bag), '-o', str(html), '--truth', str(truth_gz), '--no-calibration'],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert subprocess.run([str(node), 'replay', str(bag), '--csv', str(estimate), '--quiet']).returncode == 0
+    t, q_ref, movement = scorer.read_truth(truth_gz)
+    expected = scorer.errors(scorer.read_estimate(estimate, t), q_ref, movement)
+    m = re.search(r'total ([\d.]+), heading ([\d.]+), inclination ([\d.]+) deg', html.read_text())
+    assert m, 'no RMSE row'
+    got = dict(zip(('total', 'heading', 'inclination'), map(float, m.groups())))
+    for k in got:
+        assert abs(got[k] - expected[k]) < 0.01, (k, got[k], expected[k])
+    assert 'id="true-heading"' in html.read_text() and 'id="heading-error"' in html.read_text()

@@ -7,6 +7,18 @@ struct ReportPage {
     let sink: ReportSink
     let relative: [Double]
     let span: Double
+    typealias Scored = (
+        total: Double, heading: Double, inclination: Double, coverage: Double, boundCoverage: Double,
+        errorTimes: [Double], headingErrors: [Double]
+    )
+
+    /// The comparison with the reference, when there is one.
+    static func score(_ sink: ReportSink) -> Scored? {
+        guard let r = sink.reference else { return nil }
+        let boundTimes = sink.t.map { $0 - 1_700_000_000 }
+        return r.errors(
+            estimateTimes: sink.fusedT, estimates: sink.fused, boundTimes: boundTimes, bounds: sink.accuracy)
+    }
 
     static let flagRows: [(UInt16, String, String)] = [
         (FusionFlags.initialising.rawValue, "initialising", "#999"),
@@ -19,6 +31,16 @@ struct ReportPage {
     func escape(_ s: String) -> String {
         s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
             .replacingOccurrences(of: ">", with: "&gt;")
+    }
+
+    /// The comparison with the reference, computed once per page.
+    let scoredOnce: Scored?
+
+    init(sink: ReportSink, relative: [Double], span: Double) {
+        self.sink = sink
+        self.relative = relative
+        self.span = span
+        scoredOnce = Self.score(sink)
     }
 
     func summary() -> String {
@@ -44,8 +66,30 @@ struct ReportPage {
             rows.append(("time " + name, "\(format(100 * share, 1)) %"))
         }
         rows.append(("calibrations accepted", "\(s.fits.count)"))
+        if let e = scoredOnce {
+            rows.append(
+                (
+                    "RMSE against the truth (BROAD's definition)",
+                    "total \(format(e.total, 3)), heading \(format(e.heading, 3)), inclination "
+                        + "\(format(e.inclination, 3)) deg"
+                ))
+            rows.append(("truth samples covered by the estimate", "\(format(100 * e.coverage, 1)) %"))
+            rows.append(
+                ("heading error within the reported 95 % bound", "\(format(100 * e.boundCoverage, 1)) % of samples"))
+        }
         rows.append(("skipped samples", "<!--SKIPPED-->"))
         return "<table>" + rows.map { "<tr><th>\($0.0)</th><td>\($0.1)</td></tr>" }.joined() + "</table>\n"
+    }
+
+    func errorPlot() -> String {
+        guard let e = scoredOnce, let t0 = sink.t.first else { return "" }
+        let offset = t0 - 1_700_000_000
+        let times = e.errorTimes.map { $0 - offset }
+        let top = max(5, (e.headingErrors.max() ?? 5) * 1.05)
+        var p = SVGPlot(height: 220, x: 0...span, y: 0...min(top, 180))
+        p.band(relative, low: sink.accuracy.map { _ in 0 }, high: sink.accuracy, color: "#39f", id: "error-bound")
+        p.line(times, e.headingErrors, color: "#c00", id: "heading-error")
+        return p.svg(title: "Heading error against the truth, with the reported 95 % bound", xLabel: "s", yLabel: "deg")
     }
 
     func headingPlot() -> String {
@@ -54,6 +98,12 @@ struct ReportPage {
             high = zip(sink.heading, sink.accuracy).map { $0 + $1 }
         p.band(relative, low: low, high: high, color: "#39f", id: "accuracy-band")
         p.line(relative, sink.heading, color: "#036", id: "heading", wrap: 180)
+        if let r = sink.reference, let t0 = sink.t.first {
+            let offset = t0 - 1_700_000_000
+            p.line(
+                r.t.map { $0 - offset }, r.q.map { $0.headingDegrees ?? .nan }, color: "#0a0", id: "true-heading",
+                wrap: 180)
+        }
         return p.svg(title: "Heading with its 95 % accuracy band", xLabel: "s", yLabel: "deg (magnetic)")
     }
 
@@ -124,7 +174,8 @@ struct ReportPage {
         }
         if sink.fits.count > 12, let last = sink.fits.last {
             fits.append(
-                "... \(sink.fits.count - 13) more ..., \(format(last.t - (sink.t.first ?? 0), 1)) s (rms \(format(last.rms, 2)) uT)"
+                "... \(sink.fits.count - 13) more ..., \(format(last.t - (sink.t.first ?? 0), 1)) s (rms "
+                    + "\(format(last.rms, 2)) uT)"
             )
         }
         return """
@@ -134,7 +185,7 @@ struct ReportPage {
             th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px}svg{display:block;margin:14px 0}</style>
             </head><body>
             <h1>\(escape(sink.settings.title))</h1>
-            \(summary())\(headingPlot())\(flagPlot())\(fieldPlot())
+            \(summary())\(headingPlot())\(errorPlot())\(flagPlot())\(fieldPlot())
             <h2>Calibration</h2>
             <p>Fits accepted: \(fits.isEmpty ? "none" : fits.joined(separator: ", "))</p>
             \(projections())\(biasPlot())

@@ -13,22 +13,28 @@ final class ReportSink: StageLogic, TransformLogic {
         var path = ""
         /// A title for the page (e.g. the bag's name).
         var title = "GyroCompass replay"
+        /// A reference orientation (BROAD-style t,qw,qx,qy,qz[,movement] CSV, plain or .gz); "" = none.
+        var truth = ""
 
         static let specs: [SettingSpec] = [
             SettingSpec("path", .string, nil, "the HTML file to write"),
             SettingSpec("title", .string, "GyroCompass replay", "the page's title, e.g. the bag"),
+            SettingSpec(
+                "truth", .string, "",
+                "reference orientation to score against, BROAD-style t,qw,qx,qy,qz[,movement] CSV (or .csv.gz)"),
         ]
 
         init(_ s: StageSettings) {
             path = s.string("path")
             title = s.string("title")
+            truth = s.string("truth")
         }
     }
 
     static let type = StageType(
         name: "report", role: .sink, summary: "a self-contained HTML report with plots of what the filter did",
         settings: Settings.specs
-    ) { s, _ in ReportSink(Settings(s)) }
+    ) { s, _ in try ReportSink(Settings(s)) }
 
     let settings: Settings
     var t: [Double] = [], heading: [Double] = [], accuracy: [Double] = [], strength: [Double] = [], dip: [Double] = []
@@ -57,7 +63,15 @@ final class ReportSink: StageLogic, TransformLogic {
         }
     }
 
-    init(_ settings: Settings) { self.settings = settings }
+    /// The reference, read at start so a bad file fails before the replay.
+    let reference: TruthComparison?
+    /// The fused orientation per IMU sample (seconds from 1700000000, as the reference).
+    var fusedT: [Double] = [], fused: [Quaternion] = []
+
+    init(_ settings: Settings) throws {
+        self.settings = settings
+        reference = settings.truth.isEmpty ? nil : try TruthComparison(path: settings.truth)
+    }
 
     var inputHandling: InputHandling { .decoded }
 
@@ -74,6 +88,10 @@ final class ReportSink: StageLogic, TransformLogic {
             strength.append(earth.norm)
             dip.append(atan2(-earth.z, horizontal) * degreesPerRadian)
             if h.magneticField.isFinite { calibrated.add(h.magneticField * 1e6) }
+        case PipelineTopics.imuFused where reference != nil:
+            let m = try decoded(frame, as: ImuMessage.self)
+            fusedT.append(Double(m.header.stamp.sec - 1_700_000_000) + Double(m.header.stamp.nanosec) * 1e-9)
+            fused.append(m.orientation)
         case PipelineTopics.magnetometer:
             let m = try decoded(frame, as: MagneticFieldMessage.self)
             if m.magneticField.isFinite { raw.add(m.magneticField * 1e6) }

@@ -24,6 +24,8 @@ final class SimulatorSource: StageLogic, SourceLogic {
         var wallStamps = false
         /// Hard-iron offset the simulated magnetometer adds, microtesla.
         var hardIronMicrotesla = Vector3.zero
+        /// Also write the true orientation, t,qw,qx,qy,qz,movement per sample (BROAD's truth format), here.
+        var truthPath = ""
 
         static let specs: [SettingSpec] = [
             SettingSpec("scenario", .string, "default", "motion script", choices: scenarioNames),
@@ -39,6 +41,8 @@ final class SimulatorSource: StageLogic, SourceLogic {
             SettingSpec(
                 "hard_iron_ut", .numberList(3), "0,0,0", "hard-iron offset the simulated magnetometer adds, microtesla",
                 range: -5000...5000),
+            SettingSpec(
+                "truth_path", .string, "", "also write the true orientation here: t,qw,qx,qy,qz,movement per sample"),
             SettingSpec.pauseWithoutSubscribers,
         ]
         static let scenarioNames = ["default", "figure_eight", "walking", "rest", "plausible_disturbance"]
@@ -52,6 +56,7 @@ final class SimulatorSource: StageLogic, SourceLogic {
             wallStamps = s.string("stamp") == "wall"
             let h = s.numberList("hard_iron_ut")
             hardIronMicrotesla = Vector3(h[0], h[1], h[2])
+            truthPath = s.string("truth_path")
         }
     }
 
@@ -112,7 +117,14 @@ final class SimulatorSource: StageLogic, SourceLogic {
         var pausedSeconds = 0.0
         var batch: [WireFrame] = []
         var k = 0
+        // The ground truth, as BROAD's truth files hold it (t from the first sample, movement always 1).
+        let truth = settings.truthPath.isEmpty ? nil : try BufferedFileWriter(path: settings.truthPath)
+        try truth?.write("t,qw,qx,qy,qz,movement\n")
         while k < total, let x = sim.next() {
+            if let truth {
+                let q = x.trueOrientation
+                try truth.write("\(x.imu.timestamp - 1_700_000_000),\(q.w),\(q.x),\(q.y),\(q.z),1\n")
+            }
             let stamp = settings.wallStamps ? Clocks.wallNow() : RosTime(seconds: x.imu.timestamp)
             appendRawSample(
                 RosHeader(stamp: stamp, frameId: "imu_link"), angularVelocity: x.imu.angularVelocity,
@@ -129,6 +141,7 @@ final class SimulatorSource: StageLogic, SourceLogic {
             }
         }
         _ = try emit(batch)
+        try truth?.close()
     }
 }
 
