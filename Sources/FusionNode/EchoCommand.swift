@@ -54,15 +54,7 @@ enum EchoCommand {
         let context = BusContext()
         let socket = try BusSocket(context, .sub)
         if a.has("--latest-only") { try socket.setOption(54 /* ZMQ_CONFLATE */, 1) }
-        switch (a.string("--server-key"), a.string("--key")) {
-        case (let server?, let name?):
-            do {
-                try socket.makeCurveClient(
-                    serverPublicKey: try CurveKeyPair.loadKey(server), keys: try CurveKeyPair.load(name: name))
-            } catch let e as CurveKeyPair.KeyError { throw UsageError(message: e.message, command: help.path) }
-        case (nil, nil): break
-        default: throw UsageError(message: "--server-key and --key go together (CURVE)", command: help.path)
-        }
+        try a.applyCurveClientKeys(to: socket)
         try socket.subscribe(topic.map { Array($0.utf8) + [0] } ?? [])
         try socket.connect(endpoint)
         writeStandardError("fusion-node: waiting for \(topic.map { "'\($0)'" } ?? "every topic") on \(endpoint)\n")

@@ -1,3 +1,4 @@
+import MessageBus
 import Pipeline
 
 /// A command-line error: printed to stderr with a hint where to find the usage, exit status 2.
@@ -109,6 +110,22 @@ struct Arguments {
                     "unexpected argument '\(positionals[range.upperBound])' for 'fusion-node \(help.path)'\nusage: "
                     + "\(help.synopsis)",
                 command: help.path)
+        }
+    }
+}
+
+extension Arguments {
+    /// `--server-key FILE --key NAME`: makes `socket` a CURVE client of that server with that pair
+    /// (both or neither).
+    func applyCurveClientKeys(to socket: BusSocket) throws {
+        switch (string("--server-key"), string("--key")) {
+        case (let server?, let name?):
+            do {
+                try socket.makeCurveClient(
+                    serverPublicKey: try CurveKeyPair.loadKey(server), keys: try CurveKeyPair.load(name: name))
+            } catch let e as CurveKeyPair.KeyError { throw UsageError(message: e.message, command: help.path) }
+        case (nil, nil): break
+        default: throw UsageError(message: "--server-key and --key go together (CURVE)", command: help.path)
         }
     }
 }

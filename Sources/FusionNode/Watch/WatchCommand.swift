@@ -51,15 +51,7 @@ enum WatchCommand {
         for topic in [PipelineTopics.heading, PipelineTopics.calibrationStatus, PipelineTopics.interferenceStatus] {
             try socket.subscribe(Array(topic.utf8) + [0])
         }
-        switch (a.string("--server-key"), a.string("--key")) {
-        case (let server?, let name?):
-            do {
-                try socket.makeCurveClient(
-                    serverPublicKey: try CurveKeyPair.loadKey(server), keys: try CurveKeyPair.load(name: name))
-            } catch let e as CurveKeyPair.KeyError { throw UsageError(message: e.message, command: help.path) }
-        case (nil, nil): break
-        default: throw UsageError(message: "--server-key and --key go together (CURVE)", command: help.path)
-        }
+        try a.applyCurveClientKeys(to: socket)
         try socket.connect(endpoint)
         return socket
     }
