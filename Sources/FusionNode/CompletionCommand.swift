@@ -34,7 +34,8 @@ enum CompletionCommand {
         }
         let top = Commands.topLevel.map(\.name).joined(separator: " ")
         let groupCases = Commands.groups.map {
-            "    \"\($0.key)\") opts=\"\($0.value.map { $0.path.split(separator: " ").last! }.joined(separator: " "))\" ;;\n"
+            let subcommands = $0.value.map { $0.path.split(separator: " ").last! }.joined(separator: " ")
+            return "    \"\($0.key)\") opts=\"\(subcommands)\" ;;\n"
         }
         .sorted().joined()
         return """
@@ -42,7 +43,11 @@ enum CompletionCommand {
               local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" path="" opts=""
               local w
               for w in "${COMP_WORDS[@]:1:COMP_CWORD-1}"; do
-                case "$w" in -*) ;; *) if [ -z "$path" ]; then path="$w"; elif [ "$path" = bag ] || [ "$path" = bench ]; then path="$path $w"; fi ;; esac
+                case "$w" in
+                  -*) ;;
+                  *) if [ -z "$path" ]; then path="$w"
+                     elif [ "$path" = bag ] || [ "$path" = bench ]; then path="$path $w"; fi ;;
+                esac
               done
               case "$prev" in
                 --config|--csv|--accuracy-csv|--record|--print-config) COMPREPLY=($(compgen -f -- "$cur")); return ;;

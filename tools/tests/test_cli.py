@@ -199,3 +199,10 @@ def test_readme_command_reference_is_the_help(node):
     assert len(blocks) >= 14
     for args, text in blocks:
         assert run(node, *args.split()).stdout.rstrip() == text.rstrip(), args
+
+
+def test_no_source_line_is_longer_than_120_columns():
+    """swift-format keeps code within 120 columns but leaves multi-line string literals alone."""
+    long = [f'{p.relative_to(ROOT)}:{n}' for base in ('Sources', 'Tests') for p in sorted((ROOT / base).rglob('*.swift'))
+            for n, line in enumerate(p.read_text().splitlines(), 1) if len(line) > 120]
+    assert long == []

@@ -148,7 +148,10 @@ struct PipelineConfigTests {
 
     @Test(
         "every shipped pipeline in Pipelines/ parses",
-        arguments: ["default", "replay-bag", "replay-bag-multiprocess", "replay-bag-calibrated", "live-lines", "replay-broad-sensor"])
+        arguments: [
+            "default", "replay-bag", "replay-bag-multiprocess", "replay-bag-calibrated", "live-lines",
+            "replay-broad-sensor",
+        ])
     func shipped(_ name: String) throws {
         let path = #filePath.split(separator: "/").dropLast(4).joined(separator: "/")
         let file = "/" + path + "/Pipelines/\(name).yaml"

@@ -75,9 +75,8 @@ final class CSVSink: StageLogic, TransformLogic {
 
     func finish() throws -> [WireFrame] {
         guard opened else {
-            notes.append(
-                "nothing arrived; \([settings.path, settings.accuracyPath].filter { !$0.isEmpty }.joined(separator: " and ")) not written"
-            )
+            let files = [settings.path, settings.accuracyPath].filter { !$0.isEmpty }
+            notes.append("nothing arrived; \(files.joined(separator: " and ")) not written")
             return []
         }
         try quaternions?.close()

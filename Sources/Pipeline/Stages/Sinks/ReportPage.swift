@@ -182,15 +182,16 @@ struct ReportPage {
             <!DOCTYPE html>
             <html lang="en"><head><meta charset="utf-8"><title>\(escape(sink.settings.title))</title>
             <style>body{font-family:sans-serif;margin:24px;max-width:1000px}table{border-collapse:collapse}
-            th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px}svg{display:block;margin:14px 0}</style>
+            th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px}
+            svg{display:block;margin:14px 0}</style>
             </head><body>
             <h1>\(escape(sink.settings.title))</h1>
             \(summary())\(headingPlot())\(errorPlot())\(flagPlot())\(fieldPlot())
             <h2>Calibration</h2>
             <p>Fits accepted: \(fits.isEmpty ? "none" : fits.joined(separator: ", "))</p>
             \(projections())\(biasPlot())
-            <p style="font-size:11px;color:#777">fusion-node report; every plot draws at most one minimum and one maximum per
-            pixel column.</p>
+            <p style="font-size:11px;color:#777">fusion-node report; every plot draws at most one minimum and one
+            maximum per pixel column.</p>
             </body></html>
 
             """
