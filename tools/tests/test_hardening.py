@@ -258,3 +258,27 @@ stages:
     for s in intruders:
         s.close()
     ctx.term()
+
+
+def test_sigterm_ends_a_replay_held_by_a_subscriber_that_never_reads(node, bag, tmp_path):
+    import signal, zmq
+    from test_pipeline_interop import free_port
+    endpoint = f'tcp://127.0.0.1:{free_port()}'
+    ctx = zmq.Context()
+    sleeper = ctx.socket(zmq.SUB)                 # subscribes, then never reads
+    sleeper.setsockopt(zmq.RCVHWM, 1)
+    sleeper.setsockopt(zmq.RCVBUF, 4096)
+    sleeper.setsockopt(zmq.SUBSCRIBE, b'')
+    sleeper.connect(endpoint)
+    big = tmp_path / 'big'                        # enough output to fill the subscriber's queue (10,000)
+    write_rosbags(big, make_messages(n=20000, seed=4), StoragePlugin.MCAP, zstd_chunks=True)
+    p = subprocess.Popen([str(node), 'replay', str(big), '--publish', endpoint, '--wait-for-subscribers', '1',
+                          '--quiet'], stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    assert p.poll() is None                       # held back by the subscriber that does not read
+    started = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=20)
+    assert p.returncode == 130 and time.monotonic() - started < 5, (p.returncode, time.monotonic() - started)
+    sleeper.close()
+    ctx.term()

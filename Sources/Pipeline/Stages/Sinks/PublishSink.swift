@@ -144,11 +144,12 @@ final class PublishSink: StageLogic, TransformLogic {
             }
         } else {
             while try !socket.send(bytes, blocking: false) {
-                try subscribers.read(socket, timeoutMilliseconds: 1)
+                // Stopping: a subscriber that does not read must not hold the run (1 ms per frame would).
                 if PipelineSignals.stopRequested {
                     dropped += 1
                     return
                 }
+                try subscribers.read(socket, timeoutMilliseconds: 1)
             }
             sent += 1
         }
