@@ -1,6 +1,7 @@
 #if canImport(Glibc)
     import Glibc
 #endif
+import Bags
 import CompassCore
 import IMUSimulator
 import Pipeline
@@ -82,6 +83,9 @@ do {
     print(help.help.text, terminator: "")
 } catch let group as GroupHelpRequested {
     print(Commands.groupText(group.group), terminator: "")
+} catch let e as BagError where e.isDamage {
+    writeStandardError("fusion-node: \(e)\n(the bag is damaged: --salvage reads past the damage and lists it)\n")
+    status = .failed
 } catch let e as PipelineConfigError {
     writeStandardError("fusion-node: \(e)\n")
     status = .usage

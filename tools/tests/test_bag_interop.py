@@ -209,6 +209,7 @@ def test_damaged_bag_is_reported_not_fatal(node, tmp_path):
     cut.write_bytes(bytes(data[: len(data) * 2 // 3]))
     strict = subprocess.run([str(node), 'bag', 'echo', str(cut)], capture_output=True, text=True)
     assert strict.returncode != 0 and 'cut.mcap' in strict.stderr and 'byte' in strict.stderr
+    assert '--salvage' in strict.stderr      # the error says how to read what is intact
     salvaged = subprocess.run([str(node), 'bag', 'echo', str(cut), '--salvage'], capture_output=True, text=True)
     assert salvaged.returncode == 0 and 'damage' in salvaged.stderr
     assert 0 < len(salvaged.stdout.splitlines()) < len(make_messages(n=2000, seed=3))
