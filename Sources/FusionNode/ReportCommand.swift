@@ -31,13 +31,9 @@ enum ReportCommand {
         ])
 
     static func run(_ args: [String]) async throws -> ExitCode {
-        let a = try Arguments(
-            args.map { $0 == "-o" ? "--o" : $0 },
-            CommandHelp(
-                path: help.path, summary: help.summary, positionals: help.positionals,
-                options: help.options.map { $0.name == "-o" ? OptionHelp("--o", "FILE", $0.meaning) : $0 }))
+        let a = try Arguments(args, help)
         try a.requirePositionals(1...1)
-        guard let output = a.string("--o") else {
+        guard let output = a.string("-o") else {
             throw UsageError(message: "'fusion-node report' needs -o FILE (the HTML to write)", command: help.path)
         }
         let bag = a.positionals[0]

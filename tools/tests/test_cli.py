@@ -14,7 +14,8 @@ from test_pipeline_interop import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = [['replay'], ['bag'], ['bag', 'info'], ['bag', 'echo'], ['echo'], ['bench'], ['bench', 'filter'],
-            ['bench', 'bag'], ['bench', 'pipeline'], ['stages'], ['completion'], ['--config']]
+            ['bench', 'bag'], ['bench', 'pipeline'], ['bench', 'curve'], ['bag', 'convert'], ['stages'], ['completion'],
+            ['keygen'], ['watch'], ['report'], ['--config']]
 
 
 def run(node, *args, timeout=60, **kw):
@@ -34,7 +35,8 @@ def test_every_command_answers_help_with_usage_and_exit_0(node, command):
         r = run(node, *command, flag)
         assert r.returncode == 0, r.stderr
         assert 'usage: fusion-node' in r.stdout
-    if len(command) == 2 or command[0] in ('replay', 'echo', 'stages', 'completion', '--config'):
+    if len(command) == 2 or command[0] in ('replay', 'echo', 'stages', 'completion', 'keygen', 'watch', 'report',
+                                           '--config'):
         text = run(node, *command, '--help').stdout
         assert 'options:' in text or 'commands:' in text
         assert run(node, 'help', *command).stdout == text
@@ -53,6 +55,10 @@ def test_help_texts_show_defaults_and_examples(node):
     (['replay', 'x.mcap', '--filter', 'kalmann'], ['--filter kalmann', "did you mean 'kalman'"]),
     (['stages', 'fusoin'], ["unknown stage type 'fusoin'", "did you mean 'fusion'"]),
     (['completion', 'fish'], ["'fish'"]),
+    (['report', 'x.mcap', '-o', 'r.html', '--filtr', 'kalman'], ["unknown option '--filtr'", "did you mean '--filter'"]),
+    (['watch', '127.0.0.1:5600'], ["did you mean 'tcp://127.0.0.1:5600'"]),
+    (['bag', 'convert', 'a', 'b', '--storage', 'sqlite'], ["--storage expects mcap or sqlite3"]),
+    (['bench', 'curv'], ["did you mean 'curve'"]),
 ])
 def test_usage_errors_name_the_word_and_the_nearest_valid_one_exit_2(node, args, words):
     r = run(node, *args)

@@ -34,7 +34,7 @@ struct Arguments {
         while i < args.count {
             var a = args[i]
             if a == "-h" || a == "--help" { throw HelpRequested(help: help) }
-            if a.hasPrefix("--") {
+            if a.hasPrefix("--") || (a.hasPrefix("-") && (valued.contains(a) || knownFlags.contains(a))) {
                 var inline: String?
                 if let eq = a.firstIndex(of: "=") {
                     inline = String(a[a.index(after: eq)...])

@@ -25,14 +25,14 @@ enum Commands {
     /// Every command's help, for `help COMMAND` and completion.
     static var all: [CommandHelp] {
         [
-            DefaultPipelineCommand.help, PipelineCommand.help, ReplayCommand.help, EchoCommand.help, StagesCommand.help,
-            CompletionCommand.help,
+            DefaultPipelineCommand.help, PipelineCommand.help, ReplayCommand.help, ReportCommand.help, EchoCommand.help,
+            WatchCommand.help, StagesCommand.help, KeygenCommand.help, CompletionCommand.help,
         ] + groups["bag"]! + groups["bench"]!
     }
 
     static func help(for path: [String]) -> CommandHelp? {
         let joined = path.joined(separator: " ")
-        if joined == "--config" || joined == "run" { return PipelineCommand.help }
+        if joined == "--config" { return PipelineCommand.help }
         return all.first { $0.path == joined }
     }
 
