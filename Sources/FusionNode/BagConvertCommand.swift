@@ -36,22 +36,20 @@ enum BagConvertCommand {
         let input = try BagReader(path: a.positionals[0])
         var options = BagReadOptions()
         options.salvage = a.has("--salvage")
-        let names = try input.topics().map(\.name)
+        let topics = try input.topics()
         if !a.strings("--topic").isEmpty {
             var chosen: Set<String> = []
             for t in a.strings("--topic") {
-                let other = t.hasPrefix("/") ? String(t.dropFirst()) : "/" + t
-                guard let found = [t, other].first(where: names.contains) else {
+                guard let found = BagTopicLookup.find(t, in: topics) else {
                     throw UsageError(
-                        message: "\(a.positionals[0]) has no topic \(t)\(didYouMean(t, in: names)); its topics: "
-                            + names.joined(separator: ", "), command: help.path)
+                        message: BagTopicLookup.missing(t, bag: a.positionals[0], topics: topics), command: help.path)
                 }
                 chosen.insert(found)
             }
             options.topics = chosen
         }
         var definitions: [String: String] = [:]
-        for topic in try input.topics() {
+        for topic in topics {
             let own = input.schema(forTopic: topic.name).flatMap { $0.encoding == "ros2msg" ? $0.text : nil }
             guard let text = own ?? KnownInterfaces.definition(for: topic.type) else {
                 writeStandardError(

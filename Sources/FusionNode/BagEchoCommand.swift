@@ -23,12 +23,10 @@ enum BagEchoCommand {
         let bag = try BagReader(path: a.positionals[0])
         var options = BagReadOptions()
         if let t = a.string("--topic") {
-            let names = try bag.topics().map(\.name)
-            let other = t.hasPrefix("/") ? String(t.dropFirst()) : "/" + t
-            guard let found = [t, other].first(where: names.contains) else {
+            let topics = try bag.topics()
+            guard let found = BagTopicLookup.find(t, in: topics) else {
                 throw UsageError(
-                    message: "\(a.positionals[0]) has no topic \(t)\(didYouMean(t, in: names)); its topics: "
-                        + names.joined(separator: ", "), command: "bag echo")
+                    message: BagTopicLookup.missing(t, bag: a.positionals[0], topics: topics), command: help.path)
             }
             options.topics = [found]
         }

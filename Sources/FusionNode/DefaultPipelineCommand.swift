@@ -65,9 +65,7 @@ enum DefaultPipelineCommand {
         PipelineSignals.install()
         let pipeline = Task { try await PipelineRunner.runAll(config, log: { _ in }) }
         let context = BusContext()
-        let socket = try BusSocket(context, .sub)
-        try socket.subscribe([])
-        try socket.connect(endpoint)
+        let socket = try WatchCommand.subscriber(context, endpoint: endpoint, nil)
         let result = try WatchCommand.view(socket, plain: isatty(1) != 1)
         PipelineSignals.requestStop()
         _ = try? await pipeline.value

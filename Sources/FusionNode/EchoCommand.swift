@@ -29,19 +29,12 @@ enum EchoCommand {
             """,
         examples: ["fusion-node echo tcp://127.0.0.1:5600 heading", "fusion-node echo tcp://127.0.0.1:5601 --count 10"])
 
-    static let transports = ["tcp://", "ipc://", "inproc://"]
-
     static func run(_ args: [String]) throws -> ExitCode {
         let a = try Arguments(args, help)
         try a.requirePositionals(1...2)
         let endpoint = a.positionals[0]
-        guard transports.contains(where: endpoint.hasPrefix) else {
-            let hint = endpoint.contains(":") && !endpoint.contains("://") ? " (did you mean 'tcp://\(endpoint)'?)" : ""
-            throw UsageError(
-                message: "'\(endpoint)' is not an endpoint: it needs a transport, tcp://, ipc:// or inproc://\(hint)",
-                command: "echo")
-        }
-        let topic = a.positionals.count == 2 ? a.positionals[1].drop { $0 == "/" }.description : nil
+        if let problem = BusEndpoint.problem(endpoint) { throw UsageError(message: problem, command: help.path) }
+        let topic = a.positionals.count == 2 ? PipelineTopics.named(a.positionals[1]) : nil
         if let topic, !PipelineTopics.all.contains(topic) {
             writeStandardError(
                 "fusion-node: warning: '\(topic)' is not a topic GyroCompass "

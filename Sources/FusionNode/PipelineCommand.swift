@@ -40,14 +40,12 @@ enum PipelineCommand {
     }
 
     /// The overrides the command line gives, in order.
-    static func overrides(_ a: Arguments, file: String) throws -> [SettingOverride] {
+    static func overrides(_ a: Arguments) throws -> [SettingOverride] {
         var out: [SettingOverride] = []
         if let d = a.string("--duration") {
-            // Every source with a duration setting, as the file names them.
-            let config = try PipelineConfig.load(path: file, environment: environment)
-            for s in config.stages where s.type.isSource && s.type.settings.contains(where: { $0.name == "duration" }) {
-                out.append(SettingOverride(stage: s.name, setting: "duration", value: d, origin: "--duration \(d)"))
-            }
+            out.append(
+                SettingOverride(
+                    stage: SettingOverride.everySource, setting: "duration", value: d, origin: "--duration \(d)"))
         }
         for text in a.strings("--set") { out.append(try SettingOverride(parsing: text, origin: "--set \(text)")) }
         return out
@@ -63,7 +61,7 @@ enum PipelineCommand {
         try a.requirePositionals(1...1)
         let path = a.positionals[0]
         let config = try PipelineConfig.load(
-            path: path, environment: environment, overrides: try overrides(a, file: path))
+            path: path, environment: environment, overrides: try overrides(a))
         if a.has("--check") {
             print("\(path): valid, \(config.stages.count) stages: \(config.stages.map(\.name).joined(separator: ", "))")
             return .complete

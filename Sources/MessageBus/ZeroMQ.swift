@@ -243,3 +243,16 @@ public enum BusPoller {
         return items.indices.filter { items[$0].revents & Int16(ZMQ_POLLIN) != 0 }
     }
 }
+
+/// ZeroMQ endpoint addresses as this project accepts them.
+public enum BusEndpoint {
+    /// The transports an endpoint may name.
+    public static let transports = ["tcp://", "ipc://", "inproc://"]
+
+    /// Why `text` is not an endpoint (nil when it is one), with a hint for a bare host:port.
+    public static func problem(_ text: String) -> String? {
+        guard !transports.contains(where: text.hasPrefix) else { return nil }
+        let hint = text.contains(":") && !text.contains("://") ? " (did you mean 'tcp://\(text)'?)" : ""
+        return "'\(text)' is not an endpoint: it needs a transport, tcp://, ipc:// or inproc://\(hint)"
+    }
+}

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
 import CompassCore
 
 /// gyrocompass_msgs/msg/Heading (definition in gyrocompass_msgs/msg/Heading.msg, embedded below).
@@ -116,4 +119,14 @@ public struct HeadingMessage: RosMessage, Equatable {
         uint8 source
         uint16 flags
         """
+}
+
+extension HeadingMessage {
+    /// The reported field in the earth frame the reported orientation gives: strength (microtesla) and
+    /// dip (degrees, positive below the horizon); NaN when the field is not known.
+    public var fieldStrengthAndDip: (strengthMicrotesla: Double, dipDegrees: Double) {
+        let earth = orientation.rotate(magneticField * 1e6)
+        let horizontal = (earth.x * earth.x + earth.y * earth.y).squareRoot()
+        return (earth.norm, atan2(-earth.z, horizontal) * degreesPerRadian)
+    }
 }

@@ -10,6 +10,14 @@ public enum PipelineTopics {
     public static let calibrationStatus = "calibration/status"
     public static let interferenceStatus = "interference/status"
 
+    /// A topic as the pipeline spells it: ROS's leading slash, if written, removed.
+    public static func named(_ topic: String) -> String { topic.hasPrefix("/") ? String(topic.dropFirst()) : topic }
+
+    /// The same name as a bag spells it, with the slash if it lacks one and without it if it has one.
+    public static func otherSpelling(_ topic: String) -> String {
+        topic.hasPrefix("/") ? String(topic.dropFirst()) : "/" + topic
+    }
+
     /// Every topic above (string literals: immortal, so handing one out costs no reference counting).
     public static let all = [
         imuRaw, magnetometer, heading, imuFused, fix, direction, calibrationStatus, interferenceStatus,

@@ -129,24 +129,26 @@ def keygen(node, name):
     return Path(f'{name}.key').read_text().strip(), Path(f'{name}.key_secret').read_text().strip()
 
 
-def test_curve_admits_allowed_keys_only_and_counts_the_refused(node, bag, tmp_path):
-    import zmq
-    from test_pipeline_interop import free_port
+def secured_keys(node, tmp_path):
+    """A server pair, the pipeline's client pair and an empty allow-list; the `security` block naming them."""
     keys = tmp_path / 'keys'
     (keys / 'allowed').mkdir(parents=True)
     server_public, _ = keygen(node, keys / 'server')
     keygen(node, keys / 'pipeline')
+    block = f'security:\n  server_key: {keys}/server\n  client_key: {keys}/pipeline\n  allowed_clients: {keys}/allowed\n'
+    return keys, server_public, block
+
+
+def test_curve_admits_allowed_keys_only_and_counts_the_refused(node, bag, tmp_path):
+    import zmq
+    from test_pipeline_interop import free_port
+    keys, server_public, security = secured_keys(node, tmp_path)
     allowed_public, allowed_secret = keygen(node, keys / 'allowed' / 'laptop')
     stranger_public, stranger_secret = zmq.curve_keypair()
     assert subprocess.run([str(node), 'keygen', str(keys / 'server')], capture_output=True).returncode == 1  # no overwrite
     endpoint = f'tcp://127.0.0.1:{free_port()}'
     config = tmp_path / 'secure.yaml'
-    config.write_text(f"""
-security:
-  server_key: {keys}/server
-  client_key: {keys}/pipeline
-  allowed_clients: {keys}/allowed
-stages:
+    config.write_text(security + f"""stages:
   bag:
     type: bag
     path: {bag}
@@ -210,19 +212,11 @@ stages:
 def test_stages_in_separate_processes_talk_curve_over_tcp(node, bag, tmp_path):
     import zmq
     from test_pipeline_interop import free_port
-    keys = tmp_path / 'keys'
-    (keys / 'allowed').mkdir(parents=True)
-    keygen(node, keys / 'server')
-    keygen(node, keys / 'pipeline')
+    keys, _, security = secured_keys(node, tmp_path)
     source, fused = f'tcp://127.0.0.1:{free_port()}', f'tcp://127.0.0.1:{free_port()}'
     config = tmp_path / 'split.yaml'
     csv = tmp_path / 'out.csv'
-    config.write_text(f"""
-security:
-  server_key: {keys}/server
-  client_key: {keys}/pipeline
-  allowed_clients: {keys}/allowed
-stages:
+    config.write_text(security + f"""stages:
   bag:
     type: bag
     path: {bag}

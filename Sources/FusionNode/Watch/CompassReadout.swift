@@ -106,10 +106,8 @@ struct CompassReadout {
     /// Field strength and dip measured (earth frame from the reported orientation) and expected.
     var fieldLine: String? {
         guard let h = heading, h.magneticField.isFinite else { return nil }
-        let earth = h.orientation.rotate(h.magneticField * 1e6)
-        let horizontal = (earth.x * earth.x + earth.y * earth.y).squareRoot()
-        let dip = atan2(-earth.z, horizontal) * degreesPerRadian
-        var text = "field \(format(earth.norm, 1)) uT, dip \(format(dip, 1)) deg"
+        let field = h.fieldStrengthAndDip
+        var text = "field \(format(field.strengthMicrotesla, 1)) uT, dip \(format(field.dipDegrees, 1)) deg"
         if let i = interference, i.expectedStrength.isFinite {
             text += "  (expected \(format(i.expectedStrength, 1)) uT, \(format(i.expectedDip, 1)) deg)"
         }

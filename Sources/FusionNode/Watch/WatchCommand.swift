@@ -34,11 +34,7 @@ enum WatchCommand {
         let a = try Arguments(args, help)
         try a.requirePositionals(0...1)
         let endpoint = a.positionals.first ?? defaultEndpoint
-        guard EchoCommand.transports.contains(where: endpoint.hasPrefix) else {
-            throw UsageError(
-                message: "'\(endpoint)' is not an endpoint: it needs a transport, tcp://, ipc:// or inproc://",
-                command: help.path)
-        }
+        if let problem = BusEndpoint.problem(endpoint) { throw UsageError(message: problem, command: help.path) }
         PipelineSignals.install()
         let context = BusContext()
         let socket = try subscriber(context, endpoint: endpoint, a)
@@ -46,12 +42,12 @@ enum WatchCommand {
     }
 
     /// A subscriber to everything the view reads, with CURVE keys when given.
-    static func subscriber(_ context: BusContext, endpoint: String, _ a: Arguments) throws -> BusSocket {
+    static func subscriber(_ context: BusContext, endpoint: String, _ a: Arguments?) throws -> BusSocket {
         let socket = try BusSocket(context, .sub)
         for topic in [PipelineTopics.heading, PipelineTopics.calibrationStatus, PipelineTopics.interferenceStatus] {
             try socket.subscribe(Array(topic.utf8) + [0])
         }
-        try a.applyCurveClientKeys(to: socket)
+        try a?.applyCurveClientKeys(to: socket)
         try socket.connect(endpoint)
         return socket
     }

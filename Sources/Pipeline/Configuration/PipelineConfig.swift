@@ -217,8 +217,7 @@ public struct PipelineConfig: Sendable {
                     throw fail(e, "'endpoint' must be a string such as ipc:///tmp/x or tcp://127.0.0.1:5601")
                 }
                 endpoint = try substitute(s, e, environment, file)
-                guard endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("tcp://") || endpoint.hasPrefix("inproc://")
-                else {
+                guard BusEndpoint.problem(endpoint) == nil else {
                     throw fail(e, "endpoint '\(endpoint)' must start with ipc://, tcp:// or inproc://")
                 }
                 try EndpointPolicy.check(endpoint, insecure: insecure, file: file, mark: e.mark, what: "endpoint")

@@ -6,7 +6,9 @@ import YAML
 /// A setting given on the command line (`--set stage.setting=value`, `--duration S`): applied to the
 /// parsed file before validation, so it is checked exactly like the file, and its errors name it.
 public struct SettingOverride: Sendable {
+    /// The stage, or `everySource` for every source stage whose type has the setting (`--duration`).
     public let stage: String
+    public static let everySource = "*"
     public let setting: String
     public let value: String
     /// How the user wrote it, e.g. "--set fusion.filter=kalman".
@@ -42,7 +44,16 @@ public struct SettingOverride: Sendable {
     {
         for (index, o) in overrides.enumerated() {
             let names = entries.compactMap { $0.key.scalar }
-            guard let i = entries.firstIndex(where: { $0.key.scalar == o.stage }), var body = entries[i].value.mapping
+            if o.stage == everySource {
+                for i in entries.indices {
+                    guard let typeName = entries[i].value["type"]?.scalar, let type = StageType.named(typeName),
+                        type.isSource, type.settings.contains(where: { $0.name == o.setting })
+                    else { continue }
+                    set(o, index: index, in: &entries[i])
+                }
+                continue
+            }
+            guard let i = entries.firstIndex(where: { $0.key.scalar == o.stage }), entries[i].value.mapping != nil
             else {
                 throw PipelineConfigError(
                     file: "", mark: mark(index),
@@ -51,24 +62,30 @@ public struct SettingOverride: Sendable {
                         + "\(names.joined(separator: ", ")))"
                 )
             }
-            let at = mark(index)
-            let value: YAMLNode
-            if o.value.hasPrefix("[") && o.value.hasSuffix("]") {
-                let items = o.value.dropFirst().dropLast().split(separator: ",").map {
-                    YAMLNode(value: .scalar($0.trimmingCharacters(in: .whitespaces), plain: true), mark: at)
-                }
-                value = YAMLNode(value: .sequence(items), mark: at)
-            } else {
-                value = YAMLNode(value: .scalar(o.value, plain: !o.value.isEmpty), mark: at)
-            }
-            let key = YAMLNode(value: .scalar(o.setting, plain: true), mark: at)
-            if let j = body.firstIndex(where: { $0.key.scalar == o.setting }) {
-                body[j] = (key, value)
-            } else {
-                body.append((key, value))
-            }
-            entries[i].value = YAMLNode(value: .mapping(body), mark: entries[i].value.mark)
+            set(o, index: index, in: &entries[i])
         }
+    }
+
+    /// Replaces or adds the override's setting in one stage's mapping.
+    static func set(_ o: SettingOverride, index: Int, in entry: inout (key: YAMLNode, value: YAMLNode)) {
+        guard var body = entry.value.mapping else { return }
+        let at = mark(index)
+        let value: YAMLNode
+        if o.value.hasPrefix("[") && o.value.hasSuffix("]") {
+            let items = o.value.dropFirst().dropLast().split(separator: ",").map {
+                YAMLNode(value: .scalar($0.trimmingCharacters(in: .whitespaces), plain: true), mark: at)
+            }
+            value = YAMLNode(value: .sequence(items), mark: at)
+        } else {
+            value = YAMLNode(value: .scalar(o.value, plain: !o.value.isEmpty), mark: at)
+        }
+        let key = YAMLNode(value: .scalar(o.setting, plain: true), mark: at)
+        if let j = body.firstIndex(where: { $0.key.scalar == o.setting }) {
+            body[j] = (key, value)
+        } else {
+            body.append((key, value))
+        }
+        entry.value = YAMLNode(value: .mapping(body), mark: entry.value.mark)
     }
 
     /// An error at an override's position names the override instead.

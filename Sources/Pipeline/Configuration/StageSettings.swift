@@ -1,3 +1,4 @@
+import WireFormat
 import YAML
 
 /// A stage's settings, checked against its type's specs when the file loads (kind, choices, range),
@@ -84,7 +85,7 @@ public struct StageSettings: Sendable {
         switch spec.kind {
         case .string:
             try chosen(value.text)
-            strings[spec.name] = spec.namesTopics ? TopicFlow.normalized(value.text) : value.text
+            strings[spec.name] = spec.namesTopics ? PipelineTopics.named(value.text) : value.text
         case .number:
             numbers[spec.name] = try checked(value.text)
         case .optionalNumber:
@@ -101,7 +102,7 @@ public struct StageSettings: Sendable {
             }
         case .stringList:
             for item in value.items { try chosen(item) }
-            lists[spec.name] = spec.namesTopics ? value.items.map(TopicFlow.normalized) : value.items
+            lists[spec.name] = spec.namesTopics ? value.items.map { PipelineTopics.named($0) } : value.items
         case .numberList(let n):
             guard value.items.count == n, value.items.allSatisfy({ Double($0)?.isFinite == true }) else {
                 throw fail("\(spec.kind.article), found \(value.items.count) item(s)")

@@ -71,7 +71,7 @@ public struct StageContext: Sendable {
 
 extension StageConfig {
     /// This stage's logic, built by its registered type.
-    func makeLogic(log: @escaping @Sendable (String) -> Void) throws -> StageLogic {
-        try type.make(settings, StageContext(stage: name, log: log))
+    func makeLogic(log: @escaping @Sendable (String) -> Void, security: CurveSecurity? = nil) throws -> StageLogic {
+        try type.make(settings, StageContext(stage: name, log: log, security: security))
     }
 }

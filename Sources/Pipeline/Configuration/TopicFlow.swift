@@ -4,10 +4,6 @@ import YAML
 /// transform that names a topic nobody upstream publishes is an error with the setting's position,
 /// not a silent run.
 enum TopicFlow {
-    /// Pipeline topics are written without the leading slash that bags and ROS tools use; both
-    /// spellings are accepted wherever a pipeline topic is named.
-    static func normalized(_ topic: String) -> String { topic.hasPrefix("/") ? String(topic.dropFirst()) : topic }
-
     /// The topics each stage publishes, for stages in dependency order.
     static func published(_ stages: [StageConfig]) -> [String: Set<String>] {
         var out: [String: Set<String>] = [:]

@@ -48,8 +48,7 @@ actor StageActor {
         }
         var report = StageReport(stage: config.name, role: config.type.role)
         // The logic first: a bag that cannot be opened fails before anyone waits for this stage.
-        let logic = try config.type.make(
-            config.settings, StageContext(stage: config.name, log: log, security: wiring.security))
+        let logic = try config.makeLogic(log: log, security: wiring.security)
         let output = try wiring.bind.map {
             try readerFollowingPublisher(
                 context, endpoint: $0, highWaterMark: Self.highWaterMark, stage: config.name,

@@ -49,19 +49,3 @@ extension MagneticModelLookup.Position {
         }
     }
 }
-
-extension GatingStage {
-    /// The expected field must come out of the model when a position is given (checked at load).
-    @Sendable static func checkModel(_ s: StageSettings) -> SettingProblem? {
-        if let problem = MagneticModelLookup.Position.check(s) { return problem }
-        guard let position = MagneticModelLookup.Position(s),
-            let year = s.optionalNumber("date") ?? MagneticModelLookup.today
-        else { return nil }
-        var lookup = MagneticModelLookup()
-        if case .failure(let why) = lookup.elements(at: position, decimalYear: year) {
-            return SettingProblem(
-                s.optionalNumber("date") == nil ? "latitude" : "date", "the World Magnetic Model refuses it: \(why)")
-        }
-        return nil
-    }
-}

@@ -43,7 +43,7 @@ final class ReportSink: StageLogic, TransformLogic {
     var expected: (strength: Double, dip: Double)?
     var biasT: [Double] = [], bias: [Vector3] = []
     var fits: [(t: Double, rms: Double)] = []
-    var lastFit: Double?
+    var acceptedFits = AcceptedFits()
     var calibration: CalibrationStatusMessage?
     /// Points spread evenly over the whole run, at most `limit`: every `stride`-th is kept, and when
     /// the kept ones reach twice the limit every other is dropped and the stride doubles.
@@ -83,10 +83,9 @@ final class ReportSink: StageLogic, TransformLogic {
             heading.append(h.magneticHeading)
             accuracy.append(h.headingAccuracy)
             flags.append(h.flags)
-            let earth = h.orientation.rotate(h.magneticField * 1e6)
-            let horizontal = (earth.x * earth.x + earth.y * earth.y).squareRoot()
-            strength.append(earth.norm)
-            dip.append(atan2(-earth.z, horizontal) * degreesPerRadian)
+            let field = h.fieldStrengthAndDip
+            strength.append(field.strengthMicrotesla)
+            dip.append(field.dipDegrees)
             if h.magneticField.isFinite { calibrated.add(h.magneticField * 1e6) }
         case PipelineTopics.imuFused where reference != nil:
             let m = try decoded(frame, as: ImuMessage.self)
@@ -102,10 +101,7 @@ final class ReportSink: StageLogic, TransformLogic {
                 biasT.append(c.header.stamp.seconds)
                 bias.append(c.gyroBias)
             }
-            if c.state == OnlineCalibrator.State.calibrated.rawValue, c.rmsResidual.isFinite, c.rmsResidual != lastFit {
-                fits.append((c.header.stamp.seconds, c.rmsResidual))
-                lastFit = c.rmsResidual
-            }
+            if acceptedFits.isNewFit(c) { fits.append((c.header.stamp.seconds, c.rmsResidual)) }
         case PipelineTopics.interferenceStatus:
             let i = try decoded(frame, as: InterferenceStatusMessage.self)
             if i.expectedStrength.isFinite { expected = (i.expectedStrength, i.expectedDip) }

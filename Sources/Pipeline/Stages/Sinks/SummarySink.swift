@@ -30,7 +30,7 @@ final class SummarySink: StageLogic, TransformLogic {
     var sinSum = 0.0, cosSum = 0.0, accuracySum = 0.0, accuracyCount = 0
     var flagCounts: [String: Int] = [:]
     var calibrationsAccepted = 0
-    var lastCalibrationFit: Double?
+    var acceptedFits = AcceptedFits()
 
     init(_ settings: Settings) { self.settings = settings }
 
@@ -39,13 +39,7 @@ final class SummarySink: StageLogic, TransformLogic {
     func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
         if frame.topic == PipelineTopics.calibrationStatus {
             let c = try decoded(frame, as: CalibrationStatusMessage.self)
-            // A new fit shows as a changed residual while calibrated.
-            if c.state == OnlineCalibrator.State.calibrated.rawValue, c.rmsResidual.isFinite,
-                c.rmsResidual != lastCalibrationFit
-            {
-                calibrationsAccepted += 1
-                lastCalibrationFit = c.rmsResidual
-            }
+            if acceptedFits.isNewFit(c) { calibrationsAccepted += 1 }
             return
         }
         guard frame.topic == settings.topic else { return }

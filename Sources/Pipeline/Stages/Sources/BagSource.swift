@@ -81,14 +81,11 @@ final class BagSource: StageLogic, SourceLogic {
         // Topics as the bag spells them (with or without the leading slash); a missing one is named
         // with the topics the bag has.
         var resolved = settings
-        let names = topics.map(\.name)
-        func resolve(_ topic: String, _ what: String) throws -> String {
-            if names.contains(topic) { return topic }
-            let other = topic.hasPrefix("/") ? String(topic.dropFirst()) : "/" + topic
-            if names.contains(other) { return other }
-            throw StageFailure(
-                "\(settings.path) has no topic \(topic) (\(what))\(didYouMean(topic, in: names)); its topics: "
-                    + topics.map { "\($0.name) (\($0.type))" }.joined(separator: ", "))
+        func resolve(_ topic: String, _ role: String) throws -> String {
+            guard let found = BagTopicLookup.find(topic, in: topics) else {
+                throw StageFailure(BagTopicLookup.missing(topic, role: role, bag: settings.path, topics: topics))
+            }
+            return found
         }
         resolved.imuTopic = try resolve(settings.imuTopic, "imu_topic")
         resolved.magTopic = try resolve(settings.magTopic, "mag_topic")
