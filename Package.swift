@@ -37,6 +37,12 @@ let package = Package(
         .systemLibrary(
             name: "CLZ4", path: "Sources/CLZ4", pkgConfig: "liblz4",
             providers: [.apt(["liblz4-dev"])]),
+        // Eclipse Cyclone DDS 0.10 (the ROS 2 wire), and the C side of its serialized-bytes topic type
+        // (the sertype interface is C structs of callbacks; DDS_NDEBUG matches Debian's build).
+        .systemLibrary(
+            name: "CCycloneDDS", path: "Sources/CCycloneDDS", pkgConfig: "CycloneDDS",
+            providers: [.apt(["cyclonedds-dev"])]),
+        .target(name: "DDSSerializedType", dependencies: ["CCycloneDDS"], cSettings: [.define("DDS_NDEBUG")]),
         // ncurses (wide characters) for the terminal compass, fusion-node watch.
         .systemLibrary(name: "CNcurses", path: "Sources/CNcurses", providers: [.apt(["libncurses-dev"])]),
 
@@ -49,14 +55,19 @@ let package = Package(
         // ROS 2 bags: MCAP (zstd, lz4) and sqlite3 storage.
         .target(name: "Bags", dependencies: ["WireFormat", "YAML", "CZstd", "CLZ4", "CSQLite"]),
 
+        // ROS 2 on DDS: participants, QoS profiles, ROS names, serialized readers and writers, discovery.
+        .target(name: "ROS2DDS", dependencies: ["WireFormat", "CCycloneDDS", "DDSSerializedType"]),
+
         // Pipeline stages (actors on their own threads), their configuration and the runtime.
         .target(
-            name: "Pipeline", dependencies: ["CompassCore", "IMUSimulator", "WireFormat", "YAML", "Bags", "MessageBus"]),
+            name: "Pipeline",
+            dependencies: ["CompassCore", "IMUSimulator", "WireFormat", "YAML", "Bags", "MessageBus", "ROS2DDS"]),
 
         .executableTarget(
             name: "FusionNode",
             dependencies: [
-                "CompassCore", "IMUSimulator", "WireFormat", "YAML", "Bags", "MessageBus", "Pipeline", "CZeroMQ",
+                "CompassCore", "IMUSimulator", "WireFormat", "YAML", "Bags", "MessageBus", "ROS2DDS", "Pipeline",
+                "CZeroMQ",
                 "CYAML", "CSQLite", "CZstd", "CLZ4", "CNcurses",
             ],
             swiftSettings: [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]
@@ -69,6 +80,7 @@ let package = Package(
             name: "PipelineTests",
             dependencies: ["Pipeline", "MessageBus", "WireFormat", "Bags", "CompassCore", "IMUSimulator"]),
         .testTarget(name: "MessageBusTests", dependencies: ["MessageBus", "WireFormat", "CZeroMQ"]),
+        .testTarget(name: "ROS2DDSTests", dependencies: ["ROS2DDS", "WireFormat"]),
         .testTarget(name: "BagsTests", dependencies: ["Bags", "WireFormat", "CompassCore", "IMUSimulator"]),
     ],
     swiftLanguageModes: [.v6]

@@ -23,7 +23,13 @@ enum ReplayCommand {
             OptionHelp(
                 "--publish", "ENDPOINT", "publish heading and imu/data there while replaying (tcp://127.0.0.1:5601)"),
             OptionHelp(
-                "--wait-for-subscribers", "N", "hold the replay until N subscribers are connected", default: "0"),
+                "--ros2", nil, "publish imu/data, heading and heading/quaternion on ROS 2 (DDS) while replaying"),
+            OptionHelp("--domain-id", "N", "with --ros2: the DDS domain (ROS_DOMAIN_ID)", default: "0"),
+            OptionHelp("--namespace", "NS", "with --ros2: the ROS namespace of the published topics", default: "/"),
+            OptionHelp("--publish-tf", nil, "with --ros2: also publish odom -> IMU frame on /tf"),
+            OptionHelp(
+                "--wait-for-subscribers", "N", "hold the replay until N subscribers are connected (--publish, --ros2)",
+                default: "0"),
             OptionHelp("--encoding", "cdr|json", "encoding of published messages", default: "cdr"),
             OptionHelp("--latest-only", nil, "published: keep only the newest message for a slow subscriber"),
             OptionHelp("--insecure", nil, "allow --publish on an address other hosts can reach (no encryption)"),
@@ -112,14 +118,29 @@ enum ReplayCommand {
             set("publish", "wait_for_subscribers", "--wait-for-subscribers")
             outputs.append("publish")
         }
+        if a.has("--ros2") {
+            stages.append(("ros2", .mapping([("type", .string("ros2_sink")), fromFusion])))
+            set("ros2", "domain_id", "--domain-id")
+            set("ros2", "namespace", "--namespace")
+            flag("ros2", "publish_tf", "--publish-tf")
+            if a.string("--publish") == nil { set("ros2", "wait_for_subscribers", "--wait-for-subscribers") }
+            outputs.append("ros2")
+        }
+        for option in ["--domain-id", "--namespace", "--publish-tf"]
+        where (a.string(option) != nil || a.has(option)) && !a.has("--ros2") {
+            throw UsageError(message: "\(option) applies to --ros2, which was not given", command: "replay")
+        }
         if outputs.isEmpty {
             stages.append(("summary", .mapping([("type", .string("summary")), fromFusion])))
         }
         for option in ["--storage", "--compression"] where a.string(option) != nil && a.string("--record") == nil {
             throw UsageError(message: "\(option) applies to --record, which was not given", command: "replay")
         }
-        for option in ["--encoding", "--wait-for-subscribers"]
-        where a.string(option) != nil && a.string("--publish") == nil {
+        if a.string("--wait-for-subscribers") != nil && a.string("--publish") == nil && !a.has("--ros2") {
+            throw UsageError(
+                message: "--wait-for-subscribers applies to --publish or --ros2, neither was given", command: "replay")
+        }
+        for option in ["--encoding"] where a.string(option) != nil && a.string("--publish") == nil {
             throw UsageError(message: "\(option) applies to --publish, which was not given", command: "replay")
         }
         var top: [(String, YAMLValue)] = [("name", .string("replay"))]

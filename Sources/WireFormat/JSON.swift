@@ -95,7 +95,11 @@ public func jsonFromCDR(type: String, _ data: ArraySlice<UInt8>) throws(CDRError
     case HeadingMessage.typeName: return try HeadingMessage(cdrBytes: data).json
     case CalibrationStatusMessage.typeName: return try CalibrationStatusMessage(cdrBytes: data).json
     case InterferenceStatusMessage.typeName: return try InterferenceStatusMessage(cdrBytes: data).json
-    default: return nil
+    default:
+        // Any other type the embedded interface definitions know, decoded by its definition.
+        guard let text = KnownInterfaces.definition(for: type), let schema = try? MessageSchema(name: type, text: text)
+        else { return nil }
+        return try schema.decode(Array(data)).json
     }
 }
 

@@ -48,14 +48,19 @@ public struct CommonFilterOptions: Sendable, Equatable {
 /// sample until its magnetometer partner (same stamp, or the newest one not used yet, no older than
 /// `maximumAgeSeconds`) or a later IMU sample arrives: sensors that sample both together pair one to
 /// one even when the magnetometer message comes second; slower magnetometers pair with the first
-/// IMU sample at or after their stamp. Costs one IMU period of latency.
+/// IMU sample at or after their stamp. Costs one IMU period of latency. Magnetometer samples that
+/// arrive ahead of their IMU sample (a network transport that retransmits one topic and not the
+/// other) wait in a short queue, so the pairs are the same as in stamp order.
 public struct SampleAligner: Sendable {
     /// Oldest magnetometer sample still paired, seconds. Default 0.1.
     public var maximumAgeSeconds: Double
     var held: ImuSample?
-    var pending: MagnetometerSample?
+    /// Magnetometer samples not used yet, in arrival order (rarely more than one).
+    var pending: [MagnetometerSample] = []
     /// Tolerance for "same stamp", seconds.
     static let sameStamp = 1e-6
+    /// Samples kept waiting for an IMU sample at most (a bound, not a tuning knob).
+    static let queueLimit = 64
 
     public init(maximumAgeSeconds: Double = 0.1) { self.maximumAgeSeconds = maximumAgeSeconds }
 
@@ -70,7 +75,8 @@ public struct SampleAligner: Sendable {
     public mutating func magnetometer(_ sample: MagnetometerSample) -> (
         imu: ImuSample, magnetometer: MagnetometerSample?
     )? {
-        pending = sample
+        pending.append(sample)
+        if pending.count > Self.queueLimit { pending.removeFirst(pending.count - Self.queueLimit) }
         guard let h = held, sample.timestamp <= h.timestamp + Self.sameStamp else { return nil }
         held = nil
         return (h, takePending(for: h))
@@ -82,9 +88,12 @@ public struct SampleAligner: Sendable {
         return held.map { ($0, takePending(for: $0)) }
     }
 
+    /// The newest sample that arrived and is not after `imu` (with every sample that arrived before
+    /// it, which it supersedes); samples after `imu` wait for a later IMU sample.
     mutating func takePending(for imu: ImuSample) -> MagnetometerSample? {
-        guard let m = pending, m.timestamp <= imu.timestamp + Self.sameStamp else { return nil }
-        pending = nil
+        guard let i = pending.lastIndex(where: { $0.timestamp <= imu.timestamp + Self.sameStamp }) else { return nil }
+        let m = pending[i]
+        pending.removeFirst(i + 1)
         return imu.timestamp - m.timestamp <= maximumAgeSeconds ? m : nil
     }
 }

@@ -10,6 +10,7 @@ enum Commands {
         ("echo", EchoCommand.help.summary),
         ("watch", WatchCommand.help.summary),
         ("report", ReportCommand.help.summary),
+        ("ros2", "ROS 2 over DDS without ROS installed: ros2 echo, ros2 list"),
         ("bench", "throughput and latency numbers: bench filter, bench bag, bench pipeline, bench curve"),
         ("stages", StagesCommand.help.summary),
         ("keygen", "write a CURVE key pair for authenticated, encrypted endpoints"),
@@ -19,6 +20,7 @@ enum Commands {
 
     static let groups: [String: [CommandHelp]] = [
         "bag": [BagInfoCommand.help, BagEchoCommand.help, BagConvertCommand.help],
+        "ros2": [ROS2Command.echoHelp, ROS2Command.listHelp],
         "bench": [BenchCommand.filterHelp, BenchCommand.bagHelp, BenchCommand.pipelineHelp, CurveBench.help],
     ]
 
@@ -27,7 +29,7 @@ enum Commands {
         [
             DefaultPipelineCommand.help, PipelineCommand.help, ReplayCommand.help, ReportCommand.help, EchoCommand.help,
             WatchCommand.help, StagesCommand.help, KeygenCommand.help, CompletionCommand.help,
-        ] + groups["bag"]! + groups["bench"]!
+        ] + groups["bag"]! + groups["ros2"]! + groups["bench"]!
     }
 
     static func help(for path: [String]) -> CommandHelp? {

@@ -7,6 +7,7 @@ public enum StageRegistry {
         SimulatorSource.type,
         BagSource.type,
         LinesSource.type,
+        ROS2Source.type,
         // Transforms
         CalibrationStage.type,
         GatingStage.type,
@@ -17,6 +18,7 @@ public enum StageRegistry {
         CSVSink.type,
         RecordSink.type,
         PublishSink.type,
+        ROS2Sink.type,
         MeasureSink.type,
         SummarySink.type,
         ReportSink.type,

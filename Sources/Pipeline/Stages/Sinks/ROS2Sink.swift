@@ -1,0 +1,265 @@
+import Foundation
+import CompassCore
+import WireFormat
+import MessageBus
+import ROS2DDS
+
+/// The fusion outputs on ROS 2 topics over DDS, as imu_filter_madgwick publishes them:
+///   imu/data            sensor_msgs/msg/Imu with orientation and its covariance (bytes as fused)
+///   heading             gyrocompass_msgs/msg/Heading (bytes as fused)
+///   heading/quaternion  geometry_msgs/msg/QuaternionStamped: the heading as a rotation about the
+///                       vertical (true north when known), for users without gyrocompass_msgs
+///   /tf                 tf2_msgs/msg/TFMessage fixed_frame -> the IMU frame (publish_tf)
+/// With world_frame enu and no offsets the Imu bytes go out exactly as the fusion stage made them.
+final class ROS2Sink: StageLogic, TransformLogic {
+    struct Settings {
+        var domainId = 0
+        var namespace = "/"
+        /// ROS topics ("" = not published).
+        var imuTopic = "imu/data", headingTopic = "heading", quaternionTopic = "heading/quaternion"
+        var qos = ROS2QoS.rosDefault
+        /// Publish fixed_frame -> IMU frame on /tf.
+        var publishTF = false
+        var fixedFrame = "odom"
+        /// The world frame of the published orientation: ENU (REP-103) or NED.
+        var worldNED = false
+        /// Rotation about the vertical applied to the published orientation, radians
+        /// (counterclockwise seen from above); the declination is subtracted from it, as
+        /// imu_filter_madgwick does, so a magnetic orientation becomes a true one.
+        var yawOffsetRadians = 0.0, declinationRadians = 0.0
+        /// Roll and pitch standard deviation for the orientation covariance, radians (0 = leave the
+        /// filter's: heading only).
+        var orientationStddevRadians = 0.0
+        /// Hold the stream until this many subscribers matched (counted over the published topics).
+        var waitForSubscribers = 0
+
+        static let specs: [SettingSpec] = [
+            ROS2Settings.domainSpec,
+            ROS2Settings.namespaceSpec,
+            SettingSpec(
+                "imu_topic", .string, "imu/data", "ROS topic for sensor_msgs/msg/Imu with orientation ('' = none)"),
+            SettingSpec("heading_topic", .string, "heading", "ROS topic for gyrocompass_msgs/msg/Heading ('' = none)"),
+            SettingSpec(
+                "quaternion_topic", .string, "heading/quaternion",
+                "ROS topic for the heading as geometry_msgs/msg/QuaternionStamped ('' = none)"),
+            SettingSpec("qos", .string, "default", "QoS of every writer: " + ROS2Settings.qosHelp),
+            SettingSpec(
+                "publish_tf", .bool, "false", "publish fixed_frame -> IMU frame on /tf (tf2_msgs/msg/TFMessage)"),
+            SettingSpec("fixed_frame", .string, "odom", "parent frame of the /tf transform"),
+            SettingSpec("world_frame", .string, "enu", "world frame of the orientation", choices: ["enu", "ned"]),
+            SettingSpec(
+                "yaw_offset", .number, "0", "rotation about the vertical added to the orientation, radians",
+                range: -7...7),
+            SettingSpec(
+                "declination", .number, "0", "magnetic declination subtracted from the yaw, radians east",
+                range: -3.15...3.15),
+            SettingSpec(
+                "orientation_stddev", .number, "0",
+                "roll and pitch standard deviation in the orientation covariance, radians (0 = heading only)",
+                range: 0...3.15),
+            SettingSpec(
+                "wait_for_subscribers", .integer, "0", "hold the stream until this many subscribers matched",
+                range: 0...10_000),
+        ]
+
+        init(_ s: StageSettings) {
+            domainId = s.integer("domain_id")
+            namespace = s.string("namespace")
+            imuTopic = s.string("imu_topic")
+            headingTopic = s.string("heading_topic")
+            quaternionTopic = s.string("quaternion_topic")
+            qos = (try? ROS2Settings.qos(s.string("qos")).get()) ?? .rosDefault
+            publishTF = s.bool("publish_tf")
+            fixedFrame = s.string("fixed_frame")
+            worldNED = s.string("world_frame") == "ned"
+            yawOffsetRadians = s.number("yaw_offset")
+            declinationRadians = s.number("declination")
+            orientationStddevRadians = s.number("orientation_stddev")
+            waitForSubscribers = s.integer("wait_for_subscribers")
+        }
+
+        /// True when the Imu must be rewritten (otherwise its bytes go on as they are).
+        var changesOrientation: Bool {
+            worldNED || yawOffsetRadians != declinationRadians || orientationStddevRadians > 0
+        }
+    }
+
+    static let type = StageType(
+        name: "ros2_sink", role: .sink,
+        summary: "the fused orientation and heading on ROS 2 topics over DDS (imu/data, heading, /tf)",
+        settings: Settings.specs,
+        check: ROS2Settings.check(
+            qosSettings: ["qos"], topicSettings: ["imu_topic", "heading_topic", "quaternion_topic"])
+    ) { s, context in try ROS2Sink(Settings(s), stage: context.stage, log: context.log) }
+
+    let settings: Settings
+    let stage: String
+    let log: @Sendable (String) -> Void
+    let participant: DomainParticipant
+    let discovery: EndpointDiscovery
+    var imuWriter: SerializedWriter?, headingWriter: SerializedWriter?, quaternionWriter: SerializedWriter?
+    var tfWriter: SerializedWriter?
+    var writers: [SerializedWriter] { [imuWriter, headingWriter, quaternionWriter, tfWriter].compactMap { $0 } }
+    /// Messages written per ROS topic; writes that waited for a slow reliable reader.
+    var written: [String: Int] = [:]
+    var blockedWrites = 0
+    var warnings = SilentTopicWarnings()
+    var lastCheck = 0.0
+    var reportedIncompatible: [String: Int] = [:]
+    /// Rotation from the filter's ENU (magnetic) world to the published world.
+    let worldRotation: Quaternion
+
+    init(_ settings: Settings, stage: String, log: @escaping @Sendable (String) -> Void) throws {
+        self.settings = settings
+        self.stage = stage
+        self.log = log
+        let yaw = settings.yawOffsetRadians - settings.declinationRadians
+        let aboutUp = Quaternion(w: cos(yaw / 2), x: 0, y: 0, z: sin(yaw / 2))
+        // ENU -> NED: half a turn about the axis between east and north.
+        let enuToNED = Quaternion(w: 0, x: 0.5.squareRoot(), y: 0.5.squareRoot(), z: 0)
+        worldRotation = settings.worldNED ? enuToNED * aboutUp : aboutUp
+        do {
+            let participant = try DomainParticipant(domainId: UInt32(settings.domainId))
+            self.participant = participant
+            func writer(_ name: String, _ type: String, _ qos: ROS2QoS) throws -> SerializedWriter? {
+                name.isEmpty
+                    ? nil
+                    : try SerializedWriter(
+                        participant, try ROS2Topic(name, namespace: settings.namespace, type: type, qos: qos))
+            }
+            imuWriter = try writer(settings.imuTopic, ImuMessage.typeName, settings.qos)
+            headingWriter = try writer(settings.headingTopic, HeadingMessage.typeName, settings.qos)
+            quaternionWriter = try writer(settings.quaternionTopic, QuaternionStampedMessage.typeName, settings.qos)
+            // tf2's broadcaster QoS: reliable, volatile, keep last 100.
+            var tfQoS = ROS2QoS.rosDefault
+            tfQoS.history = .keepLast(100)
+            tfWriter = settings.publishTF ? try writer("/tf", TFMessage.typeName, tfQoS) : nil
+            discovery = try EndpointDiscovery(participant, .subscriptions)
+        } catch let e as DDSError {
+            throw StageFailure("\(stage): \(e)")
+        } catch let e as ROS2NameError {
+            throw StageFailure("\(stage): \(e)")
+        }
+        super.init()
+        try waitForSubscribers()
+    }
+
+    func waitForSubscribers() throws {
+        guard settings.waitForSubscribers > 0, !writers.isEmpty else { return }
+        var announced = 0.0
+        let start = Clocks.monotonicSeconds()
+        func matched() -> Int { writers.reduce(0) { $0 + $1.matchedReaders } }
+        while matched() < settings.waitForSubscribers {
+            if PipelineSignals.stopRequested { return }
+            let waited = Clocks.monotonicSeconds() - start
+            if waited >= announced {
+                log(
+                    "\(stage): waiting for \(settings.waitForSubscribers - matched()) subscriber(s) of "
+                        + writers.map(\.topic.name).joined(separator: ", "))
+                announced = waited + 5
+            }
+            usleep(2000)
+        }
+        // Volatile readers that just matched can still miss the first samples; give discovery a moment.
+        usleep(50_000)
+    }
+
+    var inputHandling: InputHandling { .decoded }
+
+    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
+        switch frame.topic {
+        case PipelineTopics.imuFused:
+            guard imuWriter != nil || tfWriter != nil else { return }
+            try requireCDR(frame, ImuMessage.typeName)
+            if !settings.changesOrientation && tfWriter == nil {
+                try write(frame.payload, imuWriter)
+                return
+            }
+            var imu = try decoded(frame, as: ImuMessage.self)
+            if settings.changesOrientation {
+                imu.orientation = worldRotation * imu.orientation
+                if settings.orientationStddevRadians > 0 {
+                    let v = settings.orientationStddevRadians * settings.orientationStddevRadians
+                    imu.orientationCovariance.m0 = v
+                    imu.orientationCovariance.m4 = v
+                }
+                try write(imu.cdr()[...], imuWriter)
+            } else {
+                try write(frame.payload, imuWriter)
+            }
+            if tfWriter != nil {
+                let transform = TFMessage.Transform(
+                    header: RosHeader(stamp: imu.header.stamp, frameId: settings.fixedFrame),
+                    childFrameId: imu.header.frameId, translation: Vector3(0, 0, 0), rotation: imu.orientation)
+                try write(TFMessage(transforms: [transform]).cdr()[...], tfWriter)
+            }
+        case PipelineTopics.heading:
+            guard headingWriter != nil || quaternionWriter != nil else { return }
+            try requireCDR(frame, HeadingMessage.typeName)
+            try write(frame.payload, headingWriter)
+            if quaternionWriter != nil {
+                let h = try decoded(frame, as: HeadingMessage.self)
+                let degrees = h.trueHeading.isFinite ? h.trueHeading : h.magneticHeading
+                guard degrees.isFinite else { return }
+                // ENU yaw = 90 deg - heading; NED yaw = heading (both about their own vertical).
+                let yaw = settings.worldNED ? degrees * radiansPerDegree : (90 - degrees) * radiansPerDegree
+                let q = Quaternion(w: cos(yaw / 2), x: 0, y: 0, z: sin(yaw / 2))
+                try write(QuaternionStampedMessage(header: h.header, quaternion: q).cdr()[...], quaternionWriter)
+            }
+        default:
+            return
+        }
+    }
+
+    /// Writes one message; a reliable keep-all reader that is behind holds the stream (lossless, as
+    /// the edges between stages are) until it catches up or the run is stopped.
+    func write(_ bytes: ArraySlice<UInt8>, _ writer: SerializedWriter?) throws {
+        guard let writer else { return }
+        while true {
+            do {
+                try writer.write(bytes)
+                written[writer.topic.name, default: 0] += 1
+                break
+            } catch let e as DDSError where e.isTimeout {
+                blockedWrites += 1
+                if PipelineSignals.stopRequested { return }
+            } catch {
+                throw StageFailure("\(stage): \(error)")
+            }
+        }
+        let now = Clocks.monotonicSeconds()
+        if now - lastCheck >= 1 {
+            lastCheck = now
+            watchSubscribers(now: now)
+        }
+    }
+
+    func watchSubscribers(now: Double) {
+        for w in writers {
+            let incompatible = w.incompatibleReaders
+            if incompatible.count > reportedIncompatible[w.topic.name, default: 0] {
+                reportedIncompatible[w.topic.name] = incompatible.count
+                log(
+                    "\(stage): \(w.topic.name): \(incompatible.count) subscriber(s) refused: their QoS asks for more "
+                        + "than this publisher offers (\(w.topic.qos); policy: \(incompatible.policy))")
+            }
+            warnings.observe(w.topic.name, matched: w.matchedReaders > 0, now: now, log: log) {
+                discovery.whyNoSubscriber(for: w.topic).map { "\(stage): \($0)" }
+            }
+        }
+    }
+
+    func finish() throws -> [WireFrame] {
+        // Reliable subscribers get everything before this participant leaves the domain.
+        for w in writers where w.topic.qos.reliability == .reliable && w.matchedReaders > 0 {
+            if !w.waitForAcknowledgments(timeoutSeconds: 2) {
+                notes.append("\(w.topic.name): not every subscriber acknowledged the last messages within 2 s")
+            }
+        }
+        var parts = writers.map { "\(written[$0.topic.name, default: 0]) on \($0.topic.name)" }
+        if blockedWrites > 0 { parts.append("\(blockedWrites) write(s) waited for a slow reliable subscriber") }
+        notes.append("published over DDS (domain \(settings.domainId)): " + parts.joined(separator: ", "))
+        participant.close()
+        return []
+    }
+}

@@ -1,0 +1,94 @@
+import CompassCore
+
+/// geometry_msgs/msg/QuaternionStamped: the heading for ROS users who will not build
+/// gyrocompass_msgs, as a rotation about the vertical only (roll and pitch left out).
+public struct QuaternionStampedMessage: RosMessage, Equatable {
+    public static let typeName = "geometry_msgs/msg/QuaternionStamped"
+    public var header: RosHeader
+    public var quaternion: Quaternion
+
+    public init(header: RosHeader, quaternion: Quaternion) {
+        self.header = header
+        self.quaternion = quaternion
+    }
+
+    public init(cdr: UnsafeRawBufferPointer) throws(CDRError) {
+        var r = try CDRReader(cdr)
+        header = try RosHeader(&r)
+        let x = try r.float64("quaternion.x"), y = try r.float64("quaternion.y")
+        let z = try r.float64("quaternion.z"), w = try r.float64("quaternion.w")
+        quaternion = Quaternion(w: w, x: x, y: y, z: z)
+    }
+
+    public func cdr() -> [UInt8] {
+        var w = CDRWriter(capacity: 80)
+        header.encode(&w)
+        w.float64(quaternion.x)
+        w.float64(quaternion.y)
+        w.float64(quaternion.z)
+        w.float64(quaternion.w)
+        return w.take()
+    }
+}
+
+/// tf2_msgs/msg/TFMessage with geometry_msgs/msg/TransformStamped entries: what /tf carries.
+public struct TFMessage: RosMessage, Equatable {
+    public static let typeName = "tf2_msgs/msg/TFMessage"
+
+    /// One transform: `header.frame_id` is the parent frame, `childFrameId` the moving one.
+    public struct Transform: Sendable, Equatable {
+        public var header: RosHeader
+        public var childFrameId: String
+        /// Metres.
+        public var translation: Vector3
+        public var rotation: Quaternion
+        public init(header: RosHeader, childFrameId: String, translation: Vector3, rotation: Quaternion) {
+            self.header = header
+            self.childFrameId = childFrameId
+            self.translation = translation
+            self.rotation = rotation
+        }
+    }
+
+    public var transforms: [Transform]
+
+    public init(transforms: [Transform]) { self.transforms = transforms }
+
+    public init(cdr: UnsafeRawBufferPointer) throws(CDRError) {
+        var r = try CDRReader(cdr)
+        let count = try r.uint32("transforms.length")
+        // Each entry is at least 64 bytes: a count larger than the rest of the buffer is damage.
+        guard Int(count) <= cdr.count / 64 else {
+            throw CDRError.lengthTooLarge(field: "transforms", length: Int(count), offset: 4)
+        }
+        transforms = []
+        for _ in 0..<count {
+            let header = try RosHeader(&r)
+            let child = try r.string("child_frame_id")
+            let t = Vector3(
+                try r.float64("translation.x"), try r.float64("translation.y"), try r.float64("translation.z"))
+            let x = try r.float64("rotation.x"), y = try r.float64("rotation.y")
+            let z = try r.float64("rotation.z"), w = try r.float64("rotation.w")
+            transforms.append(
+                Transform(
+                    header: header, childFrameId: child, translation: t, rotation: Quaternion(w: w, x: x, y: y, z: z)))
+        }
+    }
+
+    public func cdr() -> [UInt8] {
+        var w = CDRWriter(capacity: 24 + transforms.count * 128)
+        w.uint32(UInt32(transforms.count))
+        for t in transforms {
+            t.header.encode(&w)
+            w.string(t.childFrameId)
+            w.float64(t.translation.x)
+            w.float64(t.translation.y)
+            w.float64(t.translation.z)
+            w.float64(t.rotation.x)
+            w.float64(t.rotation.y)
+            w.float64(t.rotation.z)
+            w.float64(t.rotation.w)
+        }
+        return w.take()
+    }
+}
