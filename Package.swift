@@ -42,6 +42,8 @@ let package = Package(
         .systemLibrary(
             name: "CCycloneDDS", path: "Sources/CCycloneDDS", pkgConfig: "CycloneDDS",
             providers: [.apt(["cyclonedds-dev"])]),
+        // libsodium (libzmq's CURVE is built on it): SHA-256 for ROS 2 type hashes.
+        .systemLibrary(name: "CSodium", path: "Sources/CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .target(name: "DDSSerializedType", dependencies: ["CCycloneDDS"], cSettings: [.define("DDS_NDEBUG")]),
         // ncurses (wide characters) for the terminal compass, fusion-node watch.
         .systemLibrary(name: "CNcurses", path: "Sources/CNcurses", providers: [.apt(["libncurses-dev"])]),
@@ -56,7 +58,7 @@ let package = Package(
         .target(name: "Bags", dependencies: ["WireFormat", "YAML", "CZstd", "CLZ4", "CSQLite"]),
 
         // ROS 2 on DDS: participants, QoS profiles, ROS names, serialized readers and writers, discovery.
-        .target(name: "ROS2DDS", dependencies: ["WireFormat", "CCycloneDDS", "DDSSerializedType"]),
+        .target(name: "ROS2DDS", dependencies: ["WireFormat", "CCycloneDDS", "DDSSerializedType", "CSodium"]),
 
         // Pipeline stages (actors on their own threads), their configuration and the runtime.
         .target(

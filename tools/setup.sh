@@ -15,7 +15,10 @@ for a in "$@"; do
   esac
 done
 
-packages=(libzmq3-dev libyaml-dev libsqlite3-dev libzstd-dev liblz4-dev libncurses-dev pkg-config tmux chromium)
+# cyclonedds-dev: the ROS 2 wire (Cyclone DDS 0.10, as rmw_cyclonedds); libfastrtps-dev and g++: the Fast DDS
+# peer the interop tests build.
+packages=(libzmq3-dev libyaml-dev libsqlite3-dev libzstd-dev liblz4-dev libncurses-dev cyclonedds-dev libsodium-dev pkg-config tmux
+  chromium libfastrtps-dev g++)
 
 if [ "$want_system" = 1 ]; then
   missing=()

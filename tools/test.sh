@@ -7,6 +7,8 @@ cd "$root"
 tools/setup.sh
 # The tree stays formatted (.swift-format: 120 columns); `swift-format format -i -r Sources Tests` applies it.
 swift-format lint --strict --recursive Sources Tests Package.swift
+# DDS tests (Swift and Python) discover each other on 127.0.0.1 only: no multicast needed, nothing leaves the host.
+export CYCLONEDDS_URI="${CYCLONEDDS_URI:-file://$root/Pipelines/cyclonedds-loopback.xml}"
 swift build --build-tests
 swift test --skip-build
 if compgen -G "tools/tests/test_*.py" >/dev/null; then

@@ -31,7 +31,7 @@ public struct ROS2Topic: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// rmw puts "typehash=RIHS01_<sha256>;" in every endpoint's user data (Jazzy and later).
-    var userData: String? { TypeHashes.rihs01[type].map { "typehash=\($0);" } }
+    var userData: String? { TypeHashes.rihs01(type).map { "typehash=\($0);" } }
 }
 
 /// Publishes serialized ROS 2 messages (encapsulation header + CDR body, as rosbag2 stores them) on

@@ -46,3 +46,37 @@ struct MessageFileTests {
         #expect(try jsonFromCDR(type: CalibrationStatusMessage.typeName, c.cdr())!.contains("\"prompt\":false"))
     }
 }
+
+@Suite("gyrocompass_msgs as a ROS 2 interface package")
+struct InterfacePackageTests {
+    static let package = MessageFileTests.folder.deletingLastPathComponent()
+
+    @Test func cmakeGeneratesEveryMessageFileAndNothingElse() throws {
+        let cmake = try String(contentsOf: Self.package.appendingPathComponent("CMakeLists.txt"), encoding: .utf8)
+        let listed = Set(cmake.split(separator: "\"").filter { $0.hasPrefix("msg/") }.map { String($0.dropFirst(4)) })
+        let files = Set(try FileManager.default.contentsOfDirectory(atPath: MessageFileTests.folder.path))
+        #expect(listed == files.filter { $0.hasSuffix(".msg") })
+        #expect(cmake.contains("project(gyrocompass_msgs)"))
+    }
+
+    @Test func packageDeclaresWhatTheMessagesUse() throws {
+        let xml = try String(contentsOf: Self.package.appendingPathComponent("package.xml"), encoding: .utf8)
+        #expect(xml.contains("<name>gyrocompass_msgs</name>"))
+        #expect(xml.contains("<member_of_group>rosidl_interface_packages</member_of_group>"))
+        // Every package a field type comes from is a dependency, in package.xml and CMakeLists.txt.
+        let cmake = try String(contentsOf: Self.package.appendingPathComponent("CMakeLists.txt"), encoding: .utf8)
+        var used: Set<String> = []
+        for file in try FileManager.default.contentsOfDirectory(atPath: MessageFileTests.folder.path) {
+            let text = try String(contentsOf: MessageFileTests.folder.appendingPathComponent(file), encoding: .utf8)
+            for line in MessageFileTests.significant(text) {
+                let type = line.split(separator: " ").first.map(String.init) ?? ""
+                if let slash = type.firstIndex(of: "/") { used.insert(String(type[..<slash])) }
+            }
+        }
+        #expect(!used.isEmpty)
+        for dependency in used {
+            #expect(xml.contains("<depend>\(dependency)</depend>"), "package.xml lacks \(dependency)")
+            #expect(cmake.contains("find_package(\(dependency) REQUIRED)"), "CMakeLists.txt lacks \(dependency)")
+        }
+    }
+}

@@ -59,8 +59,9 @@ public struct SampleAligner: Sendable {
     var pending: [MagnetometerSample] = []
     /// Tolerance for "same stamp", seconds.
     static let sameStamp = 1e-6
-    /// Samples kept waiting for an IMU sample at most (a bound, not a tuning knob).
-    static let queueLimit = 64
+    /// Samples kept waiting for an IMU sample at most: about a second of a 1 kHz magnetometer (a
+    /// bound on memory, not a tuning knob; in stamp order the queue holds one sample).
+    static let queueLimit = 1024
 
     public init(maximumAgeSeconds: Double = 0.1) { self.maximumAgeSeconds = maximumAgeSeconds }
 
