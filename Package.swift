@@ -43,7 +43,8 @@ let package = Package(
             name: "CCycloneDDS", path: "Sources/CCycloneDDS", pkgConfig: "CycloneDDS",
             providers: [.apt(["cyclonedds-dev"])]),
         // libsodium (libzmq's CURVE is built on it): SHA-256 for ROS 2 type hashes.
-        .systemLibrary(name: "CSodium", path: "Sources/CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(
+            name: "CSodium", path: "Sources/CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .target(name: "DDSSerializedType", dependencies: ["CCycloneDDS"], cSettings: [.define("DDS_NDEBUG")]),
         // ncurses (wide characters) for the terminal compass, fusion-node watch.
         .systemLibrary(name: "CNcurses", path: "Sources/CNcurses", providers: [.apt(["libncurses-dev"])]),
@@ -80,7 +81,7 @@ let package = Package(
         .testTarget(name: "WireFormatTests", dependencies: ["WireFormat", "YAML", "CompassCore"]),
         .testTarget(
             name: "PipelineTests",
-            dependencies: ["Pipeline", "MessageBus", "WireFormat", "Bags", "CompassCore", "IMUSimulator"]),
+            dependencies: ["Pipeline", "MessageBus", "WireFormat", "Bags", "CompassCore", "IMUSimulator", "ROS2DDS"]),
         .testTarget(name: "MessageBusTests", dependencies: ["MessageBus", "WireFormat", "CZeroMQ"]),
         .testTarget(name: "ROS2DDSTests", dependencies: ["ROS2DDS", "WireFormat"]),
         .testTarget(name: "BagsTests", dependencies: ["Bags", "WireFormat", "CompassCore", "IMUSimulator"]),

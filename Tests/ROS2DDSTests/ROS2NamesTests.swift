@@ -43,7 +43,10 @@ import Testing
         arguments: [
             ("std_msgs/msg/String", "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18"),
             ("sensor_msgs/msg/Imu", "RIHS01_7d9a00ff131080897a5ec7e26e315954b8eae3353c3f995c55faf71574000b5b"),
-            ("sensor_msgs/msg/MagneticField", "RIHS01_e80f32f56a20486c9923008fc1a1db07bbb273cbbf6a5b3bfa00835ee00e4dff"),
+            (
+                "sensor_msgs/msg/MagneticField",
+                "RIHS01_e80f32f56a20486c9923008fc1a1db07bbb273cbbf6a5b3bfa00835ee00e4dff"
+            ),
         ])
     func matchesROS2(_ type: String, _ hash: String) {
         #expect(TypeHashes.rihs01(type) == hash)

@@ -32,6 +32,8 @@ final class ROS2Source: StageLogic, SourceLogic {
             SettingSpec(
                 "imu_topic", .string, "imu/data_raw", "ROS topic with sensor_msgs/msg/Imu (raw: no orientation)"),
             SettingSpec("mag_topic", .string, "imu/mag", "ROS topic with sensor_msgs/msg/MagneticField ('' = none)"),
+            SettingSpec(
+                "use_mag", .bool, "true", "read the magnetometer; false = gyro and accelerometer only"),
             SettingSpec("fix_topic", .string, "", "ROS topic with sensor_msgs/msg/NavSatFix ('' = none), e.g. fix"),
             SettingSpec("qos", .string, "sensor_data", "QoS of every reader: " + ROS2Settings.qosHelp),
             SettingSpec("imu_qos", .string, "", "QoS of the imu reader ('' = qos)"),
@@ -53,7 +55,7 @@ final class ROS2Source: StageLogic, SourceLogic {
             domainId = s.integer("domain_id")
             namespace = s.string("namespace")
             imuTopic = s.string("imu_topic")
-            magTopic = s.string("mag_topic")
+            magTopic = s.bool("use_mag") ? s.string("mag_topic") : ""
             fixTopic = s.string("fix_topic")
             func qos(_ key: String) -> ROS2QoS {
                 let text = s.string(key).isEmpty ? s.string("qos") : s.string(key)
