@@ -37,7 +37,7 @@ enum BenchCommand {
         examples: ["fusion-node bench pipeline --rounds 5 --latency-runs 3"])
 
     static func run(_ args: [String]) async throws -> ExitCode {
-        let subs = ["filter", "bag", "pipeline", "curve"]
+        let subs = ["filter", "bag", "pipeline", "curve", "ros2"]
         guard let what = args.first, subs.contains(what) else {
             if let what = args.first, what == "-h" || what == "--help" { throw GroupHelpRequested(group: "bench") }
             throw UsageError(
@@ -46,6 +46,7 @@ enum BenchCommand {
         }
         if what == "pipeline" { return try await PipelineBench.run(Array(args.dropFirst())) }
         if what == "curve" { return try CurveBench.run(Array(args.dropFirst())) }
+        if what == "ros2" { return try ROS2Bench.run(Array(args.dropFirst())) }
         let a = try Arguments(Array(args.dropFirst()), what == "filter" ? filterHelp : bagHelp)
         try a.requirePositionals(1...1)
         let repeats = try a.integer("--repeat", minimum: 1) ?? 5

@@ -62,6 +62,9 @@ public final class SerializedWriter: @unchecked Sendable {
         try DDSError.check(rc, "writing on \(topic.ddsTopic)")
     }
 
+    /// Sends what write batching gathered (see `DomainParticipant`); nothing to do without it.
+    public func flush() { _ = dds_write_flush(handle) }
+
     /// Readers currently matched (QoS and type agree).
     public var matchedReaders: Int {
         var s = dds_publication_matched_status_t()

@@ -119,7 +119,8 @@ final class ROS2Sink: StageLogic, TransformLogic {
         let enuToNED = Quaternion(w: 0, x: 0.5.squareRoot(), y: 0.5.squareRoot(), z: 0)
         worldRotation = settings.worldNED ? enuToNED * aboutUp : aboutUp
         do {
-            let participant = try DomainParticipant(domainId: UInt32(settings.domainId))
+            // Batched writes, flushed after each burst of input: few packets in bulk, no wait when live.
+            let participant = try DomainParticipant(domainId: UInt32(settings.domainId), writeBatching: true)
             self.participant = participant
             func writer(_ name: String, _ type: String, _ qos: ROS2QoS) throws -> SerializedWriter? {
                 name.isEmpty
@@ -249,7 +250,12 @@ final class ROS2Sink: StageLogic, TransformLogic {
         }
     }
 
+    func inputDrained() throws {
+        for w in writers { w.flush() }
+    }
+
     func finish() throws -> [WireFrame] {
+        for w in writers { w.flush() }
         // Reliable subscribers get everything before this participant leaves the domain.
         for w in writers where w.topic.qos.reliability == .reliable && w.matchedReaders > 0 {
             if !w.waitForAcknowledgments(timeoutSeconds: 2) {

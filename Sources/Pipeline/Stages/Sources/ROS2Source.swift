@@ -6,9 +6,10 @@ import ROS2DDS
 /// Live ROS 2 topics as a source: sensor_msgs/Imu, MagneticField and (optionally) NavSatFix taken
 /// from DDS as serialized bytes and passed on as the same frames a bag source produces (nothing
 /// decoded or re-encoded; each payload is checked once and a malformed one is counted and skipped).
-/// Samples of different topics are put back in the order their writers wrote them (source time
-/// stamps) within `order_window_ms`, so a node publishing imu and mag together fuses as a replay of
-/// its recording would.
+/// Samples of different topics are put back in header-stamp order within `order_window_ms` (a sample
+/// waits until every other sensor topic has shown one stamped no earlier, or the window passes), so
+/// a driver publishing imu and mag together fuses as a replay of its recording would, even when DDS
+/// delivers one topic late (a retransmission); samples of a sensor pair stamped alike go at once.
 final class ROS2Source: StageLogic, SourceLogic {
     struct Settings {
         /// DDS domain (ROS_DOMAIN_ID).
@@ -20,7 +21,7 @@ final class ROS2Source: StageLogic, SourceLogic {
         /// QoS of each reader.
         var imuQoS = ROS2QoS.sensorData, magQoS = ROS2QoS.sensorData
         var fixQoS = ROS2QoS.sensorData
-        /// How long a sample may wait for a sample of another topic written before it, seconds.
+        /// How long a sample may wait for one of another topic stamped before it, seconds.
         var orderWindowSeconds = 0.002
         /// Seconds to run (0 = until stopped); seconds without data, once data came, that end the
         /// stream (0 = never).
@@ -41,7 +42,7 @@ final class ROS2Source: StageLogic, SourceLogic {
             SettingSpec("fix_qos", .string, "", "QoS of the fix reader ('' = qos)"),
             SettingSpec(
                 "order_window_ms", .number, "2",
-                "how long a sample waits for one of another topic written before it (0 = arrival order)",
+                "how long a sample waits for one of another topic stamped before it (0 = arrival order)",
                 range: 0...1000),
             SettingSpec("duration", .number, "0", "seconds to run; 0 = until stopped", range: SettingSpec.secondsRange),
             SettingSpec(
@@ -87,7 +88,8 @@ final class ROS2Source: StageLogic, SourceLogic {
         let check: ([UInt8]) -> CDRError?
         /// Sensor streams are merged in writing order; fixes (1 Hz or so) go as they come.
         var ordered: Bool { pipelineTopic != PipelineTopics.fix }
-        var newestSourceTime: Int64 = .min
+        /// The newest header stamp taken, nanoseconds.
+        var newestStamp: Int64 = .min
         var taken = 0, malformed = 0
     }
 
@@ -146,7 +148,8 @@ final class ROS2Source: StageLogic, SourceLogic {
 
     /// A taken sample waiting for its turn.
     struct Pending {
-        let sourceTime: Int64
+        /// Header stamp, nanoseconds.
+        let stamp: Int64
         let arrivalSeconds: Double
         let order: Int
         let frame: WireFrame
@@ -181,11 +184,13 @@ final class ROS2Source: StageLogic, SourceLogic {
                             }
                             continue
                         }
-                        inputs[i].newestSourceTime = max(inputs[i].newestSourceTime, sample.sourceTimestamp)
+                        // A payload that decoded has a header stamp.
+                        let stamp = sample.bytes.withUnsafeBytes { CDRHeaderStamp.read($0) }?.nanoseconds ?? .min
+                        inputs[i].newestStamp = max(inputs[i].newestStamp, stamp)
                         let type = inputs[i].reader.topic.type
                         pending.append(
                             Pending(
-                                sourceTime: sample.sourceTimestamp, arrivalSeconds: arrival, order: arrivals,
+                                stamp: stamp, arrivalSeconds: arrival, order: arrivals,
                                 frame: WireFrame(
                                     topic: inputs[i].pipelineTopic, type: type, encoding: "cdr", payload: sample.bytes))
                         )
@@ -200,17 +205,18 @@ final class ROS2Source: StageLogic, SourceLogic {
         report()
     }
 
-    /// Emits, in writing order, every pending sample no other topic can still precede: written no
-    /// later than the newest sample of every topic that has a publisher, or older than the window.
+    /// Emits, in stamp order (arrival order among equal stamps), every pending sample no other topic
+    /// can still precede: stamped no later than the newest sample of every sensor topic that has a
+    /// publisher, or waiting longer than the window.
     func release(_ pending: inout [Pending], emit: ([WireFrame]) throws -> Double, all: Bool = false) throws {
-        pending.sort { ($0.sourceTime, $0.order) < ($1.sourceTime, $1.order) }
+        pending.sort { ($0.stamp, $0.order) < ($1.stamp, $1.order) }
         let watermark =
-            inputs.filter { $0.ordered && ($0.reader.matchedWriters > 0 || $0.newestSourceTime != .min) }
-            .map(\.newestSourceTime).min() ?? .max
+            inputs.filter { $0.ordered && ($0.reader.matchedWriters > 0 || $0.newestStamp != .min) }
+            .map(\.newestStamp).min() ?? .max
         let expired = Clocks.monotonicSeconds() - settings.orderWindowSeconds
         var count = 0
         for p in pending {
-            guard all || p.sourceTime <= watermark || p.arrivalSeconds <= expired || p.frame.topic == PipelineTopics.fix
+            guard all || p.stamp <= watermark || p.arrivalSeconds <= expired || p.frame.topic == PipelineTopics.fix
             else { break }
             count += 1
         }
