@@ -39,9 +39,9 @@ let package = Package(
             providers: [.apt(["liblz4-dev"])]),
         // Eclipse Cyclone DDS 0.10 (the ROS 2 wire), and the C side of its serialized-bytes topic type
         // (the sertype interface is C structs of callbacks; DDS_NDEBUG matches Debian's build).
-        .systemLibrary(
-            name: "CCycloneDDS", path: "Sources/CCycloneDDS", pkgConfig: "CycloneDDS",
-            providers: [.apt(["cyclonedds-dev"])]),
+        // No pkgConfig: CycloneDDS.pc carries -DDDS_NDEBUG, which SwiftPM refuses as a flag; the headers
+        // are in /usr/include and the C target defines DDS_NDEBUG itself.
+        .systemLibrary(name: "CCycloneDDS", path: "Sources/CCycloneDDS", providers: [.apt(["cyclonedds-dev"])]),
         // libsodium (libzmq's CURVE is built on it): SHA-256 for ROS 2 type hashes.
         .systemLibrary(
             name: "CSodium", path: "Sources/CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),

@@ -5,8 +5,10 @@ For every trial bag in DATA/bags it runs `fusion-node replay BAG --csv ...` (the
 CDR decoding, sample alignment, filter) for the Kalman and the complementary filter with their default
 parameters, scores the CSVs with the shared BROAD scorer (`broad_score.py`, mean of per-trial RMSE
 over the scored samples), checks how often the reported heading accuracy covers the true heading error,
-and runs the peers on the same bags: VQF (pip `vqf`, real-time `updateBatch` and offline) and x-io Fusion
-(pip `imufusion`, library defaults). Prints a Markdown table.
+and runs the peers on the same bags: VQF (pip `vqf`, real-time `updateBatch` and offline), x-io Fusion
+(pip `imufusion`, library defaults) and Madgwick's MARG filter with imu_filter_madgwick's defaults (gain
+0.1, zeta 0; pip `ahrs`, whose earth frame is NWU, rotated to ENU; started from the first samples as
+imu_filter_madgwick starts). Prints a Markdown table.
 
 Usage: tools/.venv/bin/python tools/broad_benchmark.py [--data ../shared/data/broad] [--bench ../shared/bench]
                                                        [--no-build] [--no-peers] [--out DIR]
@@ -74,6 +76,25 @@ def coverage(scorer, truth_dir, tid, quat_csv, accuracy_csv):
     return int(scored.sum()), int(valid.sum()), int((heading_error[valid] <= a[valid]).sum())
 
 
+def madgwick(Madgwick, ts, gyr, acc, mag, gain=0.1):
+    """Madgwick's MARG update as imu_filter_madgwick runs it, in ENU. It starts from the orientation
+    the first samples give (imu_filter_madgwick computes it from the first accelerometer and
+    magnetometer readings: here, the filter settled on the first sample at a high gain)."""
+    f = Madgwick(frequency=1 / ts, gain=gain)
+    settle = Madgwick(frequency=1 / ts, gain=1.0)
+    q = np.array([1.0, 0, 0, 0])
+    for _ in range(2000):
+        q = settle.updateMARG(q, gyr=np.zeros(3), acc=acc[0], mag=mag[0] * 1e9)
+    out = np.empty((len(gyr), 4))
+    for i in range(len(gyr)):
+        q = f.updateMARG(q, gyr=gyr[i], acc=acc[i], mag=mag[i] * 1e9)
+        out[i] = q
+    # ahrs' earth frame is north-west-up: a quarter turn about up makes it ENU.
+    s = np.sqrt(0.5)
+    w, x, y, z = out.T
+    return np.stack([s * (w - z), s * (x - y), s * (x + y), s * (z + w)], axis=1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--data', default=str(ROOT.parent / 'shared' / 'data' / 'broad'))
@@ -129,8 +150,10 @@ def main():
 
     if not args.no_peers:
         import vqf, imufusion
+        from ahrs.filters import Madgwick
+        madgwick_name = 'Madgwick MARG with imu_filter_madgwick defaults (gain 0.1, zeta 0; pip ahrs)'
         peers = {'VQF 9D real-time (updateBatch, defaults)': {}, 'VQF 9D offline (non-causal reference)': {},
-                 'x-io Fusion (imufusion, library defaults)': {}}
+                 'x-io Fusion (imufusion, library defaults)': {}, madgwick_name: {}}
         for bag in bags:
             tid = bag.name[:2]
             t, gyr, acc, mag = read_bag(bag)
@@ -154,6 +177,7 @@ def main():
                 ahrs.update(g_deg[i], a_g[i], mag[i])
                 qs[i] = ahrs.get_quaternion()
             estimates['x-io Fusion (imufusion, library defaults)'] = qs
+            estimates[madgwick_name] = madgwick(Madgwick, ts, gyr, acc, mag)
             for name, q in estimates.items():
                 path = out / f'peer-{tid}.csv'
                 write_csv(path, t, q)

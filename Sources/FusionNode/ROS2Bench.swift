@@ -20,7 +20,8 @@ enum ROS2Bench {
         options: [
             OptionHelp("--rate", "HZ", "IMU samples per second of the latency runs", default: "1000"),
             OptionHelp("--seconds", "S", "length of each latency run", default: "10"),
-            OptionHelp("--bulk", "N", "IMU samples (each with a magnetometer sample) of the throughput run", default: "200000"),
+            OptionHelp(
+                "--bulk", "N", "IMU samples (each with a magnetometer sample) of the throughput run", default: "200000"),
             OptionHelp("--domain-id", "N", "DDS domain used", default: "91"),
             OptionHelp("--listen", "N", "(internal) the hop baseline's child: take N samples, print latencies"),
         ],
@@ -132,7 +133,9 @@ enum ROS2Bench {
     static func waitForMatch(_ what: String, timeout: Double = 20, _ matched: () -> Bool) throws {
         let end = Clocks.monotonicSeconds() + timeout
         while !matched() {
-            guard Clocks.monotonicSeconds() < end else { throw UsageError(message: "bench ros2: \(what) never matched") }
+            guard Clocks.monotonicSeconds() < end else {
+                throw UsageError(message: "bench ros2: \(what) never matched")
+            }
             usleep(2000)
         }
         usleep(1_000_000)  // the other side's discovery (see the interop tests)
@@ -141,7 +144,9 @@ enum ROS2Bench {
     // MARK: one hop
 
     static func hopBaseline(count: Int, rate: Double, domain: UInt32) throws -> Latency {
-        let child = try spawnCapturingStdout(["bench", "ros2", "--listen", String(count), "--domain-id", String(domain)])
+        let child = try spawnCapturingStdout([
+            "bench", "ros2", "--listen", String(count), "--domain-id", String(domain),
+        ])
         let participant = try DomainParticipant(domainId: domain)
         defer { participant.close() }
         let writer = try SerializedWriter(

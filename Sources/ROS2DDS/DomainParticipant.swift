@@ -41,7 +41,8 @@ public final class DomainParticipant: @unchecked Sendable {
         defer { domainsLock.unlock() }
         guard !domainsMade.contains(domainId) else { return }
         let user = ProcessInfo.processInfo.environment["CYCLONEDDS_URI"] ?? ""
-        let batching = "<CycloneDDS><Domain Id=\"any\"><Internal><WriteBatch>true</WriteBatch></Internal></Domain></CycloneDDS>"
+        let batching =
+            "<CycloneDDS><Domain Id=\"any\"><Internal><WriteBatch>true</WriteBatch></Internal></Domain></CycloneDDS>"
         let config = user.isEmpty ? batching : user + "," + batching
         let rc = dds_create_domain(domainId, config)
         // An existing domain (made by a participant without batching) keeps its configuration.

@@ -63,7 +63,7 @@ public final class SerializedWriter: @unchecked Sendable {
     }
 
     /// Sends what write batching gathered (see `DomainParticipant`); nothing to do without it.
-    public func flush() { _ = dds_write_flush(handle) }
+    public func flush() { dds_write_flush(handle) }
 
     /// Readers currently matched (QoS and type agree).
     public var matchedReaders: Int {

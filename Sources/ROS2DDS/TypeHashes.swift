@@ -32,26 +32,40 @@ public enum TypeHashes {
 
     /// The JSON rosidl hashes: {"type_description": T, "referenced_type_descriptions": [sorted by name]}.
     static func descriptionJSON(_ type: String, _ schema: MessageSchema) -> String? {
-        var referenced: [String: String] = [:]
-        var failed = false
+        var writer = DescriptionWriter(schema: schema)
+        let main = writer.describe(schema.name)
+        let others = writer.referenced.filter { $0.key != schema.name }.sorted { fullName($0.key) < fullName($1.key) }
+        guard !writer.failed, main != nil, others.allSatisfy({ $0.value != nil }) else { return nil }
+        return "{\"type_description\": \(main!), \"referenced_type_descriptions\": ["
+            + others.map { $0.value! }.joined(separator: ", ") + "]}"
+    }
+
+    /// Writes individual type descriptions, collecting the types they reference.
+    struct DescriptionWriter {
         typealias Field = (name: String, type: MessageSchema.FieldType)
+        let schema: MessageSchema
+        /// Every referenced type's description (nil while being written, or when it cannot be).
+        var referenced: [String: String?] = [:]
+        /// A field of a kind the hash has no id for.
+        var failed = false
+
         func fields(of name: String) -> [Field]? {
             if name == "builtin_interfaces/Time" || name == "builtin_interfaces/Duration" {
                 return [("sec", .primitive("int32")), ("nanosec", .primitive("uint32"))]
             }
             return schema.definitions[name]?.map { ($0.name, $0.type) }
         }
-        func describe(_ name: String) -> String {
-            guard let fs = fields(of: name) else {
-                failed = true
-                return ""
-            }
+
+        mutating func describe(_ name: String) -> String? {
+            guard let fs = fields(of: name) else { return nil }
             // rosidl gives an empty message one placeholder field.
             let list: [Field] = fs.isEmpty ? [("structure_needs_at_least_one_member", .primitive("uint8"))] : fs
-            let body = list.map { field($0) }.joined(separator: ", ")
-            return "{\"type_name\": \"\(fullName(name))\", \"fields\": [\(body)]}"
+            var parts: [String] = []
+            for f in list { parts.append(field(f)) }
+            return "{\"type_name\": \"\(fullName(name))\", \"fields\": [\(parts.joined(separator: ", "))]}"
         }
-        func field(_ f: Field) -> String {
+
+        mutating func field(_ f: Field) -> String {
             var increment = 0, capacity = 0
             var element = f.type
             switch f.type {
@@ -67,26 +81,17 @@ public enum TypeHashes {
                 id = 1
                 nested = fullName(m)
                 if referenced[m] == nil {
-                    referenced[m] = ""
-                    referenced[m] = describe(m)
+                    referenced[m] = .some(nil)
+                    referenced[m] = .some(describe(m))
                 }
             case .primitive(let p):
-                guard let t = primitiveIds[p] else {
-                    failed = true
-                    return ""
-                }
-                id = t
-            default:
-                failed = true
+                if let t = primitiveIds[p] { id = t } else { failed = true }
+            case .fixedArray, .sequence:
+                failed = true  // arrays of arrays do not exist in ROS 2 messages
             }
             return "{\"name\": \"\(f.name)\", \"type\": {\"type_id\": \(increment + id), \"capacity\": \(capacity), "
                 + "\"string_capacity\": 0, \"nested_type_name\": \"\(nested)\"}}"
         }
-        let top = schema.name
-        let main = describe(top)
-        let others = referenced.filter { $0.key != top }.sorted { fullName($0.key) < fullName($1.key) }.map(\.value)
-        guard !failed else { return nil }
-        return "{\"type_description\": \(main), \"referenced_type_descriptions\": [\(others.joined(separator: ", "))]}"
     }
 
     /// "pkg/Name" -> "pkg/msg/Name".

@@ -21,7 +21,9 @@ enum Commands {
     static let groups: [String: [CommandHelp]] = [
         "bag": [BagInfoCommand.help, BagEchoCommand.help, BagConvertCommand.help],
         "ros2": [ROS2Command.echoHelp, ROS2Command.listHelp],
-        "bench": [BenchCommand.filterHelp, BenchCommand.bagHelp, BenchCommand.pipelineHelp, CurveBench.help, ROS2Bench.help],
+        "bench": [
+            BenchCommand.filterHelp, BenchCommand.bagHelp, BenchCommand.pipelineHelp, CurveBench.help, ROS2Bench.help,
+        ],
     ]
 
     /// Every command's help, for `help COMMAND` and completion.

@@ -221,7 +221,7 @@ final class ROS2Sink: StageLogic, TransformLogic {
                 try writer.write(bytes)
                 written[writer.topic.name, default: 0] += 1
                 break
-            } catch let e as DDSError where e.isTimeout {
+            } catch  where error.isTimeout {
                 blockedWrites += 1
                 if PipelineSignals.stopRequested { return }
             } catch {
