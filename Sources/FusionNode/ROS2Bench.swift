@@ -21,7 +21,7 @@ enum ROS2Bench {
             OptionHelp("--rate", "HZ", "IMU samples per second of the latency runs", default: "1000"),
             OptionHelp("--seconds", "S", "length of each latency run", default: "10"),
             OptionHelp(
-                "--bulk", "N", "IMU samples (each with a magnetometer sample) of the throughput run", default: "200000"),
+                "--bulk", "N", "IMU samples (each with its magnetometer sample) in bulk", default: "200000"),
             OptionHelp("--domain-id", "N", "DDS domain used", default: "91"),
             OptionHelp("--listen", "N", "(internal) the hop baseline's child: take N samples, print latencies"),
         ],
