@@ -10,6 +10,10 @@ public enum BagError: Error, Equatable, Sendable, CustomStringConvertible {
     case decompressionFailed(path: String, offset: Int, reason: String)
     case tooLarge(path: String, offset: Int, record: String, claimed: UInt64, limit: UInt64)
     case unknownChannel(path: String, offset: Int, channel: UInt16)
+    /// The summary section is not where the footer says (bytes removed or added before it).
+    case summaryNotFound(path: String, offset: Int, reason: String)
+    /// Fewer messages were read than the file's statistics count (a chunk removed, say).
+    case missingMessages(path: String, topic: String, expected: UInt64, read: UInt64)
     case sqlite(path: String, reason: String)
     case metadata(path: String, reason: String)
     case writeFailed(path: String, reason: String)
@@ -18,7 +22,9 @@ public enum BagError: Error, Equatable, Sendable, CustomStringConvertible {
     /// opened at all).
     public var isDamage: Bool {
         switch self {
-        case .truncated, .corruptRecord, .crcMismatch, .decompressionFailed, .tooLarge, .unknownChannel: return true
+        case .truncated, .corruptRecord, .crcMismatch, .decompressionFailed, .tooLarge, .unknownChannel,
+            .summaryNotFound, .missingMessages:
+            return true
         default: return false
         }
     }
@@ -39,6 +45,14 @@ public enum BagError: Error, Equatable, Sendable, CustomStringConvertible {
         case .tooLarge(let p, let o, let r, let c, let l):
             return "\(p): \(r) at byte \(o) claims \(c) bytes, above the limit of \(l)"
         case .unknownChannel(let p, let o, let c): return "\(p): message at byte \(o) names unknown channel \(c)"
+        case .summaryNotFound(let p, let o, let r):
+            return
+                "\(p): the footer places the summary section at byte \(o), but \(r) (data before it was removed or "
+                + "added?)"
+        case .missingMessages(let p, let t, let e, let r):
+            return
+                "\(p): \(t): the statistics count \(e) message(s), \(r) were read: \(e - min(e, r)) missing (a chunk "
+                + "removed or unreadable)"
         case .sqlite(let p, let r): return "\(p): sqlite: \(r)"
         case .metadata(let p, let r): return "\(p): metadata: \(r)"
         case .writeFailed(let p, let r): return "\(p): write failed: \(r)"

@@ -31,6 +31,8 @@ public final class MCAPReader: @unchecked Sendable {
     public private(set) var statistics: Statistics?
     /// Damage met while reading in salvage mode.
     public private(set) var damage: [BagError] = []
+    /// Damage found when the file was opened (footer, summary, data section CRC): part of every read's.
+    private(set) var openingDamage: [BagError] = []
     /// True when the file ends with a valid footer and magic.
     public private(set) var hasFooter = false
 
@@ -67,12 +69,32 @@ public final class MCAPReader: @unchecked Sendable {
         guard c.u8() == 0x02, c.u64() == 20, let summaryStart = c.u64(), let _ = c.u64(), let summaryCRC = c.u32()
         else { return }
         hasFooter = true
-        guard summaryStart > 0, summaryStart < UInt64(footerStart) else { return }
+        checkDataSection(summaryStart: Int(summaryStart), footerStart: footerStart)
+        guard summaryStart > 0 else { return }
+        guard summaryStart < UInt64(footerStart) else {
+            openingDamage.append(
+                .summaryNotFound(
+                    path: path, offset: Int(summaryStart), reason: "that is past the footer at byte \(footerStart)"))
+            return
+        }
+        // A summary section is a chain of summary records ending exactly at the footer.
+        var probe = Int(summaryStart)
+        while probe < footerStart {
+            var r = ByteCursor(b, from: probe, to: footerStart)
+            guard let op = r.u8(), Self.summaryOpcodes.contains(op), let len = r.u64(), len <= UInt64(r.remaining)
+            else {
+                openingDamage.append(
+                    .summaryNotFound(
+                        path: path, offset: Int(summaryStart), reason: "no chain of summary records starts there"))
+                return
+            }
+            probe = r.offset + Int(len)
+        }
         if summaryCRC != 0 {
             // The summary CRC covers the summary section through the footer's summary_offset_start.
             let covered = UnsafeRawBufferPointer(rebasing: b[Int(summaryStart)..<(footerStart + 1 + 8 + 8 + 8)])
             guard CRC32.checksum(covered) == summaryCRC else {
-                damage.append(
+                openingDamage.append(
                     .crcMismatch(
                         path: path, offset: Int(summaryStart), record: "summary section", expected: summaryCRC,
                         actual: CRC32.checksum(covered)))
@@ -99,13 +121,50 @@ public final class MCAPReader: @unchecked Sendable {
         chunkIndexes = indexes.sorted { $0.chunkStartOffset < $1.chunkStartOffset }
     }
 
-    /// Calls `body` for every message that passes `options`, in file order.
+    /// Records a summary section may hold (schema, channel, chunk index, attachment index, statistics,
+    /// metadata index, summary offset).
+    static let summaryOpcodes: Set<UInt8> = [0x03, 0x04, 0x08, 0x0A, 0x0B, 0x0D, 0x0E]
+
+    /// The DataEnd record's CRC of the data section, where the writer stored one.
+    func checkDataSection(summaryStart: Int, footerStart: Int) {
+        let b = file.bytes
+        // DataEnd (opcode 0x0F, length 4, crc) ends where the summary (or, without one, the footer) starts.
+        let end = summaryStart > 0 && summaryStart <= footerStart ? summaryStart : footerStart
+        let dataEnd = end - 13
+        guard dataEnd > 8, b[dataEnd] == 0x0F else { return }
+        var c = ByteCursor(b, from: dataEnd + 1, to: end)
+        guard c.u64() == 4, let stored = c.u32(), stored != 0 else { return }
+        let actual = CRC32.checksum(UnsafeRawBufferPointer(rebasing: b[0..<dataEnd]))
+        if actual != stored {
+            openingDamage.append(
+                .crcMismatch(
+                    path: path, offset: dataEnd, record: "data section (DataEnd)", expected: stored, actual: actual))
+        }
+    }
+
+    /// Calls `body` for every message that passes `options`, in file order. Damage found when the file
+    /// was opened is reported first; after a read of every message on its channels, fewer messages than
+    /// the statistics count is damage too.
     public func forEachMessage(_ options: BagReadOptions = .init(), _ body: (BagMessage) throws -> Void) throws {
         damage.removeAll()
+        for d in openingDamage { try report(d, options) }
+        var read: [String: UInt64] = [:]
+        let counting: (BagMessage) throws -> Void = { m in
+            read[m.topic, default: 0] += 1
+            try body(m)
+        }
         if !chunkIndexes.isEmpty && schemasAndChannelsKnown {
-            try readIndexed(options, body)
+            try readIndexed(options, counting)
         } else {
-            try scan(from: 8, to: file.bytes.count, options, body, topLevel: true)
+            try scan(from: 8, to: file.bytes.count, options, counting, topLevel: true)
+        }
+        guard options.startTime == nil, options.endTime == nil, let stats = statistics else { return }
+        for (id, expected) in stats.channelMessageCounts.sorted(by: { $0.key < $1.key }) {
+            guard let ch = channels[id], options.topics?.contains(ch.topic) ?? true else { continue }
+            let got = read[ch.topic] ?? 0
+            if got < expected {
+                try report(.missingMessages(path: path, topic: ch.topic, expected: expected, read: got), options)
+            }
         }
     }
 

@@ -206,6 +206,71 @@ struct BagsTests {
         #expect(errors > 0 && delivered > 0)
     }
 
+    /// The file's records, (offset, opcode, whole record length), from the magic to the footer.
+    func records(_ b: [UInt8]) -> [(offset: Int, op: UInt8, length: Int)] {
+        var out: [(Int, UInt8, Int)] = []
+        var pos = 8
+        while pos + 9 <= b.count - 8 {
+            let len = (0..<8).reduce(0) { $0 | Int(b[pos + 1 + $1]) << (8 * $1) }
+            out.append((pos, b[pos], 9 + len))
+            pos += 9 + len
+        }
+        return out
+    }
+
+    @Test("a chunk cut out of an MCAP is damage, found whichever way the file was patched up")
+    func removedChunk() throws {
+        let dir = ScratchDirectory()
+        let path = dir.path + "/whole.mcap"
+        _ = try writeMCAP(Array(messages.prefix(400)), to: path, compression: "zstd", chunkBytes: 4 << 10)
+        let whole = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        let chunks = records(whole).filter { $0.op == 0x06 }
+        #expect(chunks.count > 4)
+        let victim = chunks[2]
+        var cut = whole
+        cut.removeSubrange(victim.offset..<(victim.offset + victim.length))
+        let cutPath = dir.path + "/cut.mcap"
+        try Data(cut).write(to: URL(fileURLWithPath: cutPath))
+        // The footer still points where the summary was: refused, and with salvage listed.
+        #expect(throws: BagError.self) { _ = try readAll(cutPath) }
+        var options = BagReadOptions()
+        options.salvage = true
+        let reader = try BagReader(path: cutPath)
+        var got = 0
+        try reader.forEachMessage(options) { _ in got += 1 }
+        #expect(got < 400 && got > 300)
+        #expect(reader.damage.contains { "\($0)".contains("summary section") })
+    }
+
+    @Test("fewer messages than the statistics count is damage, named per topic")
+    func statisticsCount() throws {
+        let dir = ScratchDirectory()
+        let path = dir.path + "/stats.mcap"
+        _ = try writeMCAP(Array(messages.prefix(200)), to: path, compression: "lz4")
+        var b = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        // Raise the first channel's count in the Statistics record by one and drop the summary CRC.
+        let stats = try #require(records(b).first { $0.op == 0x0B })
+        // message_count u64, schema u16, channel u32, attachment u32, metadata u32, chunk u32, start u64,
+        // end u64, then the map's byte length u32 and (u16 channel, u64 count) pairs.
+        let firstCount = stats.offset + 9 + 8 + 2 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 2
+        b[firstCount] &+= 1
+        let footerCRC = b.count - 8 - 4
+        for i in 0..<4 { b[footerCRC + i] = 0 }
+        let patched = dir.path + "/patched.mcap"
+        try Data(b).write(to: URL(fileURLWithPath: patched))
+        do {
+            _ = try readAll(patched)
+            Issue.record("a missing message went unnoticed")
+        } catch let e as BagError {
+            #expect("\(e)".contains("missing"), "\(e)")
+            #expect(e.isDamage)
+        }
+        // Reading a time range cannot be compared with the whole file's statistics: no complaint.
+        var range = BagReadOptions()
+        range.startTime = messages[10].logTime
+        #expect(try readAll(patched, range).count == 190)
+    }
+
     @Test("lying length fields are refused before any allocation")
     func lyingLengths() throws {
         let dir = ScratchDirectory()
