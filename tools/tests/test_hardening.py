@@ -276,3 +276,36 @@ def test_sigterm_ends_a_replay_held_by_a_subscriber_that_never_reads(node, bag, 
     assert p.returncode == 130 and time.monotonic() - started < 5, (p.returncode, time.monotonic() - started)
     sleeper.close()
     ctx.term()
+
+
+def test_an_mcap_with_a_chunk_cut_out_is_reported(node, tmp_path):
+    """Written by the `mcap` library (small chunks), then one chunk's bytes removed: the replay fails
+    naming the damage (it was silent, with fewer messages and exit 0); with --salvage it replays what
+    is intact and lists the damage."""
+    from mcap.writer import CompressionType
+    from test_bag_interop import make_messages, write_mcap
+    whole = tmp_path / 'whole.mcap'
+    write_mcap(whole, [m for m in make_messages(n=600, seed=2) if m[0] != '/fix'], compression=CompressionType.LZ4,
+               chunk_size=8192)
+    b = whole.read_bytes()
+    chunks, pos = [], 8
+    while pos < len(b) - 8:
+        op, length = b[pos], int.from_bytes(b[pos + 1:pos + 9], 'little')
+        if op == 0x06:
+            chunks.append((pos, 9 + length))
+        if op == 0x0F:
+            break
+        pos += 9 + length
+    start, length = chunks[3]
+    cut = tmp_path / 'cut.mcap'
+    cut.write_bytes(b[:start] + b[start + length:])
+    def run(*args):
+        return subprocess.run([str(node), *args], capture_output=True, text=True, timeout=60)
+    plain = run('replay', str(cut), '--accuracy-csv', str(tmp_path / 'a.csv'))
+    assert plain.returncode == 1
+    assert 'summary section' in plain.stderr and '--salvage' in plain.stderr, plain.stderr
+    salvaged = run('replay', str(cut), '--salvage', '--accuracy-csv', str(tmp_path / 'b.csv'))
+    assert salvaged.returncode == 0, salvaged.stderr
+    assert 'damage:' in salvaged.stderr and 'summary section' in salvaged.stderr
+    rows = len((tmp_path / 'b.csv').read_text().splitlines()) - 1
+    assert 500 < rows < 600

@@ -100,6 +100,12 @@ final class BagSource: StageLogic, SourceLogic {
     }
 
     func run(emit: ([WireFrame]) throws -> Double) throws {
+        do { try replayAll(emit: emit) } catch let e as BagError where e.isDamage {
+            throw StageFailure("\(e) (the bag is damaged: --salvage, or salvage: true, replays what is intact)")
+        }
+    }
+
+    func replayAll(emit: ([WireFrame]) throws -> Double) throws {
         let sensorTopics = [settings.imuTopic, settings.magTopic]
         var options = BagReadOptions()
         options.topics = Set(settings.fixTopic.isEmpty ? sensorTopics : sensorTopics + [settings.fixTopic])
@@ -121,11 +127,7 @@ final class BagSource: StageLogic, SourceLogic {
             options.endTime = (options.startTime ?? first) + UInt64(settings.durationSeconds * 1e9)
         }
         let adapters = try schemaAdapters(for: sensorTopics)
-        do {
-            try replay(options, first: first, sensorTopics: sensorTopics, adapters: adapters, emit: emit)
-        } catch let e as BagError where e.isDamage {
-            throw StageFailure("\(e) (the bag is damaged: --salvage, or salvage: true, replays what is intact)")
-        }
+        try replay(options, first: first, sensorTopics: sensorTopics, adapters: adapters, emit: emit)
     }
 
     func replay(
