@@ -15,3 +15,5 @@ if compgen -G "tools/tests/test_*.py" >/dev/null; then
   # A test that hangs fails after 5 minutes instead of holding the run.
   tools/.venv/bin/python -m pytest -q -o timeout=300 tools/tests
 fi
+# The fuzz harnesses, 5 s each from their seeds and past crashes (a longer run: tools/fuzz.sh 600).
+tools/fuzz.sh 5

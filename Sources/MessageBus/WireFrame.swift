@@ -159,9 +159,12 @@ public struct WireFrame: Sendable, Equatable {
         let broken = batch.withUnsafeBytes { raw in
             walkBatch(raw) { entry in
                 do throws(DecodeError) {
-                    out.append(
-                        try frame(
-                            in: batch[(batch.startIndex + entry.lowerBound)..<(batch.startIndex + entry.upperBound)]))
+                    let f = try frame(
+                        in: batch[(batch.startIndex + entry.lowerBound)..<(batch.startIndex + entry.upperBound)])
+                    // Batches do not nest: a frame claiming to be one would be expanded by the next
+                    // reader that receives it alone (found by the wire frame fuzzer).
+                    guard f.type != batchType else { throw DecodeError.malformedBatch(offset: entry.lowerBound - 4) }
+                    out.append(f)
                     return true
                 } catch {
                     failure = error
@@ -294,7 +297,7 @@ public struct WireFrame: Sendable, Equatable {
         let batch = first.payload
         var whole = true
         let broken = walkBatch(UnsafeRawBufferPointer(batch)) { entry in
-            guard let v = view(UnsafeMutableRawBufferPointer(rebasing: batch[entry])) else {
+            guard let v = view(UnsafeMutableRawBufferPointer(rebasing: batch[entry])), v.type != batchType else {
                 whole = false
                 return false
             }

@@ -43,6 +43,13 @@ struct WireFrameTests {
         #expect(throws: WireFrame.DecodeError.malformedBatch(offset: 0)) {
             try WireFrame.frames(in: Array("\0gyrocompass/batch\0frames\0".utf8) + [200, 0, 0, 0, 1])
         }
+        // Batches do not nest (the wire frame fuzzer's first find, tools/fuzz/regressions/wireframe).
+        let nested = WireFrame(
+            topic: "", type: WireFrame.batchType, encoding: "frames", payload: batchBytes([f]).dropFirst(header.count))
+        var inner = batchBytes([f, nested])
+        #expect(throws: WireFrame.DecodeError.self) { try WireFrame.frames(in: inner) }
+        var views: [WireFrame.View] = []
+        #expect(!inner.withUnsafeMutableBytes { WireFrame.views(in: $0, into: &views) })
     }
 
     @Test("every pipeline topic and message type is interned: decoding hands out the table's own string")

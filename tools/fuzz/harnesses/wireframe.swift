@@ -1,0 +1,17 @@
+// libFuzzer harness: the ZeroMQ wire frame parser (single frames, batches, in-place views).
+import MessageBus
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    var bytes = Array(UnsafeBufferPointer(start: data, count: size))
+    _ = try? WireFrame.decode(bytes)
+    if let frames = try? WireFrame.frames(in: bytes) {
+        // What parses re-encodes to a message that parses to the same frames.
+        let again = try? WireFrame.frames(in: WireFrame.encodedMessage(frames[...]))
+        precondition(again.map { $0.count } == frames.count, "re-encoded batch lost frames")
+    }
+    bytes.withUnsafeBytes { _ = WireFrame.dataFrameCount($0) }
+    var views: [WireFrame.View] = []
+    bytes.withUnsafeMutableBytes { _ = WireFrame.views(in: $0, into: &views) }
+    return 0
+}
