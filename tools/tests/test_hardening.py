@@ -254,6 +254,58 @@ def test_stages_in_separate_processes_talk_curve_over_tcp(node, bag, tmp_path):
     ctx.term()
 
 
+def test_stages_in_two_network_namespaces_replay_over_tcp_with_curve(node, bag, tmp_path):
+    """Two hosts on one machine: network namespaces joined by a veth pair (10.231.x.1 and .2). The bag
+    stage binds on the first host; fusion and the CSV writer run on the second and connect to it over
+    tcp with CURVE. The CSV equals a one-process replay's, byte for byte."""
+    tag = f'{os.getpid() % 10000}'
+    a, b, va, vb = f'gca{tag}', f'gcb{tag}', f'gcva{tag}', f'gcvb{tag}'
+    subnet = f'10.231.{os.getpid() % 200 + 20}'
+
+    def ip(*args):
+        return subprocess.run(['ip', *args], capture_output=True, text=True)
+    made = ip('netns', 'add', a)
+    if made.returncode != 0:
+        pytest.skip(f'network namespaces cannot be created here: {made.stderr.strip()}')
+    try:
+        for step in (['netns', 'add', b], ['link', 'add', va, 'type', 'veth', 'peer', 'name', vb],
+                     ['link', 'set', va, 'netns', a], ['link', 'set', vb, 'netns', b],
+                     ['-n', a, 'addr', 'add', f'{subnet}.1/24', 'dev', va],
+                     ['-n', b, 'addr', 'add', f'{subnet}.2/24', 'dev', vb],
+                     ['-n', a, 'link', 'set', va, 'up'], ['-n', b, 'link', 'set', vb, 'up'],
+                     ['-n', a, 'link', 'set', 'lo', 'up'], ['-n', b, 'link', 'set', 'lo', 'up']):
+            r = ip(*step)
+            assert r.returncode == 0, f'ip {" ".join(step)}: {r.stderr}'
+        _, _, security = secured_keys(node, tmp_path)
+        csv = tmp_path / 'out.csv'
+        config = tmp_path / 'two-hosts.yaml'
+        config.write_text(security + f"""stages:
+  bag:
+    type: bag
+    path: {bag}
+    endpoint: tcp://{subnet}.1:5710
+  fusion:
+    type: fusion
+    inputs: [bag]
+    endpoint: tcp://{subnet}.2:5711
+  csv:
+    type: csv
+    inputs: [fusion]
+    path: {csv}
+""")
+        procs = [subprocess.Popen(['ip', 'netns', 'exec', ns, str(node), '--config', str(config), '--stage', stage],
+                                  stderr=subprocess.PIPE, text=True)
+                 for ns, stage in ((a, 'bag'), (b, 'fusion'), (b, 'csv'))]
+        errs = [p.communicate(timeout=60)[1] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0, 0], errs
+        reference = tmp_path / 'reference.csv'
+        subprocess.run([str(node), 'replay', str(bag), '--csv', str(reference), '--quiet'], check=True)
+        assert csv.read_bytes() == reference.read_bytes()
+    finally:
+        ip('netns', 'del', a)
+        ip('netns', 'del', b)
+
+
 def test_sigterm_ends_a_replay_held_by_a_subscriber_that_never_reads(node, bag, tmp_path):
     import signal, zmq
     from test_pipeline_interop import free_port
