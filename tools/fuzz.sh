@@ -42,7 +42,7 @@ build_module() {  # NAME: Sources/NAME/**/*.swift into libNAME.a and NAME.swiftm
   mapfile -t sources < <(find "$root/Sources/$name" -name '*.swift' | sort)
   # Up to date when nothing of its own changed and no module before it (in dependency order) was rebuilt.
   local changed
-  changed="$(find "$root/Sources/$name" -name '*.swift' -newer "$stamp" 2>/dev/null | head -1)"
+  changed="$(find "$root/Sources/$name" -name '*.swift' -newer "$stamp" 2>/dev/null | head -1 || true)"
   if [ "$rebuilt" = 0 ] && [ -f "$stamp" ] && [ -z "$changed" ]; then return; fi
   rebuilt=1
   echo "fuzz: compiling $name (${#sources[@]} files)" >&2

@@ -105,6 +105,8 @@ extension BusSocket {
         try setOption(ZMQ_CURVE_SERVER, 1)
         try setOption(ZMQ_CURVE_SECRETKEY, bytes: Array(keys.secretKey.utf8) + [0])
         try setOption(ZMQ_ZAP_DOMAIN, bytes: Array("gyrocompass".utf8))
+        // Clients refused before ZAP is asked (plaintext, or a wrong server key) are counted too.
+        try context.zapHandler?.watchHandshakes(of: self)
     }
 
     /// This (connecting) socket talks CURVE to a server with `serverPublicKey`, presenting `keys`.

@@ -3,8 +3,9 @@ import CZeroMQ
 
 /// The ZeroMQ authentication protocol (ZAP, RFC 27) handler of one context: every CURVE handshake on
 /// a server socket of the context asks it, and it admits the client public keys of its allow-list
-/// only. Rejections are counted and logged at a bounded rate (the first three, then at most one line
-/// per 10 s with the count since).
+/// only. Clients libzmq refuses before ZAP is asked (plaintext, or one holding a wrong server key)
+/// are seen through a socket monitor on each server socket. Rejections are counted and logged at a
+/// bounded rate (the first three, then at most one line per 10 s with the count since).
 public final class ZapHandler: @unchecked Sendable {
     let allowed: Set<String>
     let log: @Sendable (String) -> Void
@@ -13,6 +14,9 @@ public final class ZapHandler: @unchecked Sendable {
     private var rejectedSinceLog = 0, lastLog = 0.0
     private var stopping = false
     private let finished = DispatchSemaphore(value: 0)
+    private let context: BusContext
+    /// One per watched server socket; signalled when its monitor thread ends.
+    private var watchers: [DispatchSemaphore] = []
 
     public var rejected: Int { lock.withLock { rejectedTotal } }
     public var admitted: Int { lock.withLock { admittedTotal } }
@@ -23,6 +27,7 @@ public final class ZapHandler: @unchecked Sendable {
     {
         allowed = allowedClientKeys
         self.log = log
+        self.context = context
         let socket = try BusSocket(context, .rep)
         try socket.setOption(ZMQ_LINGER, 0)
         try socket.bind("inproc://zeromq.zap.01")
@@ -32,6 +37,40 @@ public final class ZapHandler: @unchecked Sendable {
         }
         thread.name = "zap"
         thread.start()
+        context.zapHandler = self
+    }
+
+    /// Counts the failed handshakes of a CURVE server socket (ZAP refusals excepted: those are
+    /// counted where they are decided). Call while the socket is being set up.
+    func watchHandshakes(of server: BusSocket) throws(BusError) {
+        let endpoint = "inproc://gyrocompass-handshakes-\(UUID().uuidString)"
+        let events = ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
+        guard zmq_socket_monitor(server.handle, endpoint, events) == 0 else { throw .last("zmq_socket_monitor") }
+        let monitor = try BusSocket(context, .pair)
+        try monitor.setOption(ZMQ_LINGER, 0)
+        try monitor.connect(endpoint)
+        let done = DispatchSemaphore(value: 0)
+        lock.withLock { watchers.append(done) }
+        let thread = Thread { [self] in
+            self.watch(monitor)
+            monitor.close()
+            done.signal()
+        }
+        thread.name = "zap-monitor"
+        thread.start()
+    }
+
+    /// Reads monitor events (a 6-byte event frame, then the peer's address) until stopped.
+    private func watch(_ monitor: BusSocket) {
+        while !lock.withLock({ stopping }) {
+            guard (try? monitor.poll(timeoutMilliseconds: 200)) == true else { continue }
+            guard let event = receiveAll(monitor), event.count >= 2, event[0].count >= 6 else { return }
+            // libzmq reports a plaintext peer as a protocol error or without detail, depending on
+            // when the connection broke; such a client retries, and every attempt is counted.
+            note(
+                ok: false, key: "no completed CURVE handshake (a plaintext client, or a wrong server key)",
+                address: String(decoding: event[1], as: UTF8.self))
+        }
     }
 
     /// Ends the handler and waits for its thread (at most about 0.2 s): its socket is closed, so the
@@ -41,7 +80,10 @@ public final class ZapHandler: @unchecked Sendable {
             defer { stopping = true }
             return !stopping
         }
-        if first { finished.wait() }
+        if first {
+            finished.wait()
+            for w in lock.withLock({ watchers }) { w.wait() }
+        }
     }
 
     /// Answers requests until stopped.

@@ -19,6 +19,8 @@ public struct BusError: Error, Equatable, Sendable, CustomStringConvertible {
 /// A ZeroMQ context: one per process, shared by every socket (inproc endpoints are per context).
 public final class BusContext: @unchecked Sendable {
     let handle: UnsafeMutableRawPointer
+    /// The context's ZAP handler, if one runs: CURVE server sockets report failed handshakes to it.
+    weak var zapHandler: ZapHandler?
 
     public init() {
         handle = zmq_ctx_new()
@@ -48,7 +50,7 @@ public final class BusContext: @unchecked Sendable {
 /// One ZeroMQ socket. Not thread-safe: owned by exactly one stage (actor) at a time.
 public final class BusSocket: @unchecked Sendable {
     public enum Kind: Int32, Sendable {
-        case pub = 1, sub = 2, rep = 4, xpub = 9, xsub = 10
+        case pair = 0, pub = 1, sub = 2, rep = 4, xpub = 9, xsub = 10
         var raw: Int32 { rawValue }
     }
     let handle: UnsafeMutableRawPointer

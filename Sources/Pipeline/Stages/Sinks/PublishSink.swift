@@ -176,7 +176,9 @@ final class PublishSink: StageLogic, TransformLogic {
         if heldBack > 0 { parts.append("\(heldBack) held back by min_change_deg") }
         if withoutSubscriber > 0 { parts.append("\(withoutSubscriber) not sent while nobody subscribed") }
         if dropped > 0 { parts.append("\(dropped) superseded or dropped") }
-        if let zap, zap.rejected > 0 { parts.append("\(zap.rejected) client(s) refused (unknown key or no CURVE)") }
+        if let zap, zap.rejected > 0 {
+            parts.append("\(zap.rejected) client(s) refused (unknown key or no CURVE handshake)")
+        }
         notes.append(parts.joined(separator: ", "))
         socket.close()
         zap?.stop()
