@@ -150,6 +150,9 @@ final class ROS2Source: StageLogic, SourceLogic {
     struct Pending {
         /// Header stamp, nanoseconds.
         let stamp: Int64
+        /// The input it came from: among equal stamps the IMU sample goes first (the fusion stage then
+        /// pairs its magnetometer sample at once), whichever DDS delivered first.
+        let rank: Int
         let arrivalSeconds: Double
         let order: Int
         let frame: WireFrame
@@ -190,7 +193,7 @@ final class ROS2Source: StageLogic, SourceLogic {
                         let type = inputs[i].reader.topic.type
                         pending.append(
                             Pending(
-                                stamp: stamp, arrivalSeconds: arrival, order: arrivals,
+                                stamp: stamp, rank: i, arrivalSeconds: arrival, order: arrivals,
                                 frame: WireFrame(
                                     topic: inputs[i].pipelineTopic, type: type, encoding: "cdr", payload: sample.bytes))
                         )
@@ -205,11 +208,11 @@ final class ROS2Source: StageLogic, SourceLogic {
         report()
     }
 
-    /// Emits, in stamp order (arrival order among equal stamps), every pending sample no other topic
+    /// Emits, in stamp order (imu, mag, fix among equal stamps), every pending sample no other topic
     /// can still precede: stamped no later than the newest sample of every sensor topic that has a
     /// publisher, or waiting longer than the window.
     func release(_ pending: inout [Pending], emit: ([WireFrame]) throws -> Double, all: Bool = false) throws {
-        pending.sort { ($0.stamp, $0.order) < ($1.stamp, $1.order) }
+        pending.sort { ($0.stamp, $0.rank, $0.order) < ($1.stamp, $1.rank, $1.order) }
         let watermark =
             inputs.filter { $0.ordered && ($0.reader.matchedWriters > 0 || $0.newestStamp != .min) }
             .map(\.newestStamp).min() ?? .max
