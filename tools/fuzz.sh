@@ -57,6 +57,7 @@ status=0
 for h in "${harnesses[@]}"; do
   bin="$out/fuzz-$h"
   swiftc "${flags[@]}" -I "$mods" -I "$mods/DDSSerializedType" "${cmods[@]}" "$root/tools/fuzz/harnesses/$h.swift" \
+    "$root"/tools/fuzz/harnesses/shared/*.swift \
     "$out"/libPipeline.a "$out"/libROS2DDS.a "$out"/libMessageBus.a "$out"/libBags.a "$out"/libYAML.a \
     "$out"/libWireFormat.a "$out"/libIMUSimulator.a "$out"/libCompassCore.a "$out/serialized_type.o" "${libs[@]}" \
     -o "$bin" 2>"$out/$h-link.log" || { cat "$out/$h-link.log" >&2; exit 1; }  # gold warns about ASan symbols

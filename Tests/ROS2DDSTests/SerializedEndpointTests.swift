@@ -43,44 +43,44 @@ import Testing
         #expect(zip(got, got.dropFirst()).allSatisfy { $0.sourceTimestamp <= $1.sourceTimestamp })
     }
 
-    @Test func aReaderOfAnotherTypeIsToldWhy() throws {
+    /// A writer of `offered` and a reader of `wanted` on one topic: what discovery says (once it says
+    /// `until`), and the reader.
+    func explanation(
+        offered: (type: String, qos: ROS2QoS), wanted: (type: String, qos: ROS2QoS), until needle: String
+    ) throws -> (why: String, reader: SerializedReader, keep: [AnyObject]) {
         let a = try DomainParticipant(domainId: Self.domain)
         let b = try DomainParticipant(domainId: Self.domain)
-        let name = uniqueTopic("typed")
-        let writer = try SerializedWriter(
-            a, try ROS2Topic(name, type: "sensor_msgs/msg/MagneticField", qos: .rosDefault))
-        let wanted = try ROS2Topic(name, type: "sensor_msgs/msg/Imu", qos: .rosDefault)
-        let reader = try SerializedReader(b, wanted)
+        let name = uniqueTopic("why")
+        let writer = try SerializedWriter(a, try ROS2Topic(name, type: offered.type, qos: offered.qos))
+        let topic = try ROS2Topic(name, type: wanted.type, qos: wanted.qos)
+        let reader = try SerializedReader(b, topic)
         let discovery = try EndpointDiscovery(b, .publications)
         var why = ""
-        #expect(
-            waitUntil {
-                why = discovery.whyNoPublisher(for: wanted, domainId: Self.domain)
-                return why.contains("sensor_msgs/msg/MagneticField")
-            })
+        _ = waitUntil {
+            why = discovery.whyNoPublisher(for: topic, domainId: Self.domain)
+            return why.contains(needle)
+        }
+        return (why, reader, [a, b, writer, discovery])
+    }
+
+    @Test func aReaderOfAnotherTypeIsToldWhy() throws {
+        let (why, reader, keep) = try explanation(
+            offered: ("sensor_msgs/msg/MagneticField", .rosDefault), wanted: ("sensor_msgs/msg/Imu", .rosDefault),
+            until: "sensor_msgs/msg/MagneticField")
+        #expect(why.contains("a publisher sends sensor_msgs/msg/MagneticField"), "\(why)")
         #expect(why.contains("expects sensor_msgs/msg/Imu"), "\(why)")
         #expect(reader.matchedWriters == 0)
-        _ = writer
+        withExtendedLifetime(keep) {}
     }
 
     @Test func aReliableReaderOfABestEffortPublisherIsToldWhy() throws {
-        let a = try DomainParticipant(domainId: Self.domain)
-        let b = try DomainParticipant(domainId: Self.domain)
-        let name = uniqueTopic("qos")
-        let writer = try SerializedWriter(a, try ROS2Topic(name, type: "sensor_msgs/msg/Imu", qos: .sensorData))
-        let wanted = try ROS2Topic(name, type: "sensor_msgs/msg/Imu", qos: .rosDefault)
-        let reader = try SerializedReader(b, wanted)
-        let discovery = try EndpointDiscovery(b, .publications)
-        var why = ""
-        #expect(
-            waitUntil {
-                why = discovery.whyNoPublisher(for: wanted, domainId: Self.domain)
-                return why.contains("best_effort")
-            })
-        #expect(why.contains("asks for reliable"), "\(why)")
+        let (why, reader, keep) = try explanation(
+            offered: ("sensor_msgs/msg/Imu", .sensorData), wanted: ("sensor_msgs/msg/Imu", .rosDefault),
+            until: "best_effort")
+        #expect(why.contains("it publishes best_effort and this reader asks for reliable"), "\(why)")
         #expect(waitUntil { reader.incompatibleWriters.count > 0 })
         #expect(reader.incompatibleWriters.policy == "reliability")
-        _ = writer
+        withExtendedLifetime(keep) {}
     }
 
     @Test func nobodyPublishingIsSaid() throws {

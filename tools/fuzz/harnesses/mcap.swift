@@ -1,20 +1,7 @@
 // libFuzzer harness: the MCAP reader (summary, indexes, chunks with zstd and lz4, CRCs), with and
 // without salvage, through a file as the reader maps it.
-import Bags
-import Foundation
-
-let path = FileManager.default.temporaryDirectory.appendingPathComponent("gyrocompass-fuzz-\(getpid()).mcap").path
-
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    FileManager.default.createFile(atPath: path, contents: Data(bytes: data, count: size))
-    for salvage in [false, true] {
-        guard let reader = try? BagReader(path: path) else { return 0 }
-        _ = try? reader.topics()
-        var options = BagReadOptions()
-        options.salvage = salvage
-        var count = 0
-        _ = try? reader.forEachMessage(options) { _ in count += 1 }
-    }
+    readBagEveryWay(data, size, asFileEndingIn: "mcap")
     return 0
 }
