@@ -31,8 +31,15 @@ public final class MCAPReader: @unchecked Sendable {
     public private(set) var statistics: Statistics?
     /// Damage met while reading in salvage mode.
     public private(set) var damage: [BagError] = []
-    /// Damage found when the file was opened (footer, summary, data section CRC): part of every read's.
+    /// Damage found when the file was opened (footer, summary): part of every read's.
     private(set) var openingDamage: [BagError] = []
+    /// Where the data section ends (footer and summary known), for its CRC; checked on the first read,
+    /// not at opening, so listing a bag's topics does not read the whole file.
+    private var dataSectionBounds: (summaryStart: Int, footerStart: Int)?
+    /// The data section's CRC mismatch (nil: intact, or no CRC stored), checked once.
+    private lazy var dataSectionDamage: BagError? = dataSectionBounds.flatMap {
+        checkDataSection(summaryStart: $0.summaryStart, footerStart: $0.footerStart)
+    }
     /// True when the file ends with a valid footer and magic.
     public private(set) var hasFooter = false
 
@@ -69,7 +76,7 @@ public final class MCAPReader: @unchecked Sendable {
         guard c.u8() == 0x02, c.u64() == 20, let summaryStart = c.u64(), let _ = c.u64(), let summaryCRC = c.u32()
         else { return }
         hasFooter = true
-        checkDataSection(summaryStart: Int(summaryStart), footerStart: footerStart)
+        dataSectionBounds = (Int(summaryStart), footerStart)
         guard summaryStart > 0 else { return }
         guard summaryStart < UInt64(footerStart) else {
             openingDamage.append(
@@ -126,20 +133,18 @@ public final class MCAPReader: @unchecked Sendable {
     static let summaryOpcodes: Set<UInt8> = [0x03, 0x04, 0x08, 0x0A, 0x0B, 0x0D, 0x0E]
 
     /// The DataEnd record's CRC of the data section, where the writer stored one.
-    func checkDataSection(summaryStart: Int, footerStart: Int) {
+    func checkDataSection(summaryStart: Int, footerStart: Int) -> BagError? {
         let b = file.bytes
         // DataEnd (opcode 0x0F, length 4, crc) ends where the summary (or, without one, the footer) starts.
         let end = summaryStart > 0 && summaryStart <= footerStart ? summaryStart : footerStart
         let dataEnd = end - 13
-        guard dataEnd > 8, b[dataEnd] == 0x0F else { return }
+        guard dataEnd > 8, b[dataEnd] == 0x0F else { return nil }
         var c = ByteCursor(b, from: dataEnd + 1, to: end)
-        guard c.u64() == 4, let stored = c.u32(), stored != 0 else { return }
+        guard c.u64() == 4, let stored = c.u32(), stored != 0 else { return nil }
         let actual = CRC32.checksum(UnsafeRawBufferPointer(rebasing: b[0..<dataEnd]))
-        if actual != stored {
-            openingDamage.append(
-                .crcMismatch(
-                    path: path, offset: dataEnd, record: "data section (DataEnd)", expected: stored, actual: actual))
-        }
+        guard actual != stored else { return nil }
+        return .crcMismatch(
+            path: path, offset: dataEnd, record: "data section (DataEnd)", expected: stored, actual: actual)
     }
 
     /// Calls `body` for every message that passes `options`, in file order. Damage found when the file
@@ -147,7 +152,7 @@ public final class MCAPReader: @unchecked Sendable {
     /// the statistics count is damage too.
     public func forEachMessage(_ options: BagReadOptions = .init(), _ body: (BagMessage) throws -> Void) throws {
         damage.removeAll()
-        for d in openingDamage { try report(d, options) }
+        for d in openingDamage + [dataSectionDamage].compactMap({ $0 }) { try report(d, options) }
         var read: [String: UInt64] = [:]
         let counting: (BagMessage) throws -> Void = { m in
             read[m.topic, default: 0] += 1

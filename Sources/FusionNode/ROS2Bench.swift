@@ -84,12 +84,6 @@ enum ROS2Bench {
 
     static func us(_ seconds: Double) -> String { format(seconds * 1e6, 0) }
 
-    static func nowSeconds() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) * 1e-9
-    }
-
     /// A raw Imu sample stamped now (CLOCK_REALTIME), turning slowly, and its magnetometer sample.
     static func samplePair(_ k: Int, stamp: RosTime) -> (imu: [UInt8], mag: [UInt8]) {
         let header = RosHeader(stamp: stamp, frameId: "imu_link")
@@ -165,21 +159,10 @@ enum ROS2Bench {
         defer { participant.close() }
         let reader = try SerializedReader(
             participant, try ROS2Topic("bench/hop", type: ImuMessage.typeName, qos: reliableAll))
-        let waitSet = try ReaderWaitSet(participant, readers: [reader])
-        var latencies: [Double] = []
-        var samples: [SerializedSample] = []
-        var idleSince = Clocks.monotonicSeconds()
-        while latencies.count < count && Clocks.monotonicSeconds() - idleSince < 10 {
-            guard try waitSet.wait(timeoutSeconds: 0.1) else { continue }
-            samples.removeAll(keepingCapacity: true)
-            try reader.take(into: &samples)
-            let now = nowSeconds()
-            for s in samples {
-                guard let h = try? ImuMessage(cdrBytes: s.bytes).header else { continue }
-                latencies.append(now - h.stamp.seconds)
-            }
-            idleSince = Clocks.monotonicSeconds()
-        }
+        // The parent may take a while to match and settle: a longer patience than the fusion path's.
+        let collector = try Collector(reader: reader, participant: participant, expected: count, idleSeconds: 10)
+        collector.run()
+        let latencies = collector.latencies
         print(latencies.map { String($0) }.joined(separator: " "))
         return .complete
     }
@@ -231,7 +214,7 @@ enum ROS2Bench {
             imuWriter.matchedReaders > 0 && magWriter.matchedReaders > 0 && reader.matchedWriters > 0
         }
         // A reader thread takes imu/data as it comes, while this one publishes.
-        let collector = Collector(reader: reader, participant: participant, expected: count)
+        let collector = try Collector(reader: reader, participant: participant, expected: count)
         let thread = Thread { collector.run() }
         thread.start()
         let start = Clocks.monotonicSeconds()
@@ -253,30 +236,34 @@ enum ROS2Bench {
         return (Latency(timed), collector.latencies.count, seconds)
     }
 
+    /// Takes Imu samples as they come and keeps each one's one-way latency (header stamp to taking).
     final class Collector: @unchecked Sendable {
         let reader: SerializedReader
         let waitSet: ReaderWaitSet
         let expected: Int
+        /// Seconds without data that end the wait.
+        let idleSeconds: Double
         var latencies: [Double] = []
         /// When all but the last sample (held by the filter until the stream ends) had arrived.
         var allButLastArrival = 0.0
         let done = DispatchSemaphore(value: 0)
 
-        init(reader: SerializedReader, participant: DomainParticipant, expected: Int) {
+        init(reader: SerializedReader, participant: DomainParticipant, expected: Int, idleSeconds: Double = 5) throws {
             self.reader = reader
             self.expected = expected
-            waitSet = try! ReaderWaitSet(participant, readers: [reader])
+            self.idleSeconds = idleSeconds
+            waitSet = try ReaderWaitSet(participant, readers: [reader])
             latencies.reserveCapacity(expected)
         }
 
         func run() {
             var samples: [SerializedSample] = []
             var idleSince = Clocks.monotonicSeconds()
-            while latencies.count < expected && Clocks.monotonicSeconds() - idleSince < 5 {
+            while latencies.count < expected && Clocks.monotonicSeconds() - idleSince < idleSeconds {
                 guard (try? waitSet.wait(timeoutSeconds: 0.1)) == true else { continue }
                 samples.removeAll(keepingCapacity: true)
                 _ = try? reader.take(into: &samples)
-                let now = nowSeconds()
+                let now = Clocks.wallNow().seconds
                 idleSince = Clocks.monotonicSeconds()
                 for s in samples {
                     guard let h = try? ImuMessage(cdrBytes: s.bytes).header else { continue }
@@ -307,16 +294,7 @@ struct CapturedChild {
 
 func spawnCapturingStdout(_ arguments: [String]) throws -> CapturedChild {
     let pipe = Pipe()
-    var actions: posix_spawn_file_actions_t = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_adddup2(&actions, pipe.fileHandleForWriting.fileDescriptor, 1)
-    let argv: [String] = [CommandLine.arguments[0]] + arguments
-    var cArgs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
-    defer { cArgs.forEach { free($0) } }
-    var pid: pid_t = 0
-    let rc = posix_spawn(&pid, "/proc/self/exe", &actions, nil, &cArgs, environ)
-    guard rc == 0 else { throw UsageError(message: "cannot start \(arguments.joined(separator: " "))") }
+    let pid = try spawnSelf(arguments, stdout: pipe.fileHandleForWriting.fileDescriptor)
     try pipe.fileHandleForWriting.close()
     return CapturedChild(pid: pid, output: pipe.fileHandleForReading)
 }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
     import Glibc
 #endif
+import Foundation
 import WireFormat
 import ROS2DDS
 import Pipeline
@@ -89,7 +90,7 @@ enum ROS2Command {
         let ddsTopic = "rt" + name
         let started = Clocks.monotonicSeconds()
         var type = a.string("--type")
-        if let t = type, KnownInterfaces.definition(for: t) == nil {
+        if let t = type, KnownInterfaces.schema(for: t) == nil {
             writeStandardError("fusion-node: warning: \(t) is not a type this build can decode; printing sizes only\n")
         }
         var warnedAt = started
@@ -117,9 +118,7 @@ enum ROS2Command {
         let reader = try SerializedReader(participant, topic)
         let waitSet = try ReaderWaitSet(participant, readers: [reader])
         writeStandardError("fusion-node: echoing \(topic) in DDS domain \(domain)\n")
-        let schema = KnownInterfaces.definition(for: topic.type).flatMap {
-            try? MessageSchema(name: topic.type, text: $0)
-        }
+        let schema = KnownInterfaces.schema(for: topic.type)
         var printed = 0
         var samples: [SerializedSample] = []
         var lastArrival = Clocks.monotonicSeconds()
@@ -157,7 +156,7 @@ enum ROS2Command {
                 }
                 var line =
                     "{\"topic\":\(JSONText.string(name)),\"type\":\(JSONText.string(topic.type)),\"message\":\(body)"
-                if hex { line += ",\"cdr\":\"" + s.bytes.map { String(format2hex: $0) }.joined() + "\"" }
+                if hex { line += ",\"cdr\":\"" + s.bytes.map { String(format: "%02x", $0) }.joined() + "\"" }
                 print(line + "}")
                 printed += 1
                 if let limit, printed >= limit {
@@ -197,13 +196,5 @@ enum ROS2Command {
         }
         if topics.isEmpty { writeStandardError("fusion-node: no ROS 2 topics seen in \(format(wait, 1)) s\n") }
         return .complete
-    }
-}
-
-extension String {
-    /// Two lower-case hex digits.
-    init(format2hex byte: UInt8) {
-        let digits = Array("0123456789abcdef")
-        self = String([digits[Int(byte >> 4)], digits[Int(byte & 15)]])
     }
 }

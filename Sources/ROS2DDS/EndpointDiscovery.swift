@@ -99,10 +99,11 @@ public final class EndpointDiscovery: @unchecked Sendable {
         for e in here {
             guard let r = e.reliability, let d = e.durability else { continue }
             let asked = ROS2QoS(reliability: r, durability: d, history: .keepLast(1))
-            if let why = asked.mismatch(offered: (topic.qos.reliability, topic.qos.durability)) {
-                return "\(topic.name): a subscriber's QoS cannot be served by this publisher (\(topic.qos)): "
-                    + why.replacingOccurrences(of: "this reader", with: "the subscriber")
-                    .replacingOccurrences(of: "it publishes", with: "this publisher offers")
+            let offered = (topic.qos.reliability, topic.qos.durability)
+            if let why = asked.mismatch(
+                offered: offered, writer: "this publisher offers", reader: "the subscriber asks for")
+            {
+                return "\(topic.name): a subscriber's QoS cannot be served by this publisher (\(topic.qos)): \(why)"
             }
         }
         return nil

@@ -111,14 +111,17 @@ public struct ROS2QoS: Sendable, Equatable, CustomStringConvertible {
         )
     }
 
-    /// Why a writer offering `offered` cannot serve a reader asking `self`, or nil when it can.
-    public func mismatch(offered: (Reliability, Durability)) -> String? {
+    /// Why a writer offering `offered` cannot serve a reader asking `self`, or nil when it can; the
+    /// sentence names the two sides as `writer` and `reader` (the reader's view by default).
+    public func mismatch(
+        offered: (Reliability, Durability), writer: String = "it publishes", reader: String = "this reader asks for"
+    ) -> String? {
         var problems: [String] = []
         if reliability == .reliable && offered.0 == .bestEffort {
-            problems.append("it publishes best_effort and this reader asks for reliable")
+            problems.append("\(writer) best_effort and \(reader) reliable")
         }
         if durability == .transientLocal && offered.1 == .volatile {
-            problems.append("it publishes volatile and this reader asks for transient_local")
+            problems.append("\(writer) volatile and \(reader) transient_local")
         }
         return problems.isEmpty ? nil : problems.joined(separator: "; ")
     }

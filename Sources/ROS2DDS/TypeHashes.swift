@@ -24,7 +24,7 @@ public enum TypeHashes {
         guard let text = KnownInterfaces.definition(for: type),
             // The schema reader keeps no string bounds, which the hash includes: such types get none.
             !text.contains("string<="),
-            let schema = try? MessageSchema(name: type, text: text),
+            let schema = KnownInterfaces.schema(for: type),
             let json = descriptionJSON(type, schema)
         else { return nil }
         return "RIHS01_" + sha256Hex(Array(json.utf8))

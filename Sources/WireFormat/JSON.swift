@@ -97,8 +97,7 @@ public func jsonFromCDR(type: String, _ data: ArraySlice<UInt8>) throws(CDRError
     case InterferenceStatusMessage.typeName: return try InterferenceStatusMessage(cdrBytes: data).json
     default:
         // Any other type the embedded interface definitions know, decoded by its definition.
-        guard let text = KnownInterfaces.definition(for: type), let schema = try? MessageSchema(name: type, text: text)
-        else { return nil }
+        guard let schema = KnownInterfaces.schema(for: type) else { return nil }
         return try schema.decode(Array(data)).json
     }
 }

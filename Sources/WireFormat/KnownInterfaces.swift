@@ -1,3 +1,5 @@
+import Foundation
+
 /// Message definitions this project knows without a bag carrying them: the ROS 2 interface packages a
 /// bag most often holds (builtin_interfaces, std_msgs, geometry_msgs, sensor_msgs, nav_msgs, tf2_msgs,
 /// diagnostic_msgs; `KnownInterfacesData.swift`, generated) and the pipeline's own types. Older
@@ -21,6 +23,20 @@ public enum KnownInterfaces {
         }
         return text
     }
+
+    /// The parsed schema of a known type, made once per type and process (decoding by definition
+    /// happens per message: the text is assembled and parsed only the first time).
+    public static func schema(for typeName: String) -> MessageSchema? {
+        schemaLock.lock()
+        defer { schemaLock.unlock() }
+        if let cached = schemas[typeName] { return cached }
+        let made = definition(for: typeName).flatMap { try? MessageSchema(name: typeName, text: $0) }
+        schemas[typeName] = .some(made)
+        return made
+    }
+
+    private static let schemaLock = NSLock()
+    nonisolated(unsafe) private static var schemas: [String: MessageSchema?] = [:]
 
     /// The message types a known type's fields use, as "pkg/msg/Type".
     static func dependencies(of typeName: String) -> [String] {

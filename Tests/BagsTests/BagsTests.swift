@@ -242,6 +242,26 @@ struct BagsTests {
         #expect(reader.damage.contains { "\($0)".contains("summary section") })
     }
 
+    @Test("a change outside every chunk is caught by the data section CRC, on reading, not on listing")
+    func dataSectionCRC() throws {
+        let dir = ScratchDirectory()
+        let path = dir.path + "/crc.mcap"
+        _ = try writeMCAP(Array(messages.prefix(100)), to: path, compression: "zstd")
+        var b = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        // The Header record's library name (no CRC of its own): the last byte of the record.
+        let header = try #require(records(b).first { $0.op == 0x01 })
+        b[header.offset + header.length - 1] ^= 0x20
+        let changed = dir.path + "/changed.mcap"
+        try Data(b).write(to: URL(fileURLWithPath: changed))
+        #expect(try BagReader(path: changed).topics().count == 2)
+        do {
+            _ = try readAll(changed)
+            Issue.record("a changed data section went unnoticed")
+        } catch let e as BagError {
+            #expect("\(e)".contains("data section"), "\(e)")
+        }
+    }
+
     @Test("fewer messages than the statistics count is damage, named per topic")
     func statisticsCount() throws {
         let dir = ScratchDirectory()

@@ -3,12 +3,6 @@ import ROS2DDS
 /// What the two ROS 2 stages share: the domain, the namespace, QoS written the ROS 2 way, and the
 /// warnings that explain a silent topic.
 enum ROS2Settings {
-    static let qosHelp = ROS2QoS.syntax
-
-    static func qos(_ text: String) -> Result<ROS2QoS, ROS2QoS.ParseError> {
-        Result { () throws(ROS2QoS.ParseError) in try ROS2QoS(parsing: text) }
-    }
-
     static let domainSpec = SettingSpec(
         "domain_id", .integer, "0", "DDS domain (ROS_DOMAIN_ID); discovery follows CYCLONEDDS_URI when set",
         range: Double(DomainParticipant.domainIds.lowerBound)...Double(DomainParticipant.domainIds.upperBound))
@@ -19,7 +13,9 @@ enum ROS2Settings {
     static func check(qosSettings: [String], topicSettings: [String]) -> @Sendable (StageSettings) -> SettingProblem? {
         { s in
             for key in qosSettings where !s.string(key).isEmpty {
-                if case .failure(let m) = qos(s.string(key)) { return SettingProblem(key, m.description) }
+                do throws(ROS2QoS.ParseError) { _ = try ROS2QoS(parsing: s.string(key)) } catch {
+                    return SettingProblem(key, error.description)
+                }
             }
             for key in topicSettings where !s.string(key).isEmpty {
                 do throws(ROS2NameError) {
@@ -38,7 +34,6 @@ struct SilentTopicWarnings {
     var graceSeconds = 3.0
     var repeatSeconds = 15.0
     private var nextWarning: [String: Double] = [:]
-    private(set) var warned = 0
 
     /// Logs `why()` for `topic` when it is due; `matched` clears the topic's timer.
     mutating func observe(_ topic: String, matched: Bool, now: Double, log: (String) -> Void, why: () -> String?) {
@@ -52,9 +47,6 @@ struct SilentTopicWarnings {
         }
         guard now >= due else { return }
         nextWarning[topic] = now + repeatSeconds
-        if let text = why() {
-            warned += 1
-            log(text)
-        }
+        if let text = why() { log(text) }
     }
 }

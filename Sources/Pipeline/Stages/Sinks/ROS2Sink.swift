@@ -42,7 +42,7 @@ final class ROS2Sink: StageLogic, TransformLogic {
             SettingSpec(
                 "quaternion_topic", .string, "heading/quaternion",
                 "ROS topic for the heading as geometry_msgs/msg/QuaternionStamped ('' = none)"),
-            SettingSpec("qos", .string, "default", "QoS of every writer: " + ROS2Settings.qosHelp),
+            SettingSpec("qos", .string, "default", "QoS of every writer: " + ROS2QoS.syntax),
             SettingSpec(
                 "publish_tf", .bool, "false", "publish fixed_frame -> IMU frame on /tf (tf2_msgs/msg/TFMessage)"),
             SettingSpec("fixed_frame", .string, "odom", "parent frame of the /tf transform"),
@@ -68,7 +68,7 @@ final class ROS2Sink: StageLogic, TransformLogic {
             imuTopic = s.string("imu_topic")
             headingTopic = s.string("heading_topic")
             quaternionTopic = s.string("quaternion_topic")
-            qos = (try? ROS2Settings.qos(s.string("qos")).get()) ?? .rosDefault
+            qos = (try? ROS2QoS(parsing: s.string("qos"))) ?? .rosDefault
             publishTF = s.bool("publish_tf")
             fixedFrame = s.string("fixed_frame")
             worldNED = s.string("world_frame") == "ned"

@@ -36,7 +36,7 @@ final class ROS2Source: StageLogic, SourceLogic {
             SettingSpec(
                 "use_mag", .bool, "true", "read the magnetometer; false = gyro and accelerometer only"),
             SettingSpec("fix_topic", .string, "", "ROS topic with sensor_msgs/msg/NavSatFix ('' = none), e.g. fix"),
-            SettingSpec("qos", .string, "sensor_data", "QoS of every reader: " + ROS2Settings.qosHelp),
+            SettingSpec("qos", .string, "sensor_data", "QoS of every reader: " + ROS2QoS.syntax),
             SettingSpec("imu_qos", .string, "", "QoS of the imu reader ('' = qos)"),
             SettingSpec("mag_qos", .string, "", "QoS of the mag reader ('' = qos)"),
             SettingSpec("fix_qos", .string, "", "QoS of the fix reader ('' = qos)"),
@@ -60,7 +60,7 @@ final class ROS2Source: StageLogic, SourceLogic {
             fixTopic = s.string("fix_topic")
             func qos(_ key: String) -> ROS2QoS {
                 let text = s.string(key).isEmpty ? s.string("qos") : s.string(key)
-                return (try? ROS2Settings.qos(text).get()) ?? .sensorData
+                return (try? ROS2QoS(parsing: text)) ?? .sensorData
             }
             imuQoS = qos("imu_qos")
             magQoS = qos("mag_qos")
