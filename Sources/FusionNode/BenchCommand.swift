@@ -37,7 +37,7 @@ enum BenchCommand {
         examples: ["fusion-node bench pipeline --rounds 5 --latency-runs 3"])
 
     static func run(_ args: [String]) async throws -> ExitCode {
-        let subs = ["filter", "bag", "pipeline", "curve", "ros2"]
+        let subs = ["filter", "bag", "smooth", "pipeline", "curve", "ros2"]
         guard let what = args.first, subs.contains(what) else {
             if let what = args.first, what == "-h" || what == "--help" { throw GroupHelpRequested(group: "bench") }
             throw UsageError(
@@ -45,6 +45,7 @@ enum BenchCommand {
                     + Commands.groupText("bench"), command: "bench")
         }
         if what == "pipeline" { return try await PipelineBench.run(Array(args.dropFirst())) }
+        if what == "smooth" { return try SmootherBench.run(Array(args.dropFirst())) }
         if what == "curve" { return try CurveBench.run(Array(args.dropFirst())) }
         if what == "ros2" { return try ROS2Bench.run(Array(args.dropFirst())) }
         let a = try Arguments(Array(args.dropFirst()), what == "filter" ? filterHelp : bagHelp)

@@ -37,6 +37,9 @@ enum ReplayCommand {
             OptionHelp(
                 "--sensor-latency", "SECONDS", "predict the orientation this far ahead (the IMU's output latency)",
                 default: "0"),
+            OptionHelp(
+                "--smooth", nil,
+                "kalman: smooth offline, each estimate using the whole recording (outputs come at the end)"),
             OptionHelp("--imu-topic", "TOPIC", "bag topic with sensor_msgs/msg/Imu", default: "/imu/data_raw"),
             OptionHelp("--mag-topic", "TOPIC", "bag topic with sensor_msgs/msg/MagneticField", default: "/imu/mag"),
             OptionHelp("--rate", "R", "1 = real time, 2 = twice as fast, 0 = as fast as possible", default: "0"),
@@ -89,6 +92,7 @@ enum ReplayCommand {
         flag("bag", "progress", "--quiet", "false")
         set("fusion", "filter", "--filter")
         set("fusion", "sensor_latency", "--sensor-latency")
+        flag("fusion", "smooth", "--smooth")
         let fromFusion: (String, YAMLValue) = ("inputs", .sequence([.string("fusion")]))
         var outputs: [String] = []
         if a.string("--csv") != nil || a.string("--accuracy-csv") != nil {

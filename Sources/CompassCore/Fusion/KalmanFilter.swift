@@ -40,6 +40,11 @@ public struct KalmanFilter: Sendable {
         return (copy.attitudeCovariance, copy.crossCovariance, copy.biasCovariance)
     }
 
+    /// The stored covariance blocks, without the pending propagation.
+    var covarianceBlocks: KalmanCovariance {
+        KalmanCovariance(attitude: attitudeCovariance, cross: crossCovariance, bias: biasCovariance)
+    }
+
     /// The magnetometer gate (its reference strength and dip are public there).
     public private(set) var magneticGate: MagneticDisturbanceGate
 
@@ -76,11 +81,23 @@ public struct KalmanFilter: Sendable {
     /// unless `settings.magnetometerCalibration` is set). Returns nil when the sample was skipped (the
     /// reason is counted in `skipped`).
     public mutating func update(imu: ImuSample, magnetometer: MagnetometerSample? = nil) -> FusionOutput? {
+        var nobody = NoStepRecorder()
+        return step(imu: imu, magnetometer: magnetometer, recorder: &nobody)
+    }
+
+    /// `update`, telling `recorder` what a smoother needs: starts, each measurement update's
+    /// propagation, correction and posterior covariance, and resets. Specialised per recorder, so the
+    /// plain filter pays nothing for it.
+    @inline(__always)
+    mutating func step<Recorder: KalmanStepRecorder>(
+        imu: ImuSample, magnetometer: MagnetometerSample?, recorder: inout Recorder
+    ) -> FusionOutput? {
         guard let dt = validator.step(for: imu) else { return nil }
         var field = validator.field(of: magnetometer)
         if let f = field, let cal = settings.magnetometerCalibration { field = cal.apply(f) }
         if !started {
             start(specificForce: imu.specificForce, field: field)
+            recorder.started(posterior: covarianceBlocks, at: imu.timestamp)
             return output(imu.timestamp, flags: [.initialising])
         }
         elapsed += dt
@@ -122,7 +139,10 @@ public struct KalmanFilter: Sendable {
         if secondsSinceMeasurementUpdate >= settings.measurementUpdateSeconds {
             let interval = secondsSinceMeasurementUpdate
             secondsSinceMeasurementUpdate = 0
+            let propagation = KalmanPropagation(
+                g: pendingG, attitudeNoise: pendingAttitudeNoise, biasNoise: pendingBiasNoise)
             applyPendingPropagation()
+            let headingMeasured = headingSeconds > 0
             var dTheta = Vector3.zero, dBias = Vector3.zero
             if accelerationUsable {
                 let u = lowPassedForceEarth / forceSquared.squareRoot()
@@ -146,10 +166,14 @@ public struct KalmanFilter: Sendable {
                 scalarUpdate(4, residual: residual.y - dBias.y, variance: variance, &dTheta, &dBias)
                 scalarUpdate(5, residual: residual.z - dBias.z, variance: variance, &dTheta, &dBias)
             }
+            recorder.measured(
+                propagation, correction: (dTheta, dBias), posterior: covarianceBlocks,
+                headingMeasured: headingMeasured, at: imu.timestamp)
             inject(dTheta, dBias)
         }
         orientation = orientation.renormalized
         guard orientation.isFinite, gyroBias.isFinite, attitudeCovariance.isFinite, biasCovariance.isFinite else {
+            recorder.reset()
             return restarted(at: imu)
         }
         if elapsed < Self.minimumInitialisingSeconds || magneticGate.isLearning { flags.insert(.initialising) }
@@ -303,14 +327,13 @@ public struct KalmanFilter: Sendable {
         let verdict = magneticGate.assess(
             strengthMicrotesla: strength, dipDegrees: dip, headingInnovation: alpha,
             headingVariance: headingVariance, dt: dt)
-        if verdict.use {
-            // Time-weighted, so irregular magnetometer rates average correctly.
-            let weight = max(dt, 1e-6)
-            headingSum += alpha * weight
-            headingSeconds += weight
-            secondsSinceMagneticUpdate = 0
-            magneticGate.noteApplied()
-        }
+        guard verdict.use else { return verdict.flags }
+        // Time-weighted, so irregular magnetometer rates average correctly.
+        let weight = max(dt, 1e-6)
+        headingSum += alpha * weight
+        headingSeconds += weight
+        secondsSinceMagneticUpdate = 0
+        magneticGate.noteApplied()
         return verdict.flags
     }
 

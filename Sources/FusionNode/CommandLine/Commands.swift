@@ -11,7 +11,10 @@ enum Commands {
         ("watch", WatchCommand.help.summary),
         ("report", ReportCommand.help.summary),
         ("ros2", "ROS 2 over DDS without ROS installed: ros2 echo, ros2 list"),
-        ("bench", "throughput and latency numbers: bench filter, bench bag, bench pipeline, bench curve, bench ros2"),
+        (
+            "bench",
+            "throughput and latency numbers: bench filter, bench bag, bench smooth, bench pipeline, bench curve, bench ros2"
+        ),
         ("stages", StagesCommand.help.summary),
         ("keygen", "write a CURVE key pair for authenticated, encrypted endpoints"),
         ("completion", CompletionCommand.help.summary),
@@ -22,7 +25,8 @@ enum Commands {
         "bag": [BagInfoCommand.help, BagEchoCommand.help, BagConvertCommand.help],
         "ros2": [ROS2Command.echoHelp, ROS2Command.listHelp],
         "bench": [
-            BenchCommand.filterHelp, BenchCommand.bagHelp, BenchCommand.pipelineHelp, CurveBench.help, ROS2Bench.help,
+            BenchCommand.filterHelp, BenchCommand.bagHelp, SmootherBench.help, BenchCommand.pipelineHelp,
+            CurveBench.help, ROS2Bench.help,
         ],
     ]
 

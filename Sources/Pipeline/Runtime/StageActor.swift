@@ -158,7 +158,7 @@ struct InputReader {
                 if drained < 256 { try transform.inputDrained() }
             }
         }
-        try publisher.publish(try transform.finish(), report: &report)
+        try transform.finish { try publisher.publish($0, report: &report) }
     }
 
     /// One bus message, as the stage's input handling asks.

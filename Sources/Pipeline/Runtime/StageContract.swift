@@ -31,10 +31,14 @@ protocol TransformLogic: StageLogic {
     func inputDrained() throws
     /// Called once every input has ended: flush and return the last frames.
     func finish() throws -> [WireFrame]
+    /// `finish` for a stage whose last frames are many (a smoother emits a whole recording at the
+    /// end): hands them to `emit` in batches, so they are never all in memory at once.
+    func finish(emit: ([WireFrame]) throws -> Void) throws
 }
 
 extension TransformLogic {
     func inputDrained() throws {}
+    func finish(emit: ([WireFrame]) throws -> Void) throws { try emit(finish()) }
 }
 
 /// How a transform or sink reads its input. Everything else in the actor loop is the same for

@@ -86,6 +86,11 @@ struct PipelineConfigTests {
             ("cpus: [0, -1]\nstages:\n  a:\n    type: simulator\n", 1, 11, "must be an integer >= 0"),
             ("cpus: [100000]\nstages:\n  a:\n    type: simulator\n", 1, 8, "CPU 100000 does not exist"),
             ("cpus: 0\nstages:\n  a:\n    type: simulator\n", 1, 7, "'cpus' must be a non-empty list"),
+            (
+                "stages:\n  a:\n    type: simulator\n  f:\n    type: fusion\n    inputs: [a]\n    filter: complementary\n"
+                    + "    smooth: true\n",
+                8, 13, "needs filter kalman"
+            ),
         ])
     func errors(_ text: String, line: Int, column: Int, message: String) throws {
         let e = try #require(configError(text))

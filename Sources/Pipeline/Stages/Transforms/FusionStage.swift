@@ -18,6 +18,9 @@ final class FusionStage: StageLogic, InPlaceTransform {
         var position: MagneticModelLookup.Position?
         /// Model date; nil = the date of each sample.
         var decimalYear: Double?
+        /// Smooth offline (Kalman only): outputs come at the end of the stream, each estimate using
+        /// the whole recording (`KalmanSmoother`).
+        var smooth = false
 
         static let specs: [SettingSpec] =
             [
@@ -29,6 +32,10 @@ final class FusionStage: StageLogic, InPlaceTransform {
                     "reference_offset_deg", .number, "0", "subtracted from the heading ('this direction is zero')",
                     range: -360...360),
                 SettingSpec("frame_id", .string, "", "frame_id of the outputs; '' = that of the IMU messages"),
+                SettingSpec(
+                    "smooth", .bool, "false",
+                    "smooth offline (kalman only): every estimate uses the whole recording, past and future; "
+                        + "outputs come when the source has ended (for bag replays)"),
             ]
             + SettingSpec.position(
                 latitudeHelp: "WGS-84 latitude for the declination (true heading); '' = from fix messages if any",
@@ -44,6 +51,15 @@ final class FusionStage: StageLogic, InPlaceTransform {
             frameId = s.string("frame_id")
             position = MagneticModelLookup.Position(s)
             decimalYear = s.optionalNumber("date")
+            smooth = s.bool("smooth")
+        }
+
+        static func check(_ s: StageSettings) -> SettingProblem? {
+            if s.bool("smooth"), s.string("filter") != FilterKind.kalman.rawValue {
+                return SettingProblem(
+                    "smooth", "smoothing runs the Kalman filter's model backwards: needs filter kalman")
+            }
+            return MagneticModelLookup.Position.check(s)
         }
     }
 
@@ -52,7 +68,7 @@ final class FusionStage: StageLogic, InPlaceTransform {
         summary: "the orientation filter: heading with its accuracy, true north and the fused orientation",
         settings: Settings.specs, outputTopics: [PipelineTopics.heading, PipelineTopics.imuFused],
         passesOn: .only([PipelineTopics.fix, PipelineTopics.calibrationStatus, PipelineTopics.interferenceStatus]),
-        check: MagneticModelLookup.Position.check
+        check: Settings.check
     ) { s, _ in FusionStage(Settings(s)) }
 
     let settings: Settings
@@ -64,6 +80,10 @@ final class FusionStage: StageLogic, InPlaceTransform {
     /// Header of every IMU sample not fused yet (exact stamps, frame id), in order.
     var pendingHeaders: [RosHeader] = []
     var head = 0
+    /// With `smooth`: the forward pass, and what each accepted sample's outputs need besides the estimate.
+    var smoother: KalmanSmoother?
+    var held: [HeldSample] = []
+    var frameIds: [String] = []
 
     init(_ settings: Settings) {
         self.settings = settings
@@ -72,6 +92,12 @@ final class FusionStage: StageLogic, InPlaceTransform {
                 sensorLatencySeconds: settings.sensorLatencySeconds,
                 referenceOffsetDegrees: settings.referenceOffsetDegrees))
         position = settings.position
+        if settings.smooth {
+            var s = KalmanFilterSettings()
+            s.sensorLatencySeconds = settings.sensorLatencySeconds
+            s.referenceOffsetDegrees = settings.referenceOffsetDegrees
+            smoother = KalmanSmoother(settings: s)
+        }
     }
 
     /// Declination (degrees east) and true-north flags for a time.
@@ -150,27 +176,75 @@ final class FusionStage: StageLogic, InPlaceTransform {
             head = 0
         }
         if !settings.frameId.isEmpty { header.frameId = settings.frameId }
-        guard let o = filter.update(imu: pair.imu, magnetometer: pair.magnetometer) else { return }
-        var h = FusionMessages.heading(o, header: header, field: pair.magnetometer?.fieldMicrotesla)
         let north = trueNorth(at: header.stamp.seconds)
+        if smoother != nil {
+            smoother!.add(imu: pair.imu, magnetometer: pair.magnetometer)
+            if frameIds.last != header.frameId { frameIds.append(header.frameId) }
+            held.append(
+                HeldSample(
+                    stamp: header.stamp, frameIndex: Int32(frameIds.count - 1), imu: pair.imu,
+                    field: pair.magnetometer?.fieldMicrotesla, declination: north.declination,
+                    northFlags: north.flags))
+            return
+        }
+        guard let o = filter.update(imu: pair.imu, magnetometer: pair.magnetometer) else { return }
+        publish(o, header: header, imu: pair.imu, field: pair.magnetometer?.fieldMicrotesla, north: north, &output)
+    }
+
+    func publish(
+        _ o: FusionOutput, header: RosHeader, imu: ImuSample, field: Vector3?,
+        north: (declination: Double, flags: UInt16), _ output: inout [WireFrame]
+    ) {
+        var h = FusionMessages.heading(o, header: header, field: field)
         h.declination = north.declination
         h.trueHeading =
             h.magneticHeading.isFinite && north.declination.isFinite
             ? normalizedDegrees(h.magneticHeading + north.declination) : .nan
         h.flags |= north.flags
         output.append(cdrFrame(h, topic: PipelineTopics.heading))
-        output.append(cdrFrame(FusionMessages.imu(o, header: header, sample: pair.imu), topic: PipelineTopics.imuFused))
+        output.append(cdrFrame(FusionMessages.imu(o, header: header, sample: imu), topic: PipelineTopics.imuFused))
     }
 
     func finish() throws -> [WireFrame] {
         var out: [WireFrame] = []
+        try finish { out += $0 }
+        return out
+    }
+
+    func finish(emit: ([WireFrame]) throws -> Void) throws {
+        var out: [WireFrame] = []
         try fuse(aligner.finish(), into: &out)
-        let k = filter.skipped
+        if smoother != nil {
+            // The backward pass, then every sample's outputs in order, a batch at a time.
+            let samples = held
+            held = []
+            try smoother!.finish { i, o in
+                let h = samples[i]
+                let header = RosHeader(stamp: h.stamp, frameId: frameIds[Int(h.frameIndex)])
+                publish(o, header: header, imu: h.imu, field: h.field, north: (h.declination, h.northFlags), &out)
+                if out.count >= Publisher.maximumBatchFrames {
+                    try emit(out)
+                    out.removeAll(keepingCapacity: true)
+                }
+            }
+        }
+        let k = smoother?.skipped ?? filter.skipped
         if k.total > 0 || k.stateResets > 0 || k.timelineRestarts > 0 {
             notes.append("filter skipped \(k.total) sample(s): \(k.reasons)")
         }
-        return out
+        try emit(out)
     }
+}
+
+/// What a smoothed sample's outputs need besides its estimate (the frame id is an index: it rarely
+/// changes, and a string per sample would double the memory a long recording needs).
+struct HeldSample {
+    var stamp: RosTime
+    var frameIndex: Int32
+    var imu: ImuSample
+    var field: Vector3?
+    var declination: Double
+    var northFlags: UInt16
 }
 
 /// The two outputs of a fusion update: gyrocompass_msgs/Heading and sensor_msgs/Imu with orientation.

@@ -1,0 +1,114 @@
+import Testing
+@testable import CompassCore
+import IMUSimulator
+
+@Suite("Offline smoother (KalmanSmoother)")
+struct SmootherTests {
+    /// Motion with a gyro bias to learn and a disturbance the gate rejects.
+    static let scenario: SimulationScenario = {
+        var motion: [MotionSegment] = [.rest(seconds: 5)]
+        for _ in 0..<3 {
+            motion += [
+                .turn(degreesPerSecond: 40, seconds: 6), .walking(seconds: 10, stepsPerSecond: 1.8),
+                .rotate(sensorAxis: Vector3(1, 0.3, 0), degreesPerSecond: 30, seconds: 4), .figureEight(seconds: 8),
+                .moveTo(headingDegrees: 200, pitchDegrees: 15, rollDegrees: -10, seconds: 3), .rest(seconds: 2),
+            ]
+        }
+        let magnet = ScheduledDisturbance(
+            startSeconds: 40, durationSeconds: 8, fieldMicrotesla: Vector3(20, 5, 0), frame: .world, rampSeconds: 1)
+        return makeScenario(motion, seed: 11, bias: Vector3(0.006, -0.004, 0.008), disturbances: [magnet])
+    }()
+
+    struct Run {
+        var forward: [Step] = []
+        var smoothed: [Step] = []
+    }
+
+    static func run(_ samples: [SimulatedSample]) -> Run {
+        var filter = KalmanFilter()
+        var smoother = KalmanSmoother()
+        var r = Run()
+        for s in samples {
+            if let o = filter.update(imu: s.imu, magnetometer: s.magnetometer) {
+                r.forward.append(Step(sample: s, output: o))
+            }
+            smoother.add(imu: s.imu, magnetometer: s.magnetometer)
+        }
+        smoother.finish { i, o in r.smoothed.append(Step(sample: samples[i], output: o)) }
+        return r
+    }
+
+    static func rms(_ x: [Double]) -> Double { (x.reduce(0) { $0 + $1 * $1 } / Double(x.count)).squareRoot() }
+
+    @Test("smoothed heading and inclination beat the forward filter's against the truth")
+    func beatsForward() {
+        let r = Self.run(IMUSimulator.samples(Self.scenario))
+        let late: (Step) -> Bool = { $0.sample.imu.timestamp > 3 }
+        let forwardHeading = Self.rms(r.forward.filter(late).compactMap(headingError))
+        let smoothHeading = Self.rms(r.smoothed.filter(late).compactMap(headingError))
+        let forwardInclination = Self.rms(r.forward.filter(late).map(inclinationError))
+        let smoothInclination = Self.rms(r.smoothed.filter(late).map(inclinationError))
+        #expect(smoothHeading < 0.7 * forwardHeading, "heading RMSE \(smoothHeading) vs forward \(forwardHeading)")
+        #expect(
+            smoothInclination < forwardInclination,
+            "inclination RMSE \(smoothInclination) vs forward \(forwardInclination)")
+        // The bias is known from the start: the whole run's data says what it was.
+        let early = r.smoothed.first { $0.sample.imu.timestamp > 0.5 }!
+        #expect((early.output.gyroBias - early.sample.trueGyroBias).norm < 0.001)
+    }
+
+    @Test("one estimate per accepted sample, in order; the last equals the forward filter's")
+    func oneEstimateEach() {
+        var samples = IMUSimulator.samples(Self.scenario)
+        // A NaN sample and a repeated stamp are skipped by the filter, so they get no estimate.
+        samples[500].imu.angularVelocity.x = .nan
+        samples[900].imu.timestamp = samples[899].imu.timestamp
+        let r = Self.run(samples)
+        #expect(r.smoothed.count == r.forward.count)
+        #expect(r.smoothed.count == samples.count - 2)
+        #expect(zip(r.smoothed, r.forward).allSatisfy { $0.sample.imu.timestamp == $1.sample.imu.timestamp })
+        let last = r.smoothed.last!.output, lastForward = r.forward.last!.output
+        #expect(last.orientation == lastForward.orientation && last.gyroBias == lastForward.gyroBias)
+        #expect(r.smoothed.allSatisfy { $0.output.orientation.isFinite && $0.output.headingVarianceDegrees2 != nil })
+    }
+
+    @Test("smoothing never makes the heading less certain than the forward filter")
+    func varianceShrinks() {
+        let r = Self.run(IMUSimulator.samples(Self.scenario))
+        for (s, f) in zip(r.smoothed, r.forward) {
+            guard let forward = f.output.headingVarianceDegrees2 else { continue }
+            #expect(s.output.headingVarianceDegrees2! <= forward * (1 + 1e-9) + 1e-9)
+        }
+        // Mid-run, with data on both sides, strictly less.
+        let mid = r.smoothed.count / 2
+        #expect(r.smoothed[mid].output.headingVarianceDegrees2! < r.forward[mid].output.headingVarianceDegrees2!)
+    }
+
+    @Test("a filter reset ends a segment: nothing is carried across it")
+    func segments() {
+        let p = KalmanCovariance(attitude: .identity * 1e-4, cross: .identity * 0, bias: .identity * 1e-6)
+        let g = Matrix3.identity * -0.02
+        func update(_ i: Int, _ correction: Double) -> SmootherRecord {
+            SmootherRecord(
+                kind: .update, sampleIndex: i, timestamp: Double(i) * 0.02,
+                propagation: KalmanPropagation(g: g, attitudeNoise: 1e-6, biasNoise: 1e-10),
+                correctionAttitude: Vector3(0, 0, correction), correctionBias: .zero, posterior: p,
+                headingMeasured: true)
+        }
+        var start = update(0, 0)
+        start.kind = .start
+        var end = update(3, 0)
+        end.kind = .segmentEnd
+        var second = update(4, 0)
+        second.kind = .start
+        var records = [start, update(1, 0.01), update(2, 0.01), end, second, update(5, 0.5)]
+        KalmanSmoother.smoothBackward(&records)
+        // The first segment's last update is its own smoothed estimate; the earlier ones move toward
+        // the corrections that came after them.
+        #expect(records[2].smoothedAttitude == .zero)
+        #expect(records[1].smoothedAttitude.z > 0 && records[0].smoothedAttitude.z > records[1].smoothedAttitude.z)
+        // The 0.5 rad correction after the reset reaches the second segment's start, not the first segment.
+        #expect(records[4].smoothedAttitude.z > 0.1)
+        #expect(records[0].smoothedAttitude.z < 0.05)
+    }
+}
