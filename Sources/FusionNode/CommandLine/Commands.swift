@@ -13,7 +13,8 @@ enum Commands {
         ("ros2", "ROS 2 over DDS without ROS installed: ros2 echo, ros2 list"),
         (
             "bench",
-            "throughput and latency numbers: bench filter, bench bag, bench smooth, bench pipeline, bench curve, bench ros2"
+            "throughput and latency numbers: bench filter, bench bag, bench smooth, bench pipeline, bench curve, "
+                + "bench ros2"
         ),
         ("stages", StagesCommand.help.summary),
         ("keygen", "write a CURVE key pair for authenticated, encrypted endpoints"),

@@ -87,8 +87,8 @@ struct PipelineConfigTests {
             ("cpus: [100000]\nstages:\n  a:\n    type: simulator\n", 1, 8, "CPU 100000 does not exist"),
             ("cpus: 0\nstages:\n  a:\n    type: simulator\n", 1, 7, "'cpus' must be a non-empty list"),
             (
-                "stages:\n  a:\n    type: simulator\n  f:\n    type: fusion\n    inputs: [a]\n    filter: complementary\n"
-                    + "    smooth: true\n",
+                "stages:\n  a:\n    type: simulator\n  f:\n    type: fusion\n    inputs: [a]\n"
+                    + "    filter: complementary\n    smooth: true\n",
                 8, 13, "needs filter kalman"
             ),
         ])
