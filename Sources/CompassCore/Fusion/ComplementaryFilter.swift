@@ -55,7 +55,9 @@ public struct ComplementaryFilter: Sendable {
     /// was last trusted.
     public var headingSigmaDegrees: Double {
         let drift = driftSigmaDegrees
-        return (settings.compassSigmaDegrees * settings.compassSigmaDegrees + drift * drift).squareRoot()
+        let compass = UnseenDisturbance.headingSigmaDegrees(
+            fraction: settings.unseenDisturbanceFraction, dipDegrees: magneticGate.referenceDipDegrees ?? 60)
+        return (compass * compass + drift * drift).squareRoot()
     }
 
     /// The part of the uncertainty that grows while the compass is not used (bias and scale errors),

@@ -20,9 +20,10 @@ public struct ComplementaryFilterSettings: Sendable, Equatable {
     /// Assumed gyro bias residual after learning, degrees per second, for the accuracy estimate: the
     /// heading may drift this fast while the compass is not used. Default 0.05.
     public var residualBiasDegreesPerSecond = 0.05
-    /// Heading uncertainty of a trusted compass, degrees (1 sigma): noise, indoor inhomogeneity and
-    /// static disturbances no check can see. Default 3 (see `KalmanFilterSettings.headingAccuracyFloorDegrees`).
-    public var compassSigmaDegrees = 3.0
+    /// 1-sigma strength of the field disturbance no check can see, as a fraction of the field: the
+    /// heading uncertainty of a trusted compass is atan(fraction / cos(dip)) at the reference dip
+    /// (see `UnseenDisturbance`, `KalmanFilterSettings.unseenDisturbanceFraction`). Default 0.022.
+    public var unseenDisturbanceFraction = 0.022
     /// Subtracted from the output heading ("this direction is zero"), degrees. Default 0.
     public var referenceOffsetDegrees = 0.0
     /// Applied to every magnetometer reading before use. Default: none.

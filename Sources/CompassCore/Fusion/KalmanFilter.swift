@@ -177,6 +177,7 @@ public struct KalmanFilter: Sendable {
             return restarted(at: imu)
         }
         if elapsed < Self.minimumInitialisingSeconds || magneticGate.isLearning { flags.insert(.initialising) }
+        refreshUnseenVariance()
         return output(imu.timestamp, flags: flags)
     }
 
@@ -337,11 +338,24 @@ public struct KalmanFilter: Sendable {
         return verdict.flags
     }
 
+    /// The unseen disturbance's heading variance at the gate's reference dip, degrees^2, and that
+    /// dip: recomputed only when the reference changes (an arctangent per sample would cost 10 %).
+    var unseenVarianceDegrees2 = 0.0
+    var unseenDipDegrees = Double.nan
+
+    @inline(__always)
+    mutating func refreshUnseenVariance() {
+        let dip = magneticGate.referenceDipDegrees ?? 60
+        guard dip != unseenDipDegrees else { return }
+        unseenDipDegrees = dip
+        let sigma = UnseenDisturbance.headingSigmaDegrees(fraction: settings.unseenDisturbanceFraction, dipDegrees: dip)
+        unseenVarianceDegrees2 = sigma * sigma
+    }
+
     /// Always inlined: as a call it copied the whole filter (1.5 KB) per sample.
     @inline(__always)
     func output(_ timestamp: Double, flags: FusionFlags) -> FusionOutput {
-        let floor = settings.headingAccuracyFloorDegrees
-        let variance = headingVariance * degreesPerRadian * degreesPerRadian + floor * floor
+        let variance = headingVariance * degreesPerRadian * degreesPerRadian + unseenVarianceDegrees2
         return FusionOutput(
             timestamp: timestamp, orientation: reportedOrientation,
             referenceOffsetDegrees: settings.referenceOffsetDegrees,

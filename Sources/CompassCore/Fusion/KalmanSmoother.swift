@@ -65,7 +65,7 @@ public struct KalmanSmoother: Sendable {
         let estimates = forward, samples = sampleOfEstimate
         forward = []
         sampleOfEstimate = []
-        let floor = filter.settings.headingAccuracyFloorDegrees
+        let unseen = filter.unseenVarianceDegrees2
         var k = -1
         var segmentMeasuredHeading = false
         for i in estimates.indices {
@@ -92,7 +92,7 @@ public struct KalmanSmoother: Sendable {
             var s = o
             s.orientation = (Quaternion(rotationVector: attitude) * o.orientation).renormalized
             s.gyroBias = o.gyroBias + bias
-            let degrees2 = variance * degreesPerRadian * degreesPerRadian + floor * floor
+            let degrees2 = variance * degreesPerRadian * degreesPerRadian + unseen
             if segmentMeasuredHeading {
                 // Every sample of the segment has seen its heading measurements, past and future.
                 s.flags.remove(.initialising)
