@@ -32,6 +32,10 @@ enum ReplayCommand {
                 default: "0"),
             OptionHelp("--encoding", "cdr|json", "encoding of published messages", default: "cdr"),
             OptionHelp("--latest-only", nil, "published: keep only the newest message for a slow subscriber"),
+            OptionHelp(
+                "--on-slow", "drop|block",
+                "published: a subscriber that falls behind misses messages (drop) or holds the replay (block)",
+                default: "drop"),
             OptionHelp("--insecure", nil, "allow --publish on an address other hosts can reach (no encryption)"),
             OptionHelp("--filter", "NAME", "kalman or complementary", default: "kalman"),
             OptionHelp(
@@ -119,6 +123,7 @@ enum ReplayCommand {
             set("publish", "bind", "--publish", endpoint)
             set("publish", "encoding", "--encoding")
             flag("publish", "latest_only", "--latest-only")
+            set("publish", "on_slow", "--on-slow")
             set("publish", "wait_for_subscribers", "--wait-for-subscribers")
             outputs.append("publish")
         }
@@ -144,7 +149,7 @@ enum ReplayCommand {
             throw UsageError(
                 message: "--wait-for-subscribers applies to --publish or --ros2, neither was given", command: "replay")
         }
-        for option in ["--encoding"] where a.string(option) != nil && a.string("--publish") == nil {
+        for option in ["--encoding", "--on-slow"] where a.string(option) != nil && a.string("--publish") == nil {
             throw UsageError(message: "\(option) applies to --publish, which was not given", command: "replay")
         }
         var top: [(String, YAMLValue)] = [("name", .string("replay"))]

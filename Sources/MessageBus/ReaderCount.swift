@@ -18,6 +18,20 @@ extension BusSocket {
     }
 }
 
+extension BusSocket {
+    /// On a `readerFollowingPublisher`: sends `bytes` to every subscriber whose queue has room and
+    /// drops it for those whose queue is full, never blocking. Returns false when some subscriber
+    /// missed it. (libzmq does not say which one: a no-drop XPUB refuses a message when any matching
+    /// queue is full, so the message goes out once more with dropping allowed, for this send only.)
+    public func sendSkippingFullReaders(_ bytes: [UInt8]) throws(BusError) -> Bool {
+        if try send(bytes, blocking: false) { return true }
+        try setOption(ZMQ_XPUB_NODROP, 0)
+        defer { try? setOption(ZMQ_XPUB_NODROP, 1) }
+        _ = try send(bytes, blocking: false)
+        return false
+    }
+}
+
 /// The readers of a `readerFollowingPublisher` socket: +1 per subscription message, -1 per
 /// unsubscription (including a reader's subscriptions when its connection ends).
 public struct ReaderCount: Sendable {

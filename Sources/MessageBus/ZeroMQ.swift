@@ -75,6 +75,9 @@ public final class BusSocket: @unchecked Sendable {
         zmq_close(handle)
     }
 
+    /// How long closing waits for queued messages to be delivered, milliseconds.
+    public func setOption(lingerMilliseconds: Int32) throws(BusError) { try setOption(ZMQ_LINGER, lingerMilliseconds) }
+
     public func setOption(_ option: Int32, _ value: Int32) throws(BusError) {
         var v = value
         guard zmq_setsockopt(handle, option, &v, MemoryLayout<Int32>.size) == 0 else {

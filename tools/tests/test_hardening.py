@@ -2,7 +2,7 @@
 (devices, FIFOs, symlinks), a failing device is an error, deep or explosive YAML is refused quickly, and
 absurd samples leave the output finite.
 """
-import os, stat, subprocess, threading, time
+import os, re, stat, subprocess, threading, time
 from pathlib import Path
 
 import pytest
@@ -320,7 +320,7 @@ def test_sigterm_ends_a_replay_held_by_a_subscriber_that_never_reads(node, bag, 
     big = tmp_path / 'big'                        # enough output to fill the subscriber's queue (10,000)
     write_rosbags(big, make_messages(n=20000, seed=4), StoragePlugin.MCAP, zstd_chunks=True)
     p = subprocess.Popen([str(node), 'replay', str(big), '--publish', endpoint, '--wait-for-subscribers', '1',
-                          '--quiet'], stderr=subprocess.PIPE, text=True)
+                          '--on-slow', 'block', '--quiet'], stderr=subprocess.PIPE, text=True)
     time.sleep(3)
     assert p.poll() is None                       # held back by the subscriber that does not read
     started = time.monotonic()
@@ -329,6 +329,43 @@ def test_sigterm_ends_a_replay_held_by_a_subscriber_that_never_reads(node, bag, 
     assert p.returncode == 130 and time.monotonic() - started < 5, (p.returncode, time.monotonic() - started)
     sleeper.close()
     ctx.term()
+
+
+def test_a_subscriber_that_never_reads_does_not_hold_a_replay(node, tmp_path):
+    """on_slow: drop (the default): the replay runs at its own speed while a subscriber's queue stays
+    full, and the summary says how many of the messages sent that subscriber missed. The same replay
+    without that subscriber, in the same test, is the baseline (the ratio is printed; it must be far
+    from the stall that on_slow: block gives)."""
+    import zmq
+    from test_pipeline_interop import free_port
+    big = tmp_path / 'big'
+    write_rosbags(big, make_messages(n=40000, seed=5), StoragePlugin.MCAP, zstd_chunks=True)
+
+    def replay(endpoint):
+        started = time.monotonic()
+        r = subprocess.run([str(node), 'replay', str(big), '--publish', endpoint], capture_output=True, text=True,
+                           timeout=120)
+        return r, time.monotonic() - started
+
+    alone, alone_seconds = replay(f'tcp://127.0.0.1:{free_port()}')
+    assert alone.returncode == 0, alone.stderr
+    endpoint = f'tcp://127.0.0.1:{free_port()}'
+    ctx = zmq.Context()
+    sleeper = ctx.socket(zmq.SUB)                 # subscribes, then never reads
+    sleeper.setsockopt(zmq.RCVHWM, 1)
+    sleeper.setsockopt(zmq.RCVBUF, 4096)
+    sleeper.setsockopt(zmq.SUBSCRIBE, b'')
+    sleeper.connect(endpoint)
+    time.sleep(0.2)
+    held, held_seconds = replay(endpoint)
+    sleeper.close()
+    ctx.term()
+    assert held.returncode == 0, held.stderr
+    missed = re.search(r'(\d+) of those sent missed by a slow subscriber', held.stderr)
+    assert missed and int(missed.group(1)) > 0, held.stderr
+    print(f'replay with a never-reading subscriber: {held_seconds:.2f} s, without: {alone_seconds:.2f} s, '
+          f'ratio {held_seconds / alone_seconds:.2f}')
+    assert held_seconds < 1.5 * alone_seconds + 0.3, (held_seconds, alone_seconds)
 
 
 def test_an_mcap_with_a_chunk_cut_out_is_reported(node, tmp_path):

@@ -3,7 +3,9 @@ import WireFormat
 import MessageBus
 
 /// Publishes topics to external subscribers on their own endpoint, one frame per message, in CDR or
-/// JSON. Lossless by default (back-pressure); `latest_only` keeps just the newest message for a slow
+/// JSON. A subscriber that falls behind never holds the pipeline by default (`on_slow: drop`: a
+/// message its full queue cannot take is dropped for it, counted); `on_slow: block` is lossless
+/// (back-pressure reaches the source); `latest_only` keeps just the newest message for a slow
 /// subscriber and counts what it replaced. It follows the subscriptions (XPUB, verbose both ways): a
 /// message offered while nobody subscribes is not sent and is counted as such, so "published" only
 /// counts messages a subscriber could receive.
@@ -17,6 +19,9 @@ final class PublishSink: StageLogic, TransformLogic {
         var json = false
         /// Live use: never queue; a slow subscriber sees the newest message (drops counted).
         var latestOnly = false
+        /// What a subscriber whose queue is full costs: drop (its messages, counted) or block (the
+        /// pipeline waits for it).
+        var blockOnSlow = false
         /// Messages queued per subscriber before back-pressure (or drops when latest_only).
         var highWaterMark: Int32 = 10_000
         /// Hold the stream until this many subscribers are connected.
@@ -34,8 +39,12 @@ final class PublishSink: StageLogic, TransformLogic {
                 "latest_only", .bool, "false",
                 "live use: never queue; a slow subscriber sees the newest message (drops counted)"),
             SettingSpec(
+                "on_slow", .string, "drop",
+                "a subscriber whose queue is full: drop (it misses messages, counted; the pipeline never waits) "
+                    + "| block (lossless: the pipeline waits for it)", choices: ["drop", "block"]),
+            SettingSpec(
                 "high_water_mark", .integer, "10000",
-                "messages queued per subscriber before back-pressure (or drops when latest_only)",
+                "messages queued per subscriber before on_slow applies (latest_only: 1)",
                 range: 1...10_000_000),
             SettingSpec(
                 "wait_for_subscribers", .integer, "0", "hold the stream until this many subscribers are connected",
@@ -51,6 +60,7 @@ final class PublishSink: StageLogic, TransformLogic {
             topics = Set(s.list("topics"))
             json = s.string("encoding") == "json"
             latestOnly = s.bool("latest_only")
+            blockOnSlow = s.string("on_slow") == "block"
             highWaterMark = Int32(clamping: s.integer("high_water_mark"))
             waitForSubscribers = s.integer("wait_for_subscribers")
             minimumChangeDegrees = s.number("min_change_deg")
@@ -69,8 +79,9 @@ final class PublishSink: StageLogic, TransformLogic {
     var changeFilters: [String: HeadingChangeFilter] = [:]
     var pending: [UInt8]?
     /// Frames on its topics; of those: sent, held back by min_change_deg, not sent while nobody
-    /// subscribed, superseded (latest_only) or dropped while stopping. They add up.
-    var offered = 0, sent = 0, heldBack = 0, withoutSubscriber = 0, dropped = 0
+    /// subscribed, superseded (latest_only) or dropped while stopping. They add up. Of those sent,
+    /// `missedBySlow` did not reach every subscriber (on_slow: drop, a full queue).
+    var offered = 0, sent = 0, heldBack = 0, withoutSubscriber = 0, dropped = 0, missedBySlow = 0
     /// Live subscribers.
     var subscribers = ReaderCount()
 
@@ -142,6 +153,9 @@ final class PublishSink: StageLogic, TransformLogic {
                 pending = nil
                 sent += 1
             }
+        } else if !settings.blockOnSlow {
+            if try !socket.sendSkippingFullReaders(bytes) { missedBySlow += 1 }
+            sent += 1
         } else {
             while try !socket.send(bytes, blocking: false) {
                 // Stopping: a subscriber that does not read must not hold the run (1 ms per frame would).
@@ -176,10 +190,18 @@ final class PublishSink: StageLogic, TransformLogic {
         if heldBack > 0 { parts.append("\(heldBack) held back by min_change_deg") }
         if withoutSubscriber > 0 { parts.append("\(withoutSubscriber) not sent while nobody subscribed") }
         if dropped > 0 { parts.append("\(dropped) superseded or dropped") }
+        if missedBySlow > 0 {
+            parts.append(
+                "\(missedBySlow) of those sent missed by a slow subscriber (its queue of \(settings.highWaterMark) "
+                    + "was full; on_slow: block waits instead)")
+        }
         if let zap, zap.rejected > 0 {
             parts.append("\(zap.rejected) client(s) refused (unknown key or no CURVE handshake)")
         }
         notes.append(parts.joined(separator: ", "))
+        // A closing publisher gives its tail 2 s to reach the subscribers; one known to be stuck would
+        // hold the exit for all of it, so the others get a quarter of a second.
+        if missedBySlow > 0 { try? socket.setOption(lingerMilliseconds: 250) }
         socket.close()
         zap?.stop()
         return []
