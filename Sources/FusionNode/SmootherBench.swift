@@ -62,7 +62,7 @@ enum SmootherBench {
             var smoother = KalmanSmoother()
             for i in imu.indices { smoother.add(imu: imu[i], magnetometer: mag[i]) }
             var smoothSquares = ErrorSum()
-            smoother.finish { i, o in smoothSquares.add(o, truth[i]) }
+            smoother.finish { i, o, _, _ in smoothSquares.add(o, truth[i]) }
             bestSmooth = min(bestSmooth, Clocks.monotonicSeconds() - t0)
             smoothError = smoothSquares.rms
             if round == 0, let b = before, let peak = peakResidentMegabytes() { peakGrowth = peak - b }

@@ -34,7 +34,7 @@ struct SmootherTests {
             }
             smoother.add(imu: s.imu, magnetometer: s.magnetometer)
         }
-        smoother.finish { i, o in r.smoothed.append(Step(sample: samples[i], output: o)) }
+        smoother.finish { i, o, _, _ in r.smoothed.append(Step(sample: samples[i], output: o)) }
         return r
     }
 
@@ -57,7 +57,7 @@ struct SmootherTests {
         #expect((early.output.gyroBias - early.sample.trueGyroBias).norm < 0.001)
     }
 
-    @Test("one estimate per accepted sample, in order; the last equals the forward filter's")
+    @Test("one estimate per accepted sample, in order; the last is the forward filter's, nearly")
     func oneEstimateEach() {
         var samples = IMUSimulator.samples(Self.scenario)
         // A NaN sample and a repeated stamp are skipped by the filter, so they get no estimate.
@@ -68,16 +68,22 @@ struct SmootherTests {
         #expect(r.smoothed.count == samples.count - 2)
         #expect(zip(r.smoothed, r.forward).allSatisfy { $0.sample.imu.timestamp == $1.sample.imu.timestamp })
         let last = r.smoothed.last!.output, lastForward = r.forward.last!.output
-        #expect(last.orientation == lastForward.orientation && last.gyroBias == lastForward.gyroBias)
+        // At the end nothing comes later: the smoothed estimate is its forward pass's, which measures
+        // inclination with the symmetric low-pass and so differs from the plain filter's a little.
+        let turn = (last.orientation * lastForward.orientation.conjugate).renormalized
+        #expect(2 * acosClamped(abs(turn.w)) * degreesPerRadian < 0.2)
+        #expect((last.gyroBias - lastForward.gyroBias).norm < 1e-4)
         #expect(r.smoothed.allSatisfy { $0.output.orientation.isFinite && $0.output.headingVarianceDegrees2 != nil })
     }
 
+    /// Against the plain filter, not the smoother's own second pass (which measures inclination
+    /// with the symmetric low-pass, so its covariance differs by a percent or so).
     @Test("smoothing never makes the heading less certain than the forward filter")
     func varianceShrinks() {
         let r = Self.run(IMUSimulator.samples(Self.scenario))
         for (s, f) in zip(r.smoothed, r.forward) {
             guard let forward = f.output.headingVarianceDegrees2 else { continue }
-            #expect(s.output.headingVarianceDegrees2! <= forward * (1 + 1e-9) + 1e-9)
+            #expect(s.output.headingVarianceDegrees2! <= forward * 1.02)
         }
         // Mid-run, with data on both sides, strictly less.
         let mid = r.smoothed.count / 2
@@ -101,7 +107,8 @@ struct SmootherTests {
         end.kind = .segmentEnd
         var second = update(4, 0)
         second.kind = .start
-        var records = [start, update(1, 0.01), update(2, 0.01), end, second, update(5, 0.5)]
+        var records = ChunkedStorage<SmootherRecord>()
+        for r in [start, update(1, 0.01), update(2, 0.01), end, second, update(5, 0.5)] { records.append(r) }
         KalmanSmoother.smoothBackward(&records)
         // The first segment's last update is its own smoothed estimate; the earlier ones move toward
         // the corrections that came after them.

@@ -115,6 +115,7 @@ public struct KalmanFilter: Sendable {
 
         // The earth-frame low-passed specific force: linear accelerations that come and go cancel.
         let force = r * imu.specificForce
+        recorder.propagated(earthForce: force)
         lowPassedForceEarth +=
             (force - lowPassedForceEarth) * forceWeight(dt, tau: settings.accelerometerLowPassSeconds)
         // |f| within g (1 +- tolerance), compared squared: no square root per sample.
@@ -129,7 +130,7 @@ public struct KalmanFilter: Sendable {
         secondsSinceMagneticUpdate += dt
         if let m = field {
             let magneticDt = validator.magneticStep(at: imu.timestamp, fallback: dt)
-            flags.formUnion(gateMagnetometer(field: m, rotation: r, dt: magneticDt))
+            flags.formUnion(gateMagnetometer(field: m, rotation: r, dt: magneticDt, recorder: &recorder))
         }
         if secondsSinceMagneticUpdate > settings.gyroOnlyAfterSeconds { flags.insert(.gyroOnly) }
 
@@ -144,8 +145,11 @@ public struct KalmanFilter: Sendable {
             applyPendingPropagation()
             let headingMeasured = headingSeconds > 0
             var dTheta = Vector3.zero, dBias = Vector3.zero
-            if accelerationUsable {
-                let u = lowPassedForceEarth / forceSquared.squareRoot()
+            // The force the update measures, and its own check (the same as the flag's in real time).
+            let lowPassed = recorder.inclinationForce(filter: lowPassedForceEarth, orientation: orientation)
+            let lowPassedSquared = lowPassed.squaredNorm
+            if lowPassedSquared >= low * low && lowPassedSquared <= high * high {
+                let u = lowPassed / lowPassedSquared.squareRoot()
                 // The rotation vector taking u onto +z: axis (u_y, -u_x, 0)/s, angle atan2(s, u_z).
                 let k = tiltAngleOverSine(u)
                 let variance = settings.inclinationNoiseDensity * settings.inclinationNoiseDensity / interval
@@ -168,7 +172,7 @@ public struct KalmanFilter: Sendable {
             }
             recorder.measured(
                 propagation, correction: (dTheta, dBias), posterior: covarianceBlocks,
-                headingMeasured: headingMeasured, at: imu.timestamp)
+                headingMeasured: headingMeasured, orientation: orientation, at: imu.timestamp)
             inject(dTheta, dBias)
         }
         orientation = orientation.renormalized
@@ -317,7 +321,10 @@ public struct KalmanFilter: Sendable {
 
     /// Gates one magnetometer reading; an accepted one joins the innovation average. Returns the flags
     /// it raised.
-    mutating func gateMagnetometer(field m: Vector3, rotation r: Matrix3, dt: Double) -> FusionFlags {
+    @inline(__always)
+    mutating func gateMagnetometer<Recorder: KalmanStepRecorder>(
+        field m: Vector3, rotation r: Matrix3, dt: Double, recorder: inout Recorder
+    ) -> FusionFlags {
         let earth = r * m
         let strength = m.norm
         let horizontal = (earth.x * earth.x + earth.y * earth.y).squareRoot()
@@ -328,7 +335,9 @@ public struct KalmanFilter: Sendable {
         let verdict = magneticGate.assess(
             strengthMicrotesla: strength, dipDegrees: dip, headingInnovation: alpha,
             headingVariance: headingVariance, dt: dt)
-        guard verdict.use else { return verdict.flags }
+        guard recorder.useMagnetometer(gateAccepts: verdict.use) else {
+            return verdict.use ? verdict.flags.union(.magnetometerRejected) : verdict.flags
+        }
         // Time-weighted, so irregular magnetometer rates average correctly.
         let weight = max(dt, 1e-6)
         headingSum += alpha * weight

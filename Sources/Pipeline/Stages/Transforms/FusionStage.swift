@@ -182,8 +182,7 @@ final class FusionStage: StageLogic, InPlaceTransform {
             if frameIds.last != header.frameId { frameIds.append(header.frameId) }
             held.append(
                 HeldSample(
-                    stamp: header.stamp, frameIndex: Int32(frameIds.count - 1), imu: pair.imu,
-                    field: pair.magnetometer?.fieldMicrotesla, declination: north.declination,
+                    stamp: header.stamp, frameIndex: Int32(frameIds.count - 1), declination: north.declination,
                     northFlags: north.flags))
             return
         }
@@ -218,10 +217,12 @@ final class FusionStage: StageLogic, InPlaceTransform {
             // The backward pass, then every sample's outputs in order, a batch at a time.
             let samples = held
             held = []
-            try smoother!.finish { i, o in
+            try smoother!.finish { i, o, imu, magnetometer in
                 let h = samples[i]
                 let header = RosHeader(stamp: h.stamp, frameId: frameIds[Int(h.frameIndex)])
-                publish(o, header: header, imu: h.imu, field: h.field, north: (h.declination, h.northFlags), &out)
+                publish(
+                    o, header: header, imu: imu, field: magnetometer?.fieldMicrotesla,
+                    north: (h.declination, h.northFlags), &out)
                 if out.count >= Publisher.maximumBatchFrames {
                     try emit(out)
                     out.removeAll(keepingCapacity: true)
@@ -236,13 +237,12 @@ final class FusionStage: StageLogic, InPlaceTransform {
     }
 }
 
-/// What a smoothed sample's outputs need besides its estimate (the frame id is an index: it rarely
-/// changes, and a string per sample would double the memory a long recording needs).
+/// What a smoothed sample's outputs need besides its estimate and the sample the smoother keeps (the
+/// frame id is an index: it rarely changes, and a string per sample would double the memory a long
+/// recording needs).
 struct HeldSample {
     var stamp: RosTime
     var frameIndex: Int32
-    var imu: ImuSample
-    var field: Vector3?
     var declination: Double
     var northFlags: UInt16
 }
