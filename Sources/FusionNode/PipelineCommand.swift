@@ -14,6 +14,9 @@ enum PipelineCommand {
             OptionHelp("--list-stages", nil, "print the stage names, one per line"),
             OptionHelp("--supervise", nil, "every stage in its own process; a crashed stage is restarted"),
             OptionHelp("--max-restarts", "N", "restarts per stage under --supervise", default: "3"),
+            OptionHelp(
+                "--resume", nil,
+                "with --stage: this process replaces a killed one (the supervisor passes it): a csv sink appends"),
             OptionHelp("--duration", "SECONDS", "set 'duration' of every source that has one"),
             OptionHelp(
                 "--set", "STAGE.SETTING=VALUE", "override one setting (a list as [a, b]); may be repeated",
@@ -79,7 +82,7 @@ enum PipelineCommand {
         }
         let reports: [StageReport]
         if let name = a.string("--stage") {
-            reports = [try await PipelineRunner.runStage(config, named: name)]
+            reports = [try await PipelineRunner.runStage(config, named: name, resuming: a.has("--resume"))]
         } else {
             reports = try await PipelineRunner.runAll(config)
         }
@@ -98,8 +101,9 @@ struct Supervisor {
     /// The command line's overrides, passed on to every stage process.
     var extraArguments: [String] = []
 
-    func spawn(_ stage: String) throws -> pid_t {
-        let pid = try spawnSelf(["--config", configPath, "--stage", stage] + extraArguments)
+    func spawn(_ stage: String, resuming: Bool = false) throws -> pid_t {
+        let pid = try spawnSelf(
+            ["--config", configPath, "--stage", stage] + (resuming ? ["--resume"] : []) + extraArguments)
         writeStandardError("fusion-node: supervisor: started \(stage) (pid \(pid))\n")
         return pid
     }
@@ -140,7 +144,7 @@ struct Supervisor {
                 writeStandardError(
                     "fusion-node: supervisor: \(stage) \(why); restarting (\(n + 1) of \(maxRestarts))\n")
                 usleep(UInt32(200_000 * (n + 1)))
-                running[try spawn(stage)] = stage
+                running[try spawn(stage, resuming: true)] = stage
             } else {
                 writeStandardError(
                     "fusion-node: supervisor: \(stage) \(why); giving up after \(maxRestarts) restarts\n")
@@ -150,6 +154,16 @@ struct Supervisor {
             }
         }
         if failed { return .failed }
-        return PipelineSignals.interruptedBySignal ? .interrupted : .complete
+        if PipelineSignals.interruptedBySignal { return .interrupted }
+        let total = restarts.values.reduce(0, +)
+        if total > 0 {
+            // Sinks resume and sources pause while a reader is gone, but what was inside the killed
+            // process when it died is gone with it.
+            writeStandardError(
+                "fusion-node: supervisor: \(total) restart(s) (\(restarts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))); "
+                    + "what was in flight inside a killed process is lost: exit 3\n")
+            return .finishedWithLoss
+        }
+        return .complete
     }
 }

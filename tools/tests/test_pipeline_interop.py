@@ -142,13 +142,53 @@ stages:
     code = sup.wait(timeout=60)
     err = sup.stderr.read()
     assert 'fusion killed by signal 9; restarting' in err
-    assert code == 0, err
+    assert code == 3 and 'what was in flight inside a killed process is lost' in err, (code, err)
     # The source paused while its only reader was gone, so the restarted stage went on where the
     # killed one stopped: at most what was inside the killed process is lost (a few samples of 500).
     assert 'sim: paused: 0 of 1 reader(s)' in err and 'paused 1 time(s)' in err, err
     stamps = [float(line.split(',')[0]) for line in (tmp_path / 'out.csv').read_text().splitlines()[1:]]
     assert len(stamps) >= 480, len(stamps)
     assert max(b - a for a, b in zip(stamps, stamps[1:])) <= 0.1
+
+
+def test_a_restarted_csv_sink_continues_its_files(node, tmp_path):
+    """Killed under --supervise, the CSV stage's replacement appends after the last complete row
+    (it used to start the file again, keeping only the rows after the restart, and exit 0)."""
+    config = tmp_path / 'live.yaml'
+    config.write_text(f"""
+stages:
+  sim:
+    type: simulator
+    duration: 5
+    endpoint: ipc://{tmp_path}/sim
+  fusion:
+    type: fusion
+    inputs: [sim]
+    endpoint: ipc://{tmp_path}/fusion
+  out:
+    type: csv
+    inputs: [fusion]
+    path: {tmp_path}/out.csv
+    accuracy_path: {tmp_path}/acc.csv
+""")
+    sup = subprocess.Popen([str(node), '--config', str(config), '--supervise'], stderr=subprocess.PIPE, text=True)
+    time.sleep(2.5)
+    pids = subprocess.run(['pgrep', '-f', f'{config} --stage out'], capture_output=True, text=True).stdout.split()
+    assert pids
+    os.kill(int(pids[0]), signal.SIGKILL)
+    code = sup.wait(timeout=60)
+    err = sup.stderr.read()
+    assert 'out killed by signal 9; restarting' in err and code == 3, (code, err)
+    assert 'resumed' in err and 'after its last complete row' in err, err
+    for name, columns in (('out.csv', 5), ('acc.csv', 4)):
+        lines = (tmp_path / name).read_text().splitlines()
+        assert lines[0].startswith('t,') and not any(line.startswith('t,') for line in lines[1:]), name
+        rows = [line.split(',') for line in lines[1:]]
+        assert all(len(r) == columns for r in rows), name
+        stamps = [float(r[0]) for r in rows]
+        assert all(b > a for a, b in zip(stamps, stamps[1:])), name
+        # From the first sample to the last, only what was inside the killed process is missing.
+        assert len(stamps) >= 480 and stamps[0] < 1_700_000_000.1 and stamps[-1] > 1_700_000_004.9, (name, len(stamps))
 
 
 def test_sigint_stops_cleanly_and_the_recording_is_valid(node, tmp_path):

@@ -29,11 +29,13 @@
 /// estimates (about 90) and a record per measurement update (about 400 bytes, at most 50 per
 /// second); the first pass adds 24 bytes per sample until the second starts.
 public struct KalmanSmoother: Sendable {
-    /// The filter of the first pass (its settings, gate and skipped counts).
+    /// The filter: of the first pass until `finish`, then of the second (settings, gate, skipped counts).
     public private(set) var filter: KalmanFilter
     /// Every sample given, in order.
     var inputs = ChunkedStorage<(imu: ImuSample, magnetometer: MagnetometerSample?)>()
     var firstPass = InclinationRecording()
+    /// A reference set from outside, for the second pass's gate too.
+    var reference: (strengthMicrotesla: Double, dipDegrees: Double)?
 
     public init(settings: KalmanFilterSettings = .init()) {
         filter = KalmanFilter(settings: settings)
@@ -42,6 +44,7 @@ public struct KalmanSmoother: Sendable {
     /// Sets the magnetic reference the gate compares strength and dip with (see `KalmanFilter`).
     public mutating func setMagneticReference(strengthMicrotesla: Double, dipDegrees: Double) {
         filter.setMagneticReference(strengthMicrotesla: strengthMicrotesla, dipDegrees: dipDegrees)
+        reference = (strengthMicrotesla, dipDegrees)
     }
 
     /// Samples skipped so far, by reason.
@@ -71,11 +74,7 @@ public struct KalmanSmoother: Sendable {
         recording.magnetometerUsed = firstPass.magnetometerUsed
         firstPass = InclinationRecording()
         var second = KalmanFilter(settings: filter.settings)
-        if let s = filter.magneticGate.settings.referenceFieldMicrotesla,
-            let d = filter.magneticGate.settings.referenceDipDegrees
-        {
-            second.setMagneticReference(strengthMicrotesla: s, dipDegrees: d)
-        }
+        if let r = reference { second.setMagneticReference(strengthMicrotesla: r.0, dipDegrees: r.1) }
         var forward = ChunkedStorage<FusionOutput>()
         var sampleOfEstimate = ChunkedStorage<Int32>()
         for i in inputs.indices {

@@ -67,11 +67,16 @@ public struct StageContext: Sendable {
     public let log: @Sendable (String) -> Void
     /// The pipeline's CURVE keys, for stages that bind endpoints of their own (publish sinks).
     public var security: CurveSecurity? = nil
+    /// This process replaces one of the same stage that was killed (`--stage NAME --resume`): a sink
+    /// continues its output instead of starting it again.
+    public var resuming = false
 }
 
 extension StageConfig {
     /// This stage's logic, built by its registered type.
-    func makeLogic(log: @escaping @Sendable (String) -> Void, security: CurveSecurity? = nil) throws -> StageLogic {
-        try type.make(settings, StageContext(stage: name, log: log, security: security))
+    func makeLogic(
+        log: @escaping @Sendable (String) -> Void, security: CurveSecurity? = nil, resuming: Bool = false
+    ) throws -> StageLogic {
+        try type.make(settings, StageContext(stage: name, log: log, security: security, resuming: resuming))
     }
 }

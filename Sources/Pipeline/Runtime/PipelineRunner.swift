@@ -30,8 +30,10 @@ public enum PipelineRunner {
     }
 
     /// One stage, on its configured endpoint.
+    /// `resuming`: this process replaces a killed one of the same stage (see `StageContext.resuming`).
     public static func runStage(
-        _ config: PipelineConfig, named name: String, log: @escaping @Sendable (String) -> Void = standardErrorLog
+        _ config: PipelineConfig, named name: String, resuming: Bool = false,
+        log: @escaping @Sendable (String) -> Void = standardErrorLog
     ) async throws -> StageReport {
         guard let s = config.stage(named: name) else {
             throw PipelineRunError.unknownStage(name, available: config.stages.map(\.name))
@@ -49,7 +51,8 @@ public enum PipelineRunner {
             config: s,
             wiring: StageWiring(
                 bind: s.type.isSink ? nil : s.endpoint, inputs: inputs,
-                expectedSubscribers: config.consumerCount(of: s.name), security: config.security),
+                expectedSubscribers: config.consumerCount(of: s.name), security: config.security,
+                resuming: resuming),
             context: context, cpus: config.cpus, maximumMessageBytes: config.maximumMessageBytes, log: log)
         defer { zap?.stop() }
         return try await runActors([actor])[0]

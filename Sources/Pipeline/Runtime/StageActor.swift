@@ -10,6 +10,8 @@ struct StageWiring {
     var expectedSubscribers: Int
     /// CURVE keys for tcp and ipc endpoints (inproc stays plain: it never leaves the process).
     var security: CurveSecurity? = nil
+    /// The stage was restarted (a supervisor's restart): sinks continue what the killed one wrote.
+    var resuming = false
 }
 
 /// One pipeline stage: an actor on its own thread that owns its sockets and its logic.
@@ -48,7 +50,7 @@ actor StageActor {
         }
         var report = StageReport(stage: config.name, role: config.type.role)
         // The logic first: a bag that cannot be opened fails before anyone waits for this stage.
-        let logic = try config.makeLogic(log: log, security: wiring.security)
+        let logic = try config.makeLogic(log: log, security: wiring.security, resuming: wiring.resuming)
         let output = try wiring.bind.map {
             try readerFollowingPublisher(
                 context, endpoint: $0, highWaterMark: Self.highWaterMark, stage: config.name,

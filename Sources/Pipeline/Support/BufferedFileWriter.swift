@@ -29,6 +29,44 @@ public final class BufferedFileWriter {
         buffer.reserveCapacity(Self.flushBytes)
     }
 
+    /// Continues a text file another process was writing when it was killed: a last line cut off
+    /// without its newline is removed, then writing appends. A device, FIFO or a file that does not
+    /// exist is opened for appending as it is. `isEmpty` tells whether anything was kept.
+    public init(appendingCompleteLinesOf path: String) throws(FileWriteError) {
+        self.path = path
+        var info = stat()
+        if stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size > 0 {
+            guard let keep = Self.endOfLastCompleteLine(path, size: Int(info.st_size)) else {
+                throw .current("read", path)
+            }
+            guard truncate(path, off_t(keep)) == 0 else { throw .current("truncate", path) }
+            keptBytes = keep
+        }
+        guard let f = fopen(path, "ab") else { throw .current("open", path) }
+        file = f
+        buffer.reserveCapacity(Self.flushBytes)
+    }
+
+    /// Bytes of the file kept when appending (0 for a new file).
+    public private(set) var keptBytes = 0
+
+    /// The offset after the last newline of the file (0 when there is none), reading backwards.
+    static func endOfLastCompleteLine(_ path: String, size: Int) -> Int? {
+        guard let f = fopen(path, "rb") else { return nil }
+        defer { fclose(f) }
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        var end = size
+        while end > 0 {
+            let start = max(0, end - chunk.count)
+            guard fseeko(f, off_t(start), SEEK_SET) == 0 else { return nil }
+            let n = end - start
+            guard fread(&chunk, 1, n, f) == n else { return nil }
+            if let i = chunk[0..<n].lastIndex(of: UInt8(ascii: "\n")) { return start + i + 1 }
+            end = start
+        }
+        return 0
+    }
+
     public func write(_ text: String) throws(FileWriteError) {
         buffer.append(contentsOf: text.utf8)
         if buffer.count >= Self.flushBytes { try flush() }

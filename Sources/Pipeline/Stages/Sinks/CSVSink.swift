@@ -33,7 +33,7 @@ final class CSVSink: StageLogic, TransformLogic {
             s.string("path").isEmpty && s.string("accuracy_path").isEmpty
                 ? SettingProblem("path", "a csv stage needs 'path', 'accuracy_path' or both") : nil
         }
-    ) { s, _ in CSVSink(Settings(s)) }
+    ) { s, context in CSVSink(Settings(s), resuming: context.resuming) }
 
     let settings: Settings
     /// Opened at the first frame, so a run that fails before it leaves existing files untouched.
@@ -42,18 +42,30 @@ final class CSVSink: StageLogic, TransformLogic {
     var opened = false
     var rows = 0
 
-    init(_ settings: Settings) { self.settings = settings }
+    /// A restarted sink (`StageContext.resuming`) continues the files after their last complete row.
+    let resuming: Bool
+
+    init(_ settings: Settings, resuming: Bool = false) {
+        self.settings = settings
+        self.resuming = resuming
+    }
 
     func open() throws {
         opened = true
-        if !settings.path.isEmpty {
-            quaternions = try BufferedFileWriter(path: settings.path)
-            try quaternions?.write("t,qw,qx,qy,qz\n")
+        quaternions = try open(settings.path, header: "t,qw,qx,qy,qz\n")
+        accuracy = try open(settings.accuracyPath, header: "t,heading_deg,accuracy_deg,flags\n")
+    }
+
+    func open(_ path: String, header: String) throws -> BufferedFileWriter? {
+        guard !path.isEmpty else { return nil }
+        let file =
+            resuming ? try BufferedFileWriter(appendingCompleteLinesOf: path) : try BufferedFileWriter(path: path)
+        if !resuming || file.keptBytes == 0 {
+            try file.write(header)
+        } else {
+            notes.append("resumed \(path) after its last complete row (\(file.keptBytes) bytes kept)")
         }
-        if !settings.accuracyPath.isEmpty {
-            accuracy = try BufferedFileWriter(path: settings.accuracyPath)
-            try accuracy?.write("t,heading_deg,accuracy_deg,flags\n")
-        }
+        return file
     }
 
     var inputHandling: InputHandling { .decoded }
@@ -71,6 +83,13 @@ final class CSVSink: StageLogic, TransformLogic {
             let bound = h.headingAccuracy.isFinite ? format(h.headingAccuracy, 4) : ""
             try accuracy.write("\(stampText(h.header.stamp)),\(heading),\(bound),\(FusionFlags(rawValue: h.flags))\n")
         }
+    }
+
+    /// Each burst of input reaches the file: a killed sink loses only what it had not read yet, and
+    /// its replacement continues after the last complete row.
+    func inputDrained() throws {
+        try quaternions?.flush()
+        try accuracy?.flush()
     }
 
     func finish() throws -> [WireFrame] {
