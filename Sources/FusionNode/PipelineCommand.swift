@@ -159,9 +159,10 @@ struct Supervisor {
         if total > 0 {
             // Sinks resume and sources pause while a reader is gone, but what was inside the killed
             // process when it died is gone with it.
+            let perStage = restarts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
             writeStandardError(
-                "fusion-node: supervisor: \(total) restart(s) (\(restarts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))); "
-                    + "what was in flight inside a killed process is lost: exit 3\n")
+                "fusion-node: supervisor: \(total) restart(s) (\(perStage)); what was in flight inside a killed "
+                    + "process is lost: exit 3\n")
             return .finishedWithLoss
         }
         return .complete
