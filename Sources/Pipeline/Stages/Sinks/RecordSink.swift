@@ -1,8 +1,14 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
 import WireFormat
 import Bags
 import MessageBus
 
-/// Records topics into a bag, finished properly at the end of the stream or on SIGINT/SIGTERM.
+/// Records topics into a bag, finished properly at the end of the stream or on SIGINT/SIGTERM. A
+/// restarted recorder (`StageContext.resuming`) records into the next split beside the killed one's
+/// (`run.mcap` -> `run_1.mcap`, `run/` -> `run_1/`): that one ends where it was killed, without its
+/// summary, and stays readable with `--salvage`; it is flushed every second.
 final class RecordSink: StageLogic, TransformLogic {
     struct Settings {
         /// rosbag2 directory (or .mcap / .db3 file) to create.
@@ -33,7 +39,7 @@ final class RecordSink: StageLogic, TransformLogic {
     static let type = StageType(
         name: "record", role: .sink, summary: "a rosbag2 recording (MCAP or sqlite3) of chosen topics",
         settings: Settings.specs
-    ) { s, _ in RecordSink(Settings(s)) }
+    ) { s, context in RecordSink(Settings(s), resuming: context.resuming) }
 
     let settings: Settings
     let topics: Set<String>
@@ -41,9 +47,30 @@ final class RecordSink: StageLogic, TransformLogic {
     var recorder: BagRecorder?
     var lastFlush = Clocks.monotonicSeconds()
 
-    init(_ settings: Settings) {
+    /// Where this process records: the configured path, or the next free split when resuming.
+    let path: String
+
+    init(_ settings: Settings, resuming: Bool = false) {
         self.settings = settings
         topics = settings.topics
+        path = resuming ? Self.nextSplit(of: settings.path) : settings.path
+        super.init()
+        if path != settings.path {
+            notes.append(
+                "restarted: recording into \(path); \(settings.path) ends where the killed recorder stopped "
+                    + "(read it with --salvage)")
+        }
+    }
+
+    /// `run.mcap` -> `run_1.mcap` (then `_2`, ...), `run` -> `run_1`: the first that does not exist.
+    static func nextSplit(of path: String) -> String {
+        func exists(_ p: String) -> Bool { access(p, F_OK) == 0 }
+        guard exists(path) else { return path }
+        let ext = [".mcap", ".db3"].first { path.hasSuffix($0) } ?? ""
+        let stem = String(path.dropLast(ext.count))
+        var n = 1
+        while exists("\(stem)_\(n)\(ext)") { n += 1 }
+        return "\(stem)_\(n)\(ext)"
     }
 
     var inputHandling: InputHandling { .decoded }
@@ -59,8 +86,7 @@ final class RecordSink: StageLogic, TransformLogic {
         }
         let logTime = UInt64(UInt32(bitPattern: stamp.sec)) * 1_000_000_000 + UInt64(stamp.nanosec)
         if recorder == nil {
-            recorder = try BagRecorder(
-                path: settings.path, storage: settings.storage, compression: settings.compression)
+            recorder = try BagRecorder(path: path, storage: settings.storage, compression: settings.compression)
         }
         guard let recorder else { return }
         try recorder.write(
@@ -77,7 +103,7 @@ final class RecordSink: StageLogic, TransformLogic {
     func finish() throws -> [WireFrame] {
         guard let recorder else {
             notes.append(
-                "nothing to record on \(topics.sorted().joined(separator: ", ")); \(settings.path) not written")
+                "nothing to record on \(topics.sorted().joined(separator: ", ")); \(path) not written")
             return []
         }
         try recorder.finish()
