@@ -118,4 +118,29 @@ struct SmootherTests {
         #expect(records[4].smoothedAttitude.z > 0.1)
         #expect(records[0].smoothedAttitude.z < 0.05)
     }
+
+    @Test("nothing, one sample, or only unusable samples: no estimate and no crash")
+    func degenerate() {
+        var empty = KalmanSmoother()
+        var count = 0
+        empty.finish { _, _, _, _ in count += 1 }
+        #expect(count == 0)
+
+        let samples = IMUSimulator.samples(Self.scenario)
+        var one = KalmanSmoother()
+        one.add(imu: samples[0].imu, magnetometer: samples[0].magnetometer)
+        var outputs: [FusionOutput] = []
+        one.finish { _, o, _, _ in outputs.append(o) }
+        #expect(outputs.count == 1 && outputs[0].orientation.isFinite)
+
+        var unusable = KalmanSmoother()
+        for s in samples.prefix(500) {
+            var imu = s.imu
+            imu.angularVelocity = Vector3(.nan, .infinity, 1e30)
+            unusable.add(imu: imu, magnetometer: s.magnetometer)
+        }
+        count = 0
+        unusable.finish { _, _, _, _ in count += 1 }
+        #expect(count == 0 && unusable.skipped.total == 500)
+    }
 }
