@@ -104,3 +104,11 @@ public struct BagTopic: Sendable, Equatable {
     public var encoding: String
     public var messageCount: Int
 }
+
+extension Int {
+    /// Sum that stops at `Int.max`: message counts can come from a damaged file's statistics.
+    public func addingSaturated(_ other: Int) -> Int {
+        let (sum, overflow) = addingReportingOverflow(other)
+        return overflow ? (other > 0 ? .max : .min) : sum
+    }
+}

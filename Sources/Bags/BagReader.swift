@@ -112,7 +112,7 @@ public final class BagReader: @unchecked Sendable {
         let all = try mcapReaders.flatMap { try $0.topics() } + sqliteReaders.flatMap { try $0.topics() }
         for t in all {
             if var m = merged[t.name] {
-                m.messageCount += t.messageCount
+                m.messageCount = m.messageCount.addingSaturated(t.messageCount)
                 merged[t.name] = m
             } else {
                 merged[t.name] = t

@@ -76,14 +76,16 @@ public final class MCAPReader: @unchecked Sendable {
         guard c.u8() == 0x02, c.u64() == 20, let summaryStart = c.u64(), let _ = c.u64(), let summaryCRC = c.u32()
         else { return }
         hasFooter = true
-        dataSectionBounds = (Int(summaryStart), footerStart)
-        guard summaryStart > 0 else { return }
+        // Compared before any conversion: a damaged offset may not even fit an Int (found by the fuzzer).
         guard summaryStart < UInt64(footerStart) else {
             openingDamage.append(
                 .summaryNotFound(
-                    path: path, offset: Int(summaryStart), reason: "that is past the footer at byte \(footerStart)"))
+                    path: path, offset: Int(clamping: summaryStart),
+                    reason: "that is past the footer at byte \(footerStart)"))
             return
         }
+        dataSectionBounds = (Int(summaryStart), footerStart)
+        guard summaryStart > 0 else { return }
         // A summary section is a chain of summary records ending exactly at the footer.
         var probe = Int(summaryStart)
         while probe < footerStart {
@@ -179,7 +181,7 @@ public final class MCAPReader: @unchecked Sendable {
     public func topics() throws -> [BagTopic] {
         var counts: [UInt16: Int] = [:]
         if let stats = statistics, !stats.channelMessageCounts.isEmpty {
-            for (k, v) in stats.channelMessageCounts { counts[k] = Int(v) }
+            for (k, v) in stats.channelMessageCounts { counts[k] = Int(clamping: v) }
         } else {
             // No statistics (an unfinished file): count what can be read; damage does not stop a listing.
             var byTopic: [String: Int] = [:]
@@ -207,11 +209,15 @@ public final class MCAPReader: @unchecked Sendable {
             if let wanted, index.channels.isDisjoint(with: wanted), !index.channels.isEmpty { continue }
             if let start = options.startTime, index.messageEndTime < start { continue }
             if let end = options.endTime, index.messageStartTime >= end { continue }
-            let offset = Int(index.chunkStartOffset)
             guard index.chunkStartOffset < UInt64(file.bytes.count) else {
-                try report(.truncated(path: path, offset: offset, record: "Chunk (from the chunk index)"), options)
+                try report(
+                    .truncated(
+                        path: path, offset: Int(clamping: index.chunkStartOffset),
+                        record: "Chunk (from the chunk index)"),
+                    options)
                 continue
             }
+            let offset = Int(index.chunkStartOffset)
             // chunk_length counts the whole record, opcode and length prefix included.
             let end =
                 index.chunkLength > UInt64(file.bytes.count - offset)

@@ -136,7 +136,7 @@ final class BagSource: StageLogic, SourceLogic {
     ) throws {
         var emitted = 0
         var undecodable = 0
-        let total = topics.filter { sensorTopics.contains($0.name) }.reduce(0) { $0 + $1.messageCount }
+        let total = topics.filter { sensorTopics.contains($0.name) }.reduce(0) { $0.addingSaturated($1.messageCount) }
         var progress = Progress(total: settings.progress ? total : 0)
         repeat {
             var batch: [WireFrame] = []
