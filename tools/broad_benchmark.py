@@ -2,9 +2,10 @@
 """Accuracy on the BROAD recordings: GyroCompass's filters against the peers, in one run.
 
 For every trial bag in DATA/bags it runs `fusion-node replay BAG --csv ...` (the real path: bag reader,
-CDR decoding, sample alignment, filter) for the Kalman and the complementary filter with their default
-parameters, scores the CSVs with the shared BROAD scorer (`broad_score.py`, mean of per-trial RMSE
-over the scored samples), checks how often the reported heading accuracy covers the true heading error,
+CDR decoding, sample alignment, filter) for the Kalman and the complementary filter and the offline
+smoother (`--smooth`) with their default parameters, scores the CSVs with the shared BROAD scorer
+(`broad_score.py`, mean of per-trial RMSE over the scored samples), judges the reported heading accuracy
+as `accuracy_score.py` does (coverage of the true heading error, mean interval score),
 and runs the peers on the same bags: VQF (pip `vqf`, real-time `updateBatch` and offline), x-io Fusion
 (pip `imufusion`, library defaults) and Madgwick's MARG filter with imu_filter_madgwick's defaults (gain
 0.1, zeta 0; pip `ahrs`, whose earth frame is NWU, rotated to ENU; started from the first samples as
