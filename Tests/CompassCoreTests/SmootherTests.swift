@@ -98,8 +98,7 @@ struct SmootherTests {
             SmootherRecord(
                 kind: .update, sampleIndex: i, timestamp: Double(i) * 0.02,
                 propagation: KalmanPropagation(g: g, attitudeNoise: 1e-6, biasNoise: 1e-10),
-                correctionAttitude: Vector3(0, 0, correction), correctionBias: .zero, posterior: p,
-                headingMeasured: true)
+                correctionAttitude: Vector3(0, 0, correction), correctionBias: .zero, posterior: p)
         }
         var start = update(0, 0)
         start.kind = .start

@@ -29,6 +29,7 @@ public struct ComplementaryFilter: Sendable {
     /// Sets the magnetic reference the gate compares strength and dip with.
     public mutating func setMagneticReference(strengthMicrotesla: Double, dipDegrees: Double) {
         magneticGate.setReference(strengthMicrotesla: strengthMicrotesla, dipDegrees: dipDegrees)
+        refreshUnseenVariance()
     }
 
     /// Samples skipped so far, by reason.
@@ -39,6 +40,7 @@ public struct ComplementaryFilter: Sendable {
         validator = SampleValidator(maximumStepSeconds: settings.maximumStepSeconds)
         rest = settings.restDetector
         magneticGate = MagneticDisturbanceGate(settings: settings.magneticGate)
+        refreshUnseenVariance()
     }
 
     /// The current heading, degrees clockwise from magnetic north after the reference offset.
@@ -55,9 +57,16 @@ public struct ComplementaryFilter: Sendable {
     /// was last trusted.
     public var headingSigmaDegrees: Double {
         let drift = driftSigmaDegrees
-        let compass = UnseenDisturbance.headingSigmaDegrees(
+        return (unseen.degrees2 + drift * drift).squareRoot()
+    }
+
+    /// The unseen disturbance's heading variance at the gate's reference dip (60 degrees until known).
+    var unseen = UnseenDisturbance.Variance()
+
+    @inline(__always)
+    mutating func refreshUnseenVariance() {
+        unseen.refresh(
             fraction: settings.unseenDisturbanceFraction, dipDegrees: magneticGate.referenceDipDegrees ?? 60)
-        return (compass * compass + drift * drift).squareRoot()
     }
 
     /// The part of the uncertainty that grows while the compass is not used (bias and scale errors),
@@ -149,6 +158,7 @@ public struct ComplementaryFilter: Sendable {
         }
         guard orientation.isFinite, gyroBias.isFinite else { return restarted(at: imu) }
         if elapsed < 1 || magneticGate.isLearning || !headingFixed { flags.insert(.initialising) }
+        refreshUnseenVariance()
         return output(imu.timestamp, flags: flags)
     }
 

@@ -62,6 +62,7 @@ public struct KalmanFilter: Sendable {
     /// Sets the magnetic reference the gate compares strength and dip with.
     public mutating func setMagneticReference(strengthMicrotesla: Double, dipDegrees: Double) {
         magneticGate.setReference(strengthMicrotesla: strengthMicrotesla, dipDegrees: dipDegrees)
+        refreshUnseenVariance()
     }
 
     /// Samples skipped so far, by reason.
@@ -72,6 +73,7 @@ public struct KalmanFilter: Sendable {
         validator = SampleValidator(maximumStepSeconds: settings.maximumStepSeconds)
         rest = settings.restDetector
         magneticGate = MagneticDisturbanceGate(settings: settings.magneticGate)
+        refreshUnseenVariance()
     }
 
     /// The filter reports `initialising` for at least this long after its first sample, seconds.
@@ -347,24 +349,19 @@ public struct KalmanFilter: Sendable {
         return verdict.flags
     }
 
-    /// The unseen disturbance's heading variance at the gate's reference dip, degrees^2, and that
-    /// dip: recomputed only when the reference changes (an arctangent per sample would cost 10 %).
-    var unseenVarianceDegrees2 = 0.0
-    var unseenDipDegrees = Double.nan
+    /// The unseen disturbance's heading variance at the gate's reference dip (60 degrees until known).
+    var unseen = UnseenDisturbance.Variance()
 
     @inline(__always)
     mutating func refreshUnseenVariance() {
-        let dip = magneticGate.referenceDipDegrees ?? 60
-        guard dip != unseenDipDegrees else { return }
-        unseenDipDegrees = dip
-        let sigma = UnseenDisturbance.headingSigmaDegrees(fraction: settings.unseenDisturbanceFraction, dipDegrees: dip)
-        unseenVarianceDegrees2 = sigma * sigma
+        unseen.refresh(
+            fraction: settings.unseenDisturbanceFraction, dipDegrees: magneticGate.referenceDipDegrees ?? 60)
     }
 
     /// Always inlined: as a call it copied the whole filter (1.5 KB) per sample.
     @inline(__always)
     func output(_ timestamp: Double, flags: FusionFlags) -> FusionOutput {
-        let variance = headingVariance * degreesPerRadian * degreesPerRadian + unseenVarianceDegrees2
+        let variance = headingVariance * degreesPerRadian * degreesPerRadian + unseen.degrees2
         return FusionOutput(
             timestamp: timestamp, orientation: reportedOrientation,
             referenceOffsetDegrees: settings.referenceOffsetDegrees,

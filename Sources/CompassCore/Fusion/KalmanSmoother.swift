@@ -100,7 +100,7 @@ public struct KalmanSmoother: Sendable {
         pass.headingInSegment = recording.headingInSegment
         recording = SmootherRecording(inclination: [])  // the records' only owner is now `pass`
         Self.smoothBackward(&pass.records)
-        pass.unseenVarianceDegrees2 = f.unseenVarianceDegrees2
+        pass.unseenVarianceDegrees2 = f.unseen.degrees2
         pass.filter = f
         return pass
     }

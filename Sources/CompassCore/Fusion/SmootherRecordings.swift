@@ -30,7 +30,6 @@ struct InclinationRecording: KalmanStepRecorder, Sendable {
     /// Inputs at which the filter started again (the earth frame may differ across).
     var restarts: [Int] = []
     var inputIndex = 0
-    var lastInput = -1
 
     mutating func started(posterior: KalmanCovariance, at timestamp: Double) { restarts.append(inputIndex) }
     mutating func measured(
@@ -94,7 +93,6 @@ struct SmootherRecord: Sendable {
     /// The forward correction Δ (updates only).
     var correctionAttitude: Vector3, correctionBias: Vector3
     var posterior: KalmanCovariance
-    var headingMeasured: Bool
     /// Backward pass results: the correction to the forward posterior, and the heading variance.
     var smoothedAttitude = Vector3.zero, smoothedBias = Vector3.zero
     var smoothedHeadingVariance = 0.0
@@ -126,7 +124,7 @@ struct SmootherRecording: KalmanStepRecorder, Sendable {
         records.append(
             SmootherRecord(
                 kind: .start, sampleIndex: sampleIndex, timestamp: timestamp, propagation: .none,
-                correctionAttitude: .zero, correctionBias: .zero, posterior: posterior, headingMeasured: false))
+                correctionAttitude: .zero, correctionBias: .zero, posterior: posterior))
     }
 
     mutating func propagated(earthForce: Vector3) {}
@@ -156,8 +154,7 @@ struct SmootherRecording: KalmanStepRecorder, Sendable {
         records.append(
             SmootherRecord(
                 kind: .update, sampleIndex: sampleIndex, timestamp: timestamp, propagation: propagation,
-                correctionAttitude: correction.attitude, correctionBias: correction.bias, posterior: posterior,
-                headingMeasured: headingMeasured))
+                correctionAttitude: correction.attitude, correctionBias: correction.bias, posterior: posterior))
     }
 
     mutating func reset() {
@@ -166,7 +163,6 @@ struct SmootherRecording: KalmanStepRecorder, Sendable {
             SmootherRecord(
                 kind: .segmentEnd, sampleIndex: sampleIndex, timestamp: 0, propagation: .none,
                 correctionAttitude: .zero, correctionBias: .zero,
-                posterior: KalmanCovariance(attitude: .identity, cross: .identity, bias: .identity),
-                headingMeasured: false))
+                posterior: KalmanCovariance(attitude: .identity, cross: .identity, bias: .identity)))
     }
 }

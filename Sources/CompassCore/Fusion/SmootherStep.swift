@@ -2,7 +2,6 @@
 /// L = Pₖ⁺ Fᵀ, gain C = L S⁻¹.
 struct SmootherStep {
     let posterior: KalmanCovariance
-    let g: Matrix3
     /// The prediction P⁻ₖ₊₁ = F Pₖ⁺ Fᵀ + Q.
     let s11: Matrix3, s12: Matrix3, s22: Matrix3
     /// L = Pₖ⁺ Fᵀ = [[A + X Gᵀ, X], [Xᵀ + B Gᵀ, B]].
@@ -10,7 +9,7 @@ struct SmootherStep {
 
     init(posterior p: KalmanCovariance, propagation: KalmanPropagation) {
         posterior = p
-        g = propagation.g
+        let g = propagation.g
         let gt = g.transposed
         let xt = p.cross.transposed
         l11 = p.attitude + p.cross * gt

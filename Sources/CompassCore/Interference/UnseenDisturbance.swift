@@ -22,4 +22,18 @@ public enum UnseenDisturbance {
         return atan(fraction / cos(dip)) * degreesPerRadian
     }
 
+    /// `headingSigmaDegrees` squared, recomputed only when the dip changes: the filters form their
+    /// output every sample, and an arctangent per sample would cost about 10 %.
+    struct Variance: Sendable {
+        private(set) var degrees2 = 0.0
+        private var dip = Double.nan
+
+        @inline(__always)
+        mutating func refresh(fraction: Double, dipDegrees: Double) {
+            guard dipDegrees != dip else { return }
+            dip = dipDegrees
+            let sigma = UnseenDisturbance.headingSigmaDegrees(fraction: fraction, dipDegrees: dipDegrees)
+            degrees2 = sigma * sigma
+        }
+    }
 }
