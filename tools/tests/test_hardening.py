@@ -307,16 +307,23 @@ def test_stages_in_two_network_namespaces_replay_over_tcp_with_curve(node, bag, 
         ip('netns', 'del', b)
 
 
+def never_reading_subscriber(ctx, endpoint):
+    """A SUB socket that subscribes to everything and never reads, with the smallest queues."""
+    import zmq
+    sleeper = ctx.socket(zmq.SUB)
+    sleeper.setsockopt(zmq.RCVHWM, 1)
+    sleeper.setsockopt(zmq.RCVBUF, 4096)
+    sleeper.setsockopt(zmq.SUBSCRIBE, b'')
+    sleeper.connect(endpoint)
+    return sleeper
+
+
 def test_sigterm_ends_a_replay_held_by_a_subscriber_that_never_reads(node, bag, tmp_path):
     import signal, zmq
     from test_pipeline_interop import free_port
     endpoint = f'tcp://127.0.0.1:{free_port()}'
     ctx = zmq.Context()
-    sleeper = ctx.socket(zmq.SUB)                 # subscribes, then never reads
-    sleeper.setsockopt(zmq.RCVHWM, 1)
-    sleeper.setsockopt(zmq.RCVBUF, 4096)
-    sleeper.setsockopt(zmq.SUBSCRIBE, b'')
-    sleeper.connect(endpoint)
+    sleeper = never_reading_subscriber(ctx, endpoint)
     big = tmp_path / 'big'                        # enough output to fill the subscriber's queue (10,000)
     write_rosbags(big, make_messages(n=20000, seed=4), StoragePlugin.MCAP, zstd_chunks=True)
     p = subprocess.Popen([str(node), 'replay', str(big), '--publish', endpoint, '--wait-for-subscribers', '1',
@@ -351,11 +358,7 @@ def test_a_subscriber_that_never_reads_does_not_hold_a_replay(node, tmp_path):
     assert alone.returncode == 0, alone.stderr
     endpoint = f'tcp://127.0.0.1:{free_port()}'
     ctx = zmq.Context()
-    sleeper = ctx.socket(zmq.SUB)                 # subscribes, then never reads
-    sleeper.setsockopt(zmq.RCVHWM, 1)
-    sleeper.setsockopt(zmq.RCVBUF, 4096)
-    sleeper.setsockopt(zmq.SUBSCRIBE, b'')
-    sleeper.connect(endpoint)
+    sleeper = never_reading_subscriber(ctx, endpoint)
     time.sleep(0.2)
     held, held_seconds = replay(endpoint)
     sleeper.close()

@@ -117,7 +117,10 @@ def test_one_process_and_one_process_per_stage_agree(node, bag, tmp_path):
         assert sum(c.msgcount for c in reader.connections) == 3000
 
 
-def test_supervisor_restarts_a_killed_stage(node, tmp_path):
+def kill_one_stage_under_supervisor(node, tmp_path, sink, stage, after):
+    """sim (5 s at 100 Hz) -> fusion -> `sink` (the YAML of a stage named `out`), every stage its own
+    process under --supervise; `stage` is killed with SIGKILL `after` seconds in. Returns the
+    supervisor's exit code and stderr."""
     config = tmp_path / 'live.yaml'
     config.write_text(f"""
 stages:
@@ -130,17 +133,20 @@ stages:
     inputs: [sim]
     endpoint: ipc://{tmp_path}/fusion
   out:
-    type: csv
     inputs: [fusion]
-    path: {tmp_path}/out.csv
-""")
+{sink}""")
     sup = subprocess.Popen([str(node), '--config', str(config), '--supervise'], stderr=subprocess.PIPE, text=True)
-    time.sleep(2)
-    fusion_pids = subprocess.run(['pgrep', '-f', f'{config} --stage fusion'], capture_output=True, text=True).stdout.split()
-    assert fusion_pids
-    os.kill(int(fusion_pids[0]), signal.SIGKILL)
+    time.sleep(after)
+    pids = subprocess.run(['pgrep', '-f', f'{config} --stage {stage}'], capture_output=True, text=True).stdout.split()
+    assert pids
+    os.kill(int(pids[0]), signal.SIGKILL)
     code = sup.wait(timeout=60)
-    err = sup.stderr.read()
+    return code, sup.stderr.read()
+
+
+def test_supervisor_restarts_a_killed_stage(node, tmp_path):
+    code, err = kill_one_stage_under_supervisor(
+        node, tmp_path, f"    type: csv\n    path: {tmp_path}/out.csv\n", 'fusion', after=2)
     assert 'fusion killed by signal 9; restarting' in err
     assert code == 3 and 'what was in flight inside a killed process is lost' in err, (code, err)
     # The source paused while its only reader was gone, so the restarted stage went on where the
@@ -154,30 +160,9 @@ stages:
 def test_a_restarted_csv_sink_continues_its_files(node, tmp_path):
     """Killed under --supervise, the CSV stage's replacement appends after the last complete row
     (it used to start the file again, keeping only the rows after the restart, and exit 0)."""
-    config = tmp_path / 'live.yaml'
-    config.write_text(f"""
-stages:
-  sim:
-    type: simulator
-    duration: 5
-    endpoint: ipc://{tmp_path}/sim
-  fusion:
-    type: fusion
-    inputs: [sim]
-    endpoint: ipc://{tmp_path}/fusion
-  out:
-    type: csv
-    inputs: [fusion]
-    path: {tmp_path}/out.csv
-    accuracy_path: {tmp_path}/acc.csv
-""")
-    sup = subprocess.Popen([str(node), '--config', str(config), '--supervise'], stderr=subprocess.PIPE, text=True)
-    time.sleep(2.5)
-    pids = subprocess.run(['pgrep', '-f', f'{config} --stage out'], capture_output=True, text=True).stdout.split()
-    assert pids
-    os.kill(int(pids[0]), signal.SIGKILL)
-    code = sup.wait(timeout=60)
-    err = sup.stderr.read()
+    code, err = kill_one_stage_under_supervisor(
+        node, tmp_path, f"    type: csv\n    path: {tmp_path}/out.csv\n    accuracy_path: {tmp_path}/acc.csv\n",
+        'out', after=2.5)
     assert 'out killed by signal 9; restarting' in err and code == 3, (code, err)
     assert 'resumed' in err and 'after its last complete row' in err, err
     for name, columns in (('out.csv', 5), ('acc.csv', 4)):
@@ -195,30 +180,9 @@ def test_a_restarted_recorder_records_a_new_split(node, tmp_path):
     """Killed under --supervise, the recorder's replacement records into run_1.mcap; the killed part
     ends without its summary and replays with --salvage; together they hold every sample but what
     was inside the killed process."""
-    config = tmp_path / 'live.yaml'
-    config.write_text(f"""
-stages:
-  sim:
-    type: simulator
-    duration: 5
-    endpoint: ipc://{tmp_path}/sim
-  fusion:
-    type: fusion
-    inputs: [sim]
-    endpoint: ipc://{tmp_path}/fusion
-  rec:
-    type: record
-    inputs: [fusion]
-    path: {tmp_path}/run.mcap
-    topics: [heading]
-""")
-    sup = subprocess.Popen([str(node), '--config', str(config), '--supervise'], stderr=subprocess.PIPE, text=True)
-    time.sleep(2.5)
-    pids = subprocess.run(['pgrep', '-f', f'{config} --stage rec'], capture_output=True, text=True).stdout.split()
-    assert pids
-    os.kill(int(pids[0]), signal.SIGKILL)
-    code = sup.wait(timeout=60)
-    err = sup.stderr.read()
+    code, err = kill_one_stage_under_supervisor(
+        node, tmp_path, f"    type: record\n    path: {tmp_path}/run.mcap\n    topics: [heading]\n", 'out',
+        after=2.5)
     assert code == 3 and f'recording into {tmp_path}/run_1.mcap' in err, (code, err)
 
     def count(path, *extra):
