@@ -19,16 +19,22 @@ public enum FilterKind: String, Sendable, CaseIterable {
     public func make(_ options: CommonFilterOptions = .init()) -> any OrientationFilter {
         switch self {
         case .kalman:
-            var s = KalmanFilterSettings()
-            s.sensorLatencySeconds = options.sensorLatencySeconds
-            s.referenceOffsetDegrees = options.referenceOffsetDegrees
-            return KalmanFilter(settings: s)
+            return KalmanFilter(settings: KalmanFilterSettings(options))
         case .complementary:
             var s = ComplementaryFilterSettings()
             s.sensorLatencySeconds = options.sensorLatencySeconds
             s.referenceOffsetDegrees = options.referenceOffsetDegrees
             return ComplementaryFilter(settings: s)
         }
+    }
+}
+
+extension KalmanFilterSettings {
+    /// Defaults except the common options given (for the filter and the smoother alike).
+    public init(_ options: CommonFilterOptions) {
+        self.init()
+        sensorLatencySeconds = options.sensorLatencySeconds
+        referenceOffsetDegrees = options.referenceOffsetDegrees
     }
 }
 

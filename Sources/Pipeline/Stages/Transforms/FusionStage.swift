@@ -87,17 +87,12 @@ final class FusionStage: StageLogic, InPlaceTransform {
 
     init(_ settings: Settings) {
         self.settings = settings
-        filter = settings.filter.make(
-            CommonFilterOptions(
-                sensorLatencySeconds: settings.sensorLatencySeconds,
-                referenceOffsetDegrees: settings.referenceOffsetDegrees))
+        let options = CommonFilterOptions(
+            sensorLatencySeconds: settings.sensorLatencySeconds, referenceOffsetDegrees: settings.referenceOffsetDegrees
+        )
+        filter = settings.filter.make(options)
         position = settings.position
-        if settings.smooth {
-            var s = KalmanFilterSettings()
-            s.sensorLatencySeconds = settings.sensorLatencySeconds
-            s.referenceOffsetDegrees = settings.referenceOffsetDegrees
-            smoother = KalmanSmoother(settings: s)
-        }
+        if settings.smooth { smoother = KalmanSmoother(settings: KalmanFilterSettings(options)) }
     }
 
     /// Declination (degrees east) and true-north flags for a time.
