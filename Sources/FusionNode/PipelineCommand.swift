@@ -63,6 +63,10 @@ enum PipelineCommand {
         let a = try Arguments(args.filter { $0 != "--config" }, help)
         try a.requirePositionals(1...1)
         let path = a.positionals[0]
+        for (option, needs) in [("--resume", "--stage"), ("--max-restarts", "--supervise")]
+        where (a.has(option) || a.string(option) != nil) && !(a.has(needs) || a.string(needs) != nil) {
+            throw UsageError(message: "\(option) applies to \(needs), which was not given", command: "--config")
+        }
         let config = try PipelineConfig.load(
             path: path, environment: environment, overrides: try overrides(a))
         if a.has("--check") {

@@ -59,6 +59,12 @@ def test_help_texts_show_defaults_and_examples(node):
     (['watch', '127.0.0.1:5600'], ["did you mean 'tcp://127.0.0.1:5600'"]),
     (['bag', 'convert', 'a', 'b', '--storage', 'sqlite'], ["--storage expects mcap or sqlite3"]),
     (['bench', 'curv'], ["did you mean 'curve'"]),
+    (['bench', 'smooth', '--hours', '0'], ['--hours expects a number from 0.001 to 100', 'bench smooth --help']),
+    (['bench', 'smooth', '--hourz', '1'], ["did you mean '--hours'"]),
+    (['replay', 'x.mcap', '--smoth'], ["did you mean '--smooth'"]),
+    (['replay', 'x.mcap', '--publish', 'tcp://127.0.0.1:5999', '--on-slow', 'fast'], ['must be one of drop, block']),
+    (['--config', 'x.yaml', '--resume'], ['--resume applies to --stage']),
+    (['--config', 'x.yaml', '--max-restarts', '2'], ['--max-restarts applies to --supervise']),
 ])
 def test_usage_errors_name_the_word_and_the_nearest_valid_one_exit_2(node, args, words):
     r = run(node, *args)

@@ -82,9 +82,9 @@ struct Arguments {
         guard let d = Double(v), d.isFinite, d >= minimum, d <= maximum else {
             throw UsageError(
                 message:
-                    "\(name) expects a number from \(format(max(minimum, -1e9), 0)) to \(format(maximum, 0)), got "
-                    + "'\(v)'"
-            )
+                    "\(name) expects a number from \(SettingSpec.text(max(minimum, -1e9))) to "
+                    + "\(SettingSpec.text(maximum)), got '\(v)'",
+                command: help.path)
         }
         return d
     }
@@ -92,7 +92,8 @@ struct Arguments {
     func integer(_ name: String, minimum: Int = 0, maximum: Int = 1_000_000_000) throws -> Int? {
         guard let v = options[name] else { return nil }
         guard let n = Int(v), n >= minimum, n <= maximum else {
-            throw UsageError(message: "\(name) expects an integer from \(minimum) to \(maximum), got '\(v)'")
+            throw UsageError(
+                message: "\(name) expects an integer from \(minimum) to \(maximum), got '\(v)'", command: help.path)
         }
         return n
     }

@@ -66,7 +66,8 @@ public struct SettingSpec: Sendable {
         return "\(Self.text(range.lowerBound)) to \(Self.text(range.upperBound))"
     }
 
-    static func text(_ x: Double) -> String {
+    /// A bound as the user would write it: 3, 0.001, 1e+300.
+    public static func text(_ x: Double) -> String {
         if x == x.rounded(), abs(x) < 1e15 { return String(Int(x)) }
         return String(x)
     }
