@@ -116,6 +116,7 @@ struct Supervisor {
         var running: [pid_t: String] = [:]
         var restarts: [String: Int] = [:]
         var failed = false
+        var finishedWithLoss = false
         for s in config.stages { running[try spawn(s.name)] = s.name }
         var forwarded = false
         while !running.isEmpty {
@@ -134,6 +135,12 @@ struct Supervisor {
             let code = (status >> 8) & 0xff
             if !signaled && code == 0 {
                 writeStandardError("fusion-node: supervisor: \(stage) finished\n")
+                continue
+            }
+            if !signaled && code == ExitCode.finishedWithLoss.rawValue {
+                // It ran to its end and reported what it lost: restarting it would not bring that back.
+                writeStandardError("fusion-node: supervisor: \(stage) finished with loss reported\n")
+                finishedWithLoss = true
                 continue
             }
             let why = signaled ? "killed by signal \(status & 0x7f)" : "exited with status \(code)"
@@ -161,14 +168,23 @@ struct Supervisor {
         if PipelineSignals.interruptedBySignal { return .interrupted }
         let total = restarts.values.reduce(0, +)
         if total > 0 {
-            // Sinks resume and sources pause while a reader is gone, but what was inside the killed
-            // process when it died is gone with it.
             let perStage = restarts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-            writeStandardError(
-                "fusion-node: supervisor: \(total) restart(s) (\(perStage)); what was in flight inside a killed "
-                    + "process is lost: exit 3\n")
-            return .finishedWithLoss
+            let lossy = restarts.keys.filter { !config.restartIsLossless($0) }.sorted()
+            if lossy.isEmpty {
+                // Reproducible streams: a source played again, a stage recomputed its input; readers
+                // dropped by number what they had already read.
+                writeStandardError(
+                    "fusion-node: supervisor: \(total) restart(s) (\(perStage)); each rebuilt what the killed process "
+                        + "held from the recording: nothing lost\n")
+            } else {
+                writeStandardError(
+                    "fusion-node: supervisor: \(total) restart(s) (\(perStage)); what was in flight inside a killed "
+                        + "\(lossy.joined(separator: ", ")) process is lost (a live stream, or output sent outside the "
+                        + "pipeline): exit 3\n")
+                return .finishedWithLoss
+            }
         }
+        if finishedWithLoss { return .finishedWithLoss }
         return .complete
     }
 }

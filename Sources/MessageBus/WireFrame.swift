@@ -81,7 +81,7 @@ public struct WireFrame: Sendable, Equatable {
     /// would be validated as UTF-8 per frame. The strings are literals (immortal, never freed).
     static let knownTypes = KnownNames(PipelineMessageTypes.all + [batchType, endOfStreamType])
     static let knownTopics = KnownNames(PipelineTopics.all + [""])
-    static let knownEncodings = KnownNames(["cdr", "json", "frames", "none"])
+    static let knownEncodings = KnownNames(["cdr", "json", "frames", sequencedEncoding, "none"])
 
     /// A small table of names: the names as given (string literals, which are immortal: handing one
     /// out costs no reference counting, unlike a String built at run time, whose count every stage
@@ -149,7 +149,14 @@ public struct WireFrame: Sendable, Equatable {
         let first = try frame(in: bytes[...])
         guard first.type == batchType else { return [first] }
         var out: [WireFrame] = []
-        try unpack(first.payload, into: &out)
+        guard first.encoding == sequencedEncoding else {
+            try unpack(first.payload, into: &out)
+            return out
+        }
+        let start = bytes.count - first.payload.count
+        guard let sequence = sequence(of: bytes) else { throw .malformedBatch(offset: start) }
+        try unpack(first.payload.dropFirst(sequenceFieldBytes), into: &out)
+        guard out.count == sequence.count else { throw .malformedBatch(offset: start) }
         return out
     }
 
@@ -203,23 +210,29 @@ public struct WireFrame: Sendable, Equatable {
 
     static let batchHeader: StaticString = "\0gyrocompass/batch\0frames\0"
 
-    /// Bytes `encode(_:into:)` writes.
-    public static func encodedSize(_ frames: ArraySlice<WireFrame>) -> Int {
-        var total = frames.count == 1 ? 0 : batchHeader.utf8CodeUnitCount
+    /// Bytes `encode(_:into:sequence:)` writes: with a sequence, always a sequenced batch.
+    public static func encodedSize(_ frames: ArraySlice<WireFrame>, sequenced: Bool = false) -> Int {
+        let batched = sequenced || frames.count != 1
+        var total = sequenced ? sequencedHeaderBytes : batched ? batchHeader.utf8CodeUnitCount : 0
         // Borrowed through a buffer pointer: iterating the slice would copy (retain) every frame.
         frames.withUnsafeBufferPointer { all in
-            for i in all.indices { total += (all.count == 1 ? 0 : 4) + all[i].encodedCount }
+            for i in all.indices { total += (batched ? 4 : 0) + all[i].encodedCount }
         }
         return total
     }
 
-    /// Writes one bus message carrying `frames` (a lone frame, or a batch) into `buffer`, which holds
-    /// exactly `encodedSize(frames)` bytes.
-    public static func encode(_ frames: ArraySlice<WireFrame>, into buffer: UnsafeMutableRawBufferPointer) {
-        precondition(buffer.count == encodedSize(frames))
+    /// Writes one bus message carrying `frames` into `buffer`, which holds exactly
+    /// `encodedSize(frames, sequenced: sequence != nil)` bytes: a lone frame or a batch, or, given
+    /// the sequence number of the first frame, a sequenced batch (see `sequence(of:)`).
+    public static func encode(
+        _ frames: ArraySlice<WireFrame>, into buffer: UnsafeMutableRawBufferPointer, sequence: UInt64? = nil
+    ) {
+        precondition(buffer.count == encodedSize(frames, sequenced: sequence != nil))
         guard var at = buffer.baseAddress else { return }
-        let batched = frames.count != 1
-        if batched {
+        let batched = sequence != nil || frames.count != 1
+        if let sequence {
+            at = writeSequencedHeader(at, first: sequence, count: frames.count)
+        } else if batched {
             at.copyMemory(from: batchHeader.utf8Start, byteCount: batchHeader.utf8CodeUnitCount)
             at += batchHeader.utf8CodeUnitCount
         }
@@ -255,8 +268,16 @@ public struct WireFrame: Sendable, Equatable {
     /// counts its frames by their length prefixes), or nil for anything else (a lone frame, which may
     /// be an end of stream, or a malformed message), which must then be decoded.
     public static func dataFrameCount(_ bytes: UnsafeRawBufferPointer) -> Int? {
-        let prefix = batchHeader.utf8CodeUnitCount
-        guard bytes.count >= prefix, memcmp(bytes.baseAddress!, batchHeader.utf8Start, prefix) == 0 else { return nil }
+        let prefix: Int
+        let claimed = sequence(of: bytes)?.count
+        if claimed != nil {
+            prefix = sequencedHeaderBytes
+        } else {
+            prefix = batchHeader.utf8CodeUnitCount
+            guard bytes.count >= prefix, memcmp(bytes.baseAddress!, batchHeader.utf8Start, prefix) == 0 else {
+                return nil
+            }
+        }
         // A batch never carries an end of stream: it travels alone.
         var n = 0
         guard
@@ -265,7 +286,7 @@ public struct WireFrame: Sendable, Equatable {
                 { _ in
                     n += 1
                     return true
-                }) == nil
+                }) == nil, claimed == nil || claimed == n
         else { return nil }
         return n
     }
@@ -294,7 +315,11 @@ public struct WireFrame: Sendable, Equatable {
             views.append(first)
             return true
         }
-        let batch = first.payload
+        let claimed = sequence(of: UnsafeRawBufferPointer(bytes))?.count
+        if first.encoding == sequencedEncoding && claimed == nil { return false }
+        let batch =
+            claimed == nil ? first.payload : UnsafeMutableRawBufferPointer(rebasing: first.payload[sequenceFieldBytes...])
+        let before = views.count
         var whole = true
         let broken = walkBatch(UnsafeRawBufferPointer(batch)) { entry in
             guard let v = view(UnsafeMutableRawBufferPointer(rebasing: batch[entry])), v.type != batchType else {
@@ -304,6 +329,6 @@ public struct WireFrame: Sendable, Equatable {
             views.append(v)
             return true
         }
-        return whole && broken == nil
+        return whole && broken == nil && (claimed == nil || claimed == views.count - before)
     }
 }

@@ -24,6 +24,8 @@ public struct StageType: Sendable, Hashable, CustomStringConvertible {
     public let outputTopics: [String]
     /// Which input topics it passes on (sinks: nothing).
     public let passesOn: TopicPassing
+    /// What a restarted stage of this type does with what its killed predecessor had done.
+    public let restart: RestartBehaviour
     /// Checks that involve several settings (latitude and longitude go together, say); nil = fine.
     let check: @Sendable (StageSettings) -> SettingProblem?
     /// Builds the stage's logic from validated settings.
@@ -31,7 +33,7 @@ public struct StageType: Sendable, Hashable, CustomStringConvertible {
 
     init(
         name: String, role: StageRole, summary: String, settings: [SettingSpec], outputTopics: [String] = [],
-        passesOn: TopicPassing = .everything,
+        passesOn: TopicPassing = .everything, restart: RestartBehaviour = .recomputesInput,
         check: @escaping @Sendable (StageSettings) -> SettingProblem? = { _ in nil },
         make: @escaping @Sendable (StageSettings, StageContext) throws -> StageLogic
     ) {
@@ -41,6 +43,7 @@ public struct StageType: Sendable, Hashable, CustomStringConvertible {
         self.settings = settings
         self.outputTopics = outputTopics
         self.passesOn = role == .transform ? passesOn : .nothing
+        self.restart = role == .source ? .startsAgain : restart
         self.check = check
         self.make = make
     }
@@ -59,6 +62,19 @@ public struct StageType: Sendable, Hashable, CustomStringConvertible {
     public func hash(into hasher: inout Hasher) { hasher.combine(name) }
 }
 
+/// What a stage restarted under `--supervise` does (see `PipelineConfig.restartIsLossless`).
+public enum RestartBehaviour: String, Sendable {
+    /// A source: plays its input again from the start; readers drop the frames they already have.
+    case startsAgain
+    /// When its input is reproducible, the stage recomputes that input from the source up to where
+    /// the live stream resumes, then reads on: its state and output are those of an uninterrupted
+    /// run (a file sink writes its file again). Otherwise it joins the live stream.
+    case recomputesInput
+    /// Joins the live stream: what it sent outside the pipeline cannot be taken back or sent twice
+    /// (stdout, external subscribers, ROS 2), so what the killed process held is lost.
+    case joinsLive
+}
+
 /// What a stage's logic gets from the runtime when it is built.
 public struct StageContext: Sendable {
     /// The stage's name in the pipeline file.
@@ -70,13 +86,19 @@ public struct StageContext: Sendable {
     /// This process replaces one of the same stage that was killed (`--stage NAME --resume`): a sink
     /// continues its output instead of starting it again.
     public var resuming = false
+    /// This process replaces a killed one and recomputes its whole input (`RestartBehaviour`): a
+    /// sink writes its output again from the start, replacing what the killed one wrote.
+    public var rewriting = false
 }
 
 extension StageConfig {
     /// This stage's logic, built by its registered type.
     func makeLogic(
-        log: @escaping @Sendable (String) -> Void, security: CurveSecurity? = nil, resuming: Bool = false
+        log: @escaping @Sendable (String) -> Void, security: CurveSecurity? = nil, resuming: Bool = false,
+        rewriting: Bool = false
     ) throws -> StageLogic {
-        try type.make(settings, StageContext(stage: name, log: log, security: security, resuming: resuming))
+        try type.make(
+            settings,
+            StageContext(stage: name, log: log, security: security, resuming: resuming, rewriting: rewriting))
     }
 }

@@ -23,7 +23,8 @@ public enum PipelineRunner {
                 wiring: StageWiring(
                     bind: s.type.isSink ? nil : prefix + s.name,
                     inputs: s.inputs.map { ($0, prefix + $0) },
-                    expectedSubscribers: config.consumerCount(of: s.name), security: config.security),
+                    expectedSubscribers: config.consumerCount(of: s.name), security: config.security,
+                    inputNumbering: config.inputNumbering(of: s.name)),
                 context: context, cpus: config.cpus, maximumMessageBytes: config.maximumMessageBytes, log: log)
         }
         return try await runActors(actors)
@@ -52,7 +53,8 @@ public enum PipelineRunner {
             wiring: StageWiring(
                 bind: s.type.isSink ? nil : s.endpoint, inputs: inputs,
                 expectedSubscribers: config.consumerCount(of: s.name), security: config.security,
-                resuming: resuming),
+                resuming: resuming, inputNumbering: config.inputNumbering(of: s.name),
+                recomputation: resuming ? config.recomputation(for: s.name) : nil),
             context: context, cpus: config.cpus, maximumMessageBytes: config.maximumMessageBytes, log: log)
         defer { zap?.stop() }
         return try await runActors([actor])[0]

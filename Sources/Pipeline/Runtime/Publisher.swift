@@ -34,6 +34,8 @@ struct Publisher {
     private(set) var readers = ReaderCount()
     private(set) var pauses = 0
     private(set) var pausedSeconds = 0.0
+    /// The number the next data frame gets (see `InputSequence`).
+    private(set) var nextSequence: UInt64 = 0
     static let maximumBatchFrames = 256
     static let maximumBatchBytes = 1 << 20
 
@@ -80,6 +82,8 @@ struct Publisher {
         return seconds
     }
 
+    /// Publishes data frames, numbered (`counted`), or a control frame (the end of stream), which
+    /// travels alone and unnumbered.
     mutating func publish(_ frames: [WireFrame], report: inout StageReport, counted: Bool = true) throws {
         guard socket != nil, !frames.isEmpty else { return }
         var start = 0
@@ -95,24 +99,36 @@ struct Publisher {
             }
             let slice = frames[start..<end]
             if let socket {
-                let message = try BusMessage(size: WireFrame.encodedSize(slice))
-                WireFrame.encode(slice, into: message.bytes)
+                let message = try BusMessage(size: WireFrame.encodedSize(slice, sequenced: counted))
+                WireFrame.encode(slice, into: message.bytes, sequence: counted ? nextSequence : nil)
                 while try !socket.send(message, blocking: false) {
                     if try waitForRoom(counted: counted) { return }
                 }
             }
-            if counted { report.published += slice.count }
+            if counted {
+                report.published += slice.count
+                nextSequence += UInt64(slice.count)
+            }
             start = end
         }
     }
 
-    /// Passes on a received bus message as it is (no copy).
+    /// Passes on a received bus message of `frames` data frames as it is, numbered as this stage's
+    /// output (no copy unless other readers share it). A message without numbers is sent again as
+    /// a numbered batch.
     mutating func forward(_ message: BusMessage, frames: Int, report: inout StageReport) throws {
         guard let socket else { return }
-        while try !socket.send(message, blocking: false) {
+        guard WireFrame.sequence(of: UnsafeRawBufferPointer(message.bytes))?.count == frames else {
+            try publish(try WireFrame.frames(in: message.array), report: &report)
+            return
+        }
+        let owned = message.isShared ? try message.unsharedCopy() : message
+        WireFrame.renumber(owned.bytes, first: nextSequence)
+        while try !socket.send(owned, blocking: false) {
             if try waitForRoom(counted: true) { return }
         }
         report.published += frames
+        nextSequence += UInt64(frames)
     }
 
     /// The slowest subscriber's queue is full: waits for room, draining subscription messages. True

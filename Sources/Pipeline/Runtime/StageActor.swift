@@ -10,8 +10,14 @@ struct StageWiring {
     var expectedSubscribers: Int
     /// CURVE keys for tcp and ipc endpoints (inproc stays plain: it never leaves the process).
     var security: CurveSecurity? = nil
-    /// The stage was restarted (a supervisor's restart): sinks continue what the killed one wrote.
+    /// The stage was restarted (a supervisor's restart): sinks continue what the killed one wrote,
+    /// unless the stage recomputes its input (then it writes everything again).
     var resuming = false
+    /// How the inputs number their frames (one input whose stream is reproducible, or live).
+    var inputNumbering: InputSequence.Numbering = .live
+    /// A restarted stage that rebuilds its input: the stages from the source to that input
+    /// (`PipelineConfig.recomputation(for:)`).
+    var recomputation: [StageConfig]? = nil
 }
 
 /// One pipeline stage: an actor on its own thread that owns its sockets and its logic.
@@ -50,7 +56,9 @@ actor StageActor {
         }
         var report = StageReport(stage: config.name, role: config.type.role)
         // The logic first: a bag that cannot be opened fails before anyone waits for this stage.
-        let logic = try config.makeLogic(log: log, security: wiring.security, resuming: wiring.resuming)
+        let logic = try config.makeLogic(
+            log: log, security: wiring.security, resuming: wiring.resuming && wiring.recomputation == nil,
+            rewriting: wiring.recomputation != nil)
         let output = try wiring.bind.map {
             try readerFollowingPublisher(
                 context, endpoint: $0, highWaterMark: Self.highWaterMark, stage: config.name,
@@ -89,8 +97,14 @@ actor StageActor {
             }
         } else if let transform = logic as? TransformLogic {
             var reader = InputReader(
-                inputs: inputs, names: wiring.inputs.map(\.name), transform: transform, stage: config.name, log: log)
+                inputs: inputs, names: wiring.inputs.map(\.name), transform: transform, stage: config.name,
+                numbering: wiring.inputNumbering, joining: wiring.resuming, log: log)
+            if let chain = wiring.recomputation {
+                try reader.recompute(from: chain, &publisher, &report)
+            }
             try reader.consume(&publisher, &report)
+            report.notes += reader.sequenceNotes()
+            report.losses += reader.sequenceLosses
         }
         try publisher.publish([WireFrame.endOfStream(from: config.name)], report: &report, counted: false)
         if publisher.pauses > 0 {
@@ -114,14 +128,19 @@ struct InputReader {
     let stage: String
     let log: @Sendable (String) -> Void
     var open: Set<Int>
+    /// Each input's sequence numbers (see `InputSequence`).
+    var sequences: [InputSequence]
+    /// A message read before the stage was ready for it (while recomputing), handled first.
+    var pending: (message: BusMessage, input: Int)?
     /// One output buffer for the whole run, published whenever it holds a full batch.
     var outgoing: [WireFrame] = []
     var inPlace: InPlacePass
 
     init(
         inputs: [BusSocket], names: [String], transform: TransformLogic, stage: String,
-        log: @escaping @Sendable (String) -> Void
+        numbering: InputSequence.Numbering = .live, joining: Bool = false, log: @escaping @Sendable (String) -> Void
     ) {
+        sequences = inputs.map { _ in InputSequence(numbering, joining: joining) }
         self.inputs = inputs
         self.names = names
         self.transform = transform
@@ -134,6 +153,11 @@ struct InputReader {
 
     /// Reads until every input has ended (or a stop request has gone unanswered for 2 s).
     mutating func consume(_ publisher: inout Publisher, _ report: inout StageReport) throws {
+        if let (message, input) = pending {
+            pending = nil
+            try handle(message, from: input, &publisher, &report)
+            try flush(&publisher, &report)
+        }
         var stopSeen: Double?
         while !open.isEmpty {
             // A reader gone (a crashed stage being restarted): stop reading until it is back, so the
@@ -167,6 +191,15 @@ struct InputReader {
     mutating func handle(
         _ message: BusMessage, from input: Int, _ publisher: inout Publisher, _ report: inout StageReport
     ) throws {
+        var skipping = 0
+        if let numbers = WireFrame.sequence(of: UnsafeRawBufferPointer(message.bytes)) {
+            switch sequences[input].admit(first: numbers.first, count: numbers.count) {
+            case .all: break
+            case .none: return
+            case .skippingFirst(let n): skipping = n
+            }
+        }
+        if skipping > 0 { return try decodeAndProcess(message, from: input, skipping: skipping, &publisher, &report) }
         switch transform.inputHandling {
         case .passThrough:
             // Unread (the end of stream is always a lone frame, so it is never counted here).
@@ -193,9 +226,11 @@ struct InputReader {
         try decodeAndProcess(message, from: input, &publisher, &report)
     }
 
-    /// The general path: every frame decoded and handed to `process`.
+    /// The general path: every frame decoded and handed to `process` (but the first `skipping`,
+    /// which this stage has already read).
     mutating func decodeAndProcess(
-        _ message: BusMessage, from input: Int, _ publisher: inout Publisher, _ report: inout StageReport
+        _ message: BusMessage, from input: Int, skipping: Int = 0, _ publisher: inout Publisher,
+        _ report: inout StageReport
     ) throws {
         let bytes = message.array
         var frames: [WireFrame]
@@ -204,6 +239,7 @@ struct InputReader {
             log("\(stage): malformed frame from '\(names[input])' (\(bytes.count) bytes): \(error)")
             return
         }
+        if skipping > 0 { frames.removeFirst(min(skipping, frames.count)) }
         let before = outgoing.count
         var ended = false
         for index in frames.indices {
@@ -224,7 +260,8 @@ struct InputReader {
                 if report.unexpected <= 10 { log("\(stage): \(e) on topic '\(topic)' from '\(names[input])'") }
             }
         }
-        if transform.inputHandling == .passThrough && !ended && outgoing.count - before == frames.count {
+        if transform.inputHandling == .passThrough && !ended && skipping == 0 && outgoing.count - before == frames.count
+        {
             // A pass-through stage's frames came out as they went in: pass the message on as it came.
             outgoing.removeLast(frames.count)
             try flush(&publisher, &report)

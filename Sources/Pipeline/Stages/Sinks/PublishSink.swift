@@ -70,7 +70,7 @@ final class PublishSink: StageLogic, TransformLogic {
     static let type = StageType(
         name: "publish", role: .sink,
         summary: "messages for external subscribers (pyzmq, fusion-node echo) on their own endpoint",
-        settings: Settings.specs
+        settings: Settings.specs, restart: .joinsLive
     ) { s, context in try PublishSink(Settings(s), stage: context.stage, security: context.security, log: context.log) }
 
     let settings: Settings

@@ -87,7 +87,7 @@ final class ROS2Sink: StageLogic, TransformLogic {
     static let type = StageType(
         name: "ros2_sink", role: .sink,
         summary: "the fused orientation and heading on ROS 2 topics over DDS (imu/data, heading, /tf)",
-        settings: Settings.specs,
+        settings: Settings.specs, restart: .joinsLive,
         check: ROS2Settings.check(
             qosSettings: ["qos"], topicSettings: ["imu_topic", "heading_topic", "quaternion_topic"])
     ) { s, context in try ROS2Sink(Settings(s), stage: context.stage, log: context.log) }

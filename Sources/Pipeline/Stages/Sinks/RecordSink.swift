@@ -4,6 +4,7 @@
 import WireFormat
 import Bags
 import MessageBus
+import Foundation
 
 /// Records topics into a bag, finished properly at the end of the stream or on SIGINT/SIGTERM. A
 /// restarted recorder (`StageContext.resuming`) records into the next split beside the killed one's
@@ -39,7 +40,7 @@ final class RecordSink: StageLogic, TransformLogic {
     static let type = StageType(
         name: "record", role: .sink, summary: "a rosbag2 recording (MCAP or sqlite3) of chosen topics",
         settings: Settings.specs
-    ) { s, context in RecordSink(Settings(s), resuming: context.resuming) }
+    ) { s, context in try RecordSink(Settings(s), resuming: context.resuming, rewriting: context.rewriting) }
 
     let settings: Settings
     let topics: Set<String>
@@ -50,15 +51,36 @@ final class RecordSink: StageLogic, TransformLogic {
     /// Where this process records: the configured path, or the next free split when resuming.
     let path: String
 
-    init(_ settings: Settings, resuming: Bool = false) {
+    init(_ settings: Settings, resuming: Bool = false, rewriting: Bool = false) throws {
         self.settings = settings
         topics = settings.topics
         path = resuming ? Self.nextSplit(of: settings.path) : settings.path
         super.init()
+        if rewriting { try Self.removeKilledRecording(at: path) }
         if path != settings.path {
             notes.append(
                 "restarted: recording into \(path); \(settings.path) ends where the killed recorder stopped "
                     + "(read it with --salvage)")
+        }
+    }
+
+    /// A rosbag2 directory the killed recorder had begun, which its replacement records again from
+    /// the start: removed, but only when it holds nothing a recorder does not write.
+    static func removeKilledRecording(at path: String) throws {
+        var st = stat()
+        guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else { return }
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        let foreign = entries.filter { e in
+            e != "metadata.yaml" && ![".mcap", ".db3", ".db3-journal", ".db3-wal", ".db3-shm"].contains { e.hasSuffix($0) }
+        }
+        guard foreign.isEmpty else {
+            throw StageFailure(
+                "cannot record \(path) again after a restart: it holds files a recorder does not write "
+                    + "(\(foreign.sorted().prefix(3).joined(separator: ", ")))")
+        }
+        for e in entries { unlink(path + "/" + e) }
+        guard rmdir(path) == 0 else {
+            throw StageFailure("cannot record \(path) again after a restart: \(String(cString: strerror(errno)))")
         }
     }
 

@@ -30,7 +30,7 @@ final class StdoutSink: StageLogic, TransformLogic {
 
     static let type = StageType(
         name: "stdout", role: .sink, summary: "heading lines (or JSON lines of any topic) on stdout",
-        settings: Settings.specs
+        settings: Settings.specs, restart: .joinsLive
     ) { s, _ in StdoutSink(Settings(s)) }
 
     let settings: Settings

@@ -1,0 +1,130 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Sequence numbers between stages. Every publisher numbers the data frames it sends, 0, 1, 2, ...
+/// in the order it sends them, whatever their topic; a bus message carries the number of its first
+/// frame and how many follow, so a reader sees at once whether it has missed frames (a gap), is
+/// being sent frames again (a restarted publisher), or is in step. One counter per publisher rather
+/// than one per topic: it also orders the topics against each other, which a reader needs to put
+/// back exactly what it missed (fusion reads IMU and magnetometer samples interleaved).
+///
+/// On the wire: a batch with the encoding "sequenced", whose payload starts with the first frame's
+/// number (u64 little-endian) and the frame count (u32 little-endian), then the batch entries. The
+/// endpoints of `publish` sinks carry the wire contract's single frames, without numbers.
+extension WireFrame {
+    public static let sequencedEncoding = "sequenced"
+    static let sequencedHeader: StaticString = "\0gyrocompass/batch\0sequenced\0"
+    /// First frame's number and the frame count.
+    static let sequenceFieldBytes = 12
+    static var sequencedHeaderBytes: Int { sequencedHeader.utf8CodeUnitCount + sequenceFieldBytes }
+
+    /// The numbers a sequenced bus message carries: its first frame's and how many frames it holds
+    /// (as the header says; readers that unpack it check the count). Nil for any other message.
+    public static func sequence(of bytes: UnsafeRawBufferPointer) -> (first: UInt64, count: Int)? {
+        let prefix = sequencedHeader.utf8CodeUnitCount
+        guard bytes.count >= prefix + sequenceFieldBytes,
+            memcmp(bytes.baseAddress!, sequencedHeader.utf8Start, prefix) == 0
+        else { return nil }
+        let first = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: prefix, as: UInt64.self))
+        let count = UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: prefix + 8, as: UInt32.self))
+        return (first, Int(count))
+    }
+
+    public static func sequence(of bytes: [UInt8]) -> (first: UInt64, count: Int)? {
+        bytes.withUnsafeBytes { sequence(of: $0) }
+    }
+
+    /// Renumbers a sequenced message in place (a stage passing on what it received numbers it as
+    /// its own output). The caller owns the bytes alone.
+    public static func renumber(_ bytes: UnsafeMutableRawBufferPointer, first: UInt64) {
+        bytes.storeBytes(of: first.littleEndian, toByteOffset: sequencedHeader.utf8CodeUnitCount, as: UInt64.self)
+    }
+
+    static func writeSequencedHeader(_ at: UnsafeMutableRawPointer, first: UInt64, count: Int)
+        -> UnsafeMutableRawPointer
+    {
+        let prefix = sequencedHeader.utf8CodeUnitCount
+        at.copyMemory(from: sequencedHeader.utf8Start, byteCount: prefix)
+        at.storeBytes(of: first.littleEndian, toByteOffset: prefix, as: UInt64.self)
+        at.storeBytes(of: UInt32(count).littleEndian, toByteOffset: prefix + 8, as: UInt32.self)
+        return at + prefix + sequenceFieldBytes
+    }
+}
+
+/// A reader's view of one input's sequence numbers: what is new, what it was sent again, what it
+/// missed.
+public struct InputSequence: Sendable, Equatable {
+    /// What the publisher's numbering promises.
+    public enum Numbering: Sendable, Equatable {
+        /// The stream is the same every time from its start (a bag or a seeded simulator, through
+        /// stages with one input each): a restarted publisher numbers it again from 0, so lower
+        /// numbers than expected are frames this reader already has.
+        case reproducible
+        /// A live stream: lower numbers than expected mean the publisher started again with new
+        /// data; the reader goes on from there.
+        case live
+    }
+
+    /// What to do with a bus message.
+    public enum Admission: Sendable, Equatable {
+        /// Every frame is new.
+        case all
+        /// The first `n` frames were already read (a restarted publisher sends them again).
+        case skippingFirst(Int)
+        /// Every frame was already read.
+        case none
+    }
+
+    public let numbering: Numbering
+    /// The next number expected; nil until the first message (a reader joining a live stream).
+    public private(set) var expected: UInt64?
+    /// Frames skipped over by gaps, and the gaps.
+    public private(set) var missing: UInt64 = 0
+    public private(set) var gaps = 0
+    /// Frames dropped because they had been read before.
+    public private(set) var duplicates: UInt64 = 0
+    /// Times a live publisher started its numbering again.
+    public private(set) var restarts = 0
+
+    /// A reader that starts with its input (expects frame 0), or, `joining`, one that takes up a
+    /// stream already under way (its first message sets where it is).
+    public init(_ numbering: Numbering, joining: Bool = false) {
+        self.numbering = numbering
+        expected = joining ? nil : 0
+    }
+
+    /// Frames up to `next` were read some other way (recomputed): expect `next` now.
+    public mutating func expect(_ next: UInt64) { expected = next }
+
+    /// Accounts for a message whose frames are numbered `first ..< first + count`.
+    public mutating func admit(first: UInt64, count: Int) -> Admission {
+        let end = first &+ UInt64(count)
+        guard let next = expected else {
+            expected = end
+            return .all
+        }
+        if first == next {
+            expected = end
+            return .all
+        }
+        if first > next {
+            missing += first - next
+            gaps += 1
+            expected = end
+            return .all
+        }
+        guard numbering == .reproducible else {
+            restarts += 1
+            expected = end
+            return .all
+        }
+        if end <= next {
+            duplicates += UInt64(count)
+            return .none
+        }
+        duplicates += next - first
+        expected = end
+        return .skippingFirst(Int(next - first))
+    }
+}
