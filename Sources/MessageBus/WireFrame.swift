@@ -318,7 +318,8 @@ public struct WireFrame: Sendable, Equatable {
         let claimed = sequence(of: UnsafeRawBufferPointer(bytes))?.count
         if first.encoding == sequencedEncoding && claimed == nil { return false }
         let batch =
-            claimed == nil ? first.payload : UnsafeMutableRawBufferPointer(rebasing: first.payload[sequenceFieldBytes...])
+            claimed == nil
+            ? first.payload : UnsafeMutableRawBufferPointer(rebasing: first.payload[sequenceFieldBytes...])
         let before = views.count
         var whole = true
         let broken = walkBatch(UnsafeRawBufferPointer(batch)) { entry in

@@ -81,7 +81,8 @@ extension InputReader {
         for (name, s) in zip(names, sequences) {
             if s.missing > 0 { notes.append("missing \(s.missing) frame(s) from '\(name)' in \(s.gaps) gap(s)") }
             if s.duplicates > 0 {
-                notes.append("dropped \(s.duplicates) frame(s) from '\(name)' already read (sent again after a restart)")
+                notes.append(
+                    "dropped \(s.duplicates) frame(s) from '\(name)' already read (sent again after a restart)")
             }
             if s.restarts > 0 {
                 notes.append(

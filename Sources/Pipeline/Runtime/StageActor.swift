@@ -83,6 +83,7 @@ actor StageActor {
             endpoint: wiring.bind ?? "?", log: log)
         try publisher.waitForReaders(pausing: false)
 
+        var missing = 0  // frames the inputs' sequence numbers say never came
         if let source = logic as? SourceLogic {
             let pauses = config.settings.bool(SettingSpec.pauseWithoutSubscribers.name)
             do {
@@ -104,7 +105,7 @@ actor StageActor {
             }
             try reader.consume(&publisher, &report)
             report.notes += reader.sequenceNotes()
-            report.losses += reader.sequenceLosses
+            missing = reader.sequenceLosses
         }
         try publisher.publish([WireFrame.endOfStream(from: config.name)], report: &report, counted: false)
         if publisher.pauses > 0 {
@@ -114,7 +115,7 @@ actor StageActor {
             )
         }
         report.notes += logic.notes
-        report.losses = logic.losses + report.malformed + report.unexpected
+        report.losses = logic.losses + report.malformed + report.unexpected + missing
         return report
     }
 }

@@ -136,6 +136,71 @@ struct PipelineRunTests {
         downstream.close()
     }
 
+    @Test("a stage drops frames sent again by number, counts the ones it missed, and numbers its own output")
+    func sequenceNumbers() async throws {
+        PipelineSignals.requestStop(false)
+        let upstream = "ipc://\(dir)/seq-up", fusionEndpoint = "ipc://\(dir)/seq-fusion"
+        let config = try PipelineConfig.parse(
+            """
+            stages:
+              up:
+                type: simulator
+                endpoint: \(upstream)
+              fusion:
+                type: fusion
+                inputs: [up]
+                endpoint: \(fusionEndpoint)
+              sink:
+                type: stdout
+                inputs: [fusion]
+                topics: []
+            """, file: "t.yaml", environment: [:])
+        #expect(config.isReproducible("fusion") && config.restartIsLossless("sink") == false)
+        let context = BusContext()
+        let publisher = try BusSocket(context, .xpub)
+        try publisher.setOption(ZMQ_XPUB_VERBOSE, 1)
+        try publisher.bind(upstream)
+        let downstream = try BusSocket(context, .sub)
+        try downstream.subscribe([])
+        try downstream.connect(fusionEndpoint)
+        let stage = Task { try await PipelineRunner.runStage(config, named: "fusion", log: { _ in }) }
+        while try publisher.receive(timeoutMilliseconds: 100)?.first != 1 {}
+        func imu(_ k: Int) -> WireFrame {
+            let m = ImuMessage(
+                header: RosHeader(stamp: RosTime(sec: 100, nanosec: UInt32(k) * 10_000_000), frameId: "imu_link"),
+                orientation: Quaternion(w: 1, x: 0, y: 0, z: 0), orientationCovariance: [],
+                angularVelocity: .zero, angularVelocityCovariance: [], linearAcceleration: Vector3(0, 0, 9.81),
+                linearAccelerationCovariance: [])
+            return WireFrame(topic: PipelineTopics.imuRaw, type: ImuMessage.typeName, encoding: "cdr", payload: m.cdr())
+        }
+        // Samples 0-9, then 5-14 (a restarted upstream sending 5-9 again), then 20-24 (15-19 lost).
+        for range in [0..<10, 5..<15, 20..<25] {
+            let frames = range.map(imu)[...]
+            let message = try BusMessage(size: WireFrame.encodedSize(frames, sequenced: true))
+            WireFrame.encode(frames, into: message.bytes, sequence: UInt64(range.lowerBound))
+            #expect(try publisher.send(message, blocking: true))
+        }
+        try publisher.send(WireFrame.endOfStream(from: "up").encoded())
+        let report = try await stage.value
+        #expect(report.received == 20 && report.published == 40, "\(report)")
+        #expect(report.notes.contains("dropped 5 frame(s) from 'up' already read (sent again after a restart)"))
+        #expect(report.notes.contains("missing 5 frame(s) from 'up' in 1 gap(s)"), "\(report)")
+        #expect(report.losses == 5)
+        // The stage's own output is numbered 0, 1, 2, ... across its messages.
+        var next: UInt64 = 0
+        while let bytes = try downstream.receive(timeoutMilliseconds: 500) {
+            guard let numbers = WireFrame.sequence(of: bytes) else {
+                #expect(try WireFrame.frames(in: bytes).allSatisfy(\.isEndOfStream))
+                continue
+            }
+            #expect(numbers.first == next)
+            next += UInt64(numbers.count)
+        }
+        #expect(next == 40)
+        publisher.close()
+        downstream.close()
+    }
+
     @Test("a source pauses while its reader is gone and resumes where it stopped; without pausing the gap is lost")
     func sourcePausesWithoutReaders() async throws {
         PipelineSignals.requestStop(false)

@@ -71,7 +71,8 @@ final class RecordSink: StageLogic, TransformLogic {
         guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else { return }
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
         let foreign = entries.filter { e in
-            e != "metadata.yaml" && ![".mcap", ".db3", ".db3-journal", ".db3-wal", ".db3-shm"].contains { e.hasSuffix($0) }
+            e != "metadata.yaml"
+                && ![".mcap", ".db3", ".db3-journal", ".db3-wal", ".db3-shm"].contains { e.hasSuffix($0) }
         }
         guard foreign.isEmpty else {
             throw StageFailure(
