@@ -16,7 +16,8 @@ enum PipelineCommand {
             OptionHelp("--max-restarts", "N", "restarts per stage under --supervise", default: "3"),
             OptionHelp(
                 "--resume", nil,
-                "with --stage: replaces a killed process of that stage (the supervisor passes it); sinks continue"),
+                "with --stage: replaces a killed process of that stage (the supervisor passes it); recomputes a "
+                    + "reproducible input, else sinks continue"),
             OptionHelp("--duration", "SECONDS", "set 'duration' of every source that has one"),
             OptionHelp(
                 "--set", "STAGE.SETTING=VALUE", "override one setting (a list as [a, b]); may be repeated",
