@@ -4,7 +4,7 @@ from: CDR messages as rosbags serializes them, wire frames, a tiny MCAP (zstd an
 tiny sqlite3 bag, and the repository's pipeline files. Run with tools/.venv/bin/python; the output is
 committed, so the fuzzers need nothing but the build.
 """
-import shutil, sys, tempfile
+import shutil, struct, sys, tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,6 +30,9 @@ imu = bytes(STORE.serialize_cdr(messages[0][3], messages[0][1]))
 one = b'imu/data_raw\0sensor_msgs/msg/Imu\0cdr\0' + imu
 (frames / 'frame').write_bytes(one)
 (frames / 'end_of_stream').write_bytes(b'heading\0gyrocompass/end_of_stream\0none\0')
+# Between stages: a numbered batch (first frame's number u64, count u32, then length-prefixed frames).
+(frames / 'sequenced').write_bytes(b'\0gyrocompass/batch\0sequenced\0' + struct.pack('<QI', 41, 2)
+                                   + b''.join(struct.pack('<I', len(one)) + one for _ in range(2)))
 
 mcap = corpus / 'mcap'
 mcap.mkdir(parents=True, exist_ok=True)

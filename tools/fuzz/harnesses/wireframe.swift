@@ -1,4 +1,4 @@
-// libFuzzer harness: the ZeroMQ wire frame parser (single frames, batches, in-place views).
+// libFuzzer harness: the ZeroMQ wire frame parser (single frames, batches, numbered batches, in-place views).
 import MessageBus
 
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -9,6 +9,10 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         // What parses re-encodes to a message that parses to the same frames.
         let again = try? WireFrame.frames(in: WireFrame.encodedMessage(frames[...]))
         precondition(again.map { $0.count } == frames.count, "re-encoded batch lost frames")
+        // A numbered batch that unpacks holds as many frames as its header says.
+        if let numbers = WireFrame.sequence(of: bytes) {
+            precondition(numbers.count == frames.count, "sequenced batch count disagrees with its frames")
+        }
     }
     bytes.withUnsafeBytes { _ = WireFrame.dataFrameCount($0) }
     var views: [WireFrame.View] = []
