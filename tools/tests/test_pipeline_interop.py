@@ -9,7 +9,7 @@
   is killed; a live stream's sinks continue their files; SIGINT stops a live pipeline with exit 130 and a
   valid recorded bag; the lines source counts malformed lines and keeps going.
 """
-import json, os, re, signal, socket, subprocess, time
+import json, os, re, signal, socket, subprocess, threading, time
 from pathlib import Path
 
 import pytest
@@ -125,7 +125,6 @@ def kill_under_supervisor(node, config, stage, kills, env=None, stdin=None, feed
     sup = subprocess.Popen([str(node), '--config', str(config), '--supervise'], env={**os.environ, **(env or {})},
                            stdin=stdin, stderr=subprocess.PIPE, text=True)
     if feed:
-        import threading
         threading.Thread(target=feed, args=(sup.stdin,), daemon=True).start()
     started = time.monotonic()
     for at in kills:

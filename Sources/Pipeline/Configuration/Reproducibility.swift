@@ -24,8 +24,8 @@ extension PipelineConfig {
     /// For a restarted `stage` that recomputes its input: the stages from the source to its input,
     /// source first, with pacing and progress bars off. Nil when it cannot (see `RestartBehaviour`).
     func recomputation(for stage: String) -> [StageConfig]? {
-        guard let s = self.stage(named: stage), s.type.restart == .recomputesInput, s.inputs.count == 1,
-            isReproducible(s.inputs[0])
+        guard let s = self.stage(named: stage), s.type.restart == .recomputesInput,
+            inputNumbering(of: stage) == .reproducible
         else { return nil }
         var chain: [StageConfig] = []
         var next: String? = s.inputs[0]

@@ -45,8 +45,7 @@ extension InputReader {
         func read(_ frames: [WireFrame]) throws {
             for frame in frames {
                 produced += 1
-                report.received += 1
-                do { try transform.process(frame, into: &outgoing) } catch is UnexpectedFrame { report.unexpected += 1 }
+                try process(frame, from: 0, &report)
                 if outgoing.count >= Publisher.maximumBatchFrames { try flush(&publisher, &report) }
             }
             try flush(&publisher, &report)

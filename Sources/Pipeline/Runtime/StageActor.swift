@@ -252,14 +252,7 @@ struct InputReader {
                 ended = true
                 continue
             }
-            report.received += 1
-            let topic = frame.topic
-            do {
-                try transform.process(frame, into: &outgoing)
-            } catch let e as UnexpectedFrame {
-                report.unexpected += 1
-                if report.unexpected <= 10 { log("\(stage): \(e) on topic '\(topic)' from '\(names[input])'") }
-            }
+            try process(frame, from: input, &report)
         }
         if transform.inputHandling == .passThrough && !ended && skipping == 0 && outgoing.count - before == frames.count
         {
@@ -269,6 +262,19 @@ struct InputReader {
             try publisher.forward(message, frames: frames.count, report: &report)
         }
         if outgoing.count >= Publisher.maximumBatchFrames { try flush(&publisher, &report) }
+    }
+
+    /// One frame through the stage's general path; a frame it does not handle is counted (and the
+    /// first ten logged), never fatal.
+    mutating func process(_ frame: consuming WireFrame, from input: Int, _ report: inout StageReport) throws {
+        report.received += 1
+        let topic = frame.topic
+        do {
+            try transform.process(frame, into: &outgoing)
+        } catch let e as UnexpectedFrame {
+            report.unexpected += 1
+            if report.unexpected <= 10 { log("\(stage): \(e) on topic '\(topic)' from '\(names[input])'") }
+        }
     }
 
     mutating func flush(_ publisher: inout Publisher, _ report: inout StageReport) throws {

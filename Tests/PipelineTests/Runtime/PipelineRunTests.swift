@@ -63,10 +63,14 @@ struct PipelineRunTests {
         #expect(abs(signedDegrees(heading - 30)) < 3, "heading \(heading)")
     }
 
-    @Test("a stage counts and logs malformed frames, unexpected types and oversized frames, and goes on")
-    func badFrames() async throws {
+    /// The fusion stage of `up (simulator) -> fusion -> sink`, run alone between the test's own
+    /// sockets: an XPUB bound where `up` publishes and a SUB on fusion's endpoint. Returns once the
+    /// stage has subscribed to the XPUB.
+    func fusionBetweenTestSockets(_ name: String, log: @escaping @Sendable (String) -> Void) throws -> (
+        config: PipelineConfig, stage: Task<StageReport, Error>, publisher: BusSocket, downstream: BusSocket
+    ) {
         PipelineSignals.requestStop(false)
-        let upstream = "ipc://\(dir)/up", fusionEndpoint = "ipc://\(dir)/fusion"
+        let upstream = "ipc://\(dir)/\(name)-up", fusionEndpoint = "ipc://\(dir)/\(name)-fusion"
         let config = try PipelineConfig.parse(
             """
             stages:
@@ -89,10 +93,15 @@ struct PipelineRunTests {
         let downstream = try BusSocket(context, .sub)
         try downstream.subscribe([])
         try downstream.connect(fusionEndpoint)
-        let logged = LogCollector()
-        let stage = Task { try await PipelineRunner.runStage(config, named: "fusion", log: logged.append) }
-        // Wait until the fusion stage has subscribed to us.
+        let stage = Task { try await PipelineRunner.runStage(config, named: "fusion", log: log) }
         while try publisher.receive(timeoutMilliseconds: 100)?.first != 1 {}
+        return (config, stage, publisher, downstream)
+    }
+
+    @Test("a stage counts and logs malformed frames, unexpected types and oversized frames, and goes on")
+    func badFrames() async throws {
+        let logged = LogCollector()
+        let (_, stage, publisher, downstream) = try fusionBetweenTestSockets("bad", log: logged.append)
         let header = RosHeader(stamp: RosTime(sec: 100, nanosec: 0), frameId: "imu_link")
         let imu = ImuMessage(
             header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0), orientationCovariance: [],
@@ -138,33 +147,8 @@ struct PipelineRunTests {
 
     @Test("a stage drops frames sent again by number, counts the ones it missed, and numbers its own output")
     func sequenceNumbers() async throws {
-        PipelineSignals.requestStop(false)
-        let upstream = "ipc://\(dir)/seq-up", fusionEndpoint = "ipc://\(dir)/seq-fusion"
-        let config = try PipelineConfig.parse(
-            """
-            stages:
-              up:
-                type: simulator
-                endpoint: \(upstream)
-              fusion:
-                type: fusion
-                inputs: [up]
-                endpoint: \(fusionEndpoint)
-              sink:
-                type: stdout
-                inputs: [fusion]
-                topics: []
-            """, file: "t.yaml", environment: [:])
+        let (config, stage, publisher, downstream) = try fusionBetweenTestSockets("seq", log: { _ in })
         #expect(config.isReproducible("fusion") && config.restartIsLossless("sink") == false)
-        let context = BusContext()
-        let publisher = try BusSocket(context, .xpub)
-        try publisher.setOption(ZMQ_XPUB_VERBOSE, 1)
-        try publisher.bind(upstream)
-        let downstream = try BusSocket(context, .sub)
-        try downstream.subscribe([])
-        try downstream.connect(fusionEndpoint)
-        let stage = Task { try await PipelineRunner.runStage(config, named: "fusion", log: { _ in }) }
-        while try publisher.receive(timeoutMilliseconds: 100)?.first != 1 {}
         func imu(_ k: Int) -> WireFrame {
             let m = ImuMessage(
                 header: RosHeader(stamp: RosTime(sec: 100, nanosec: UInt32(k) * 10_000_000), frameId: "imu_link"),
