@@ -31,7 +31,7 @@ public enum PipelineRunner {
     }
 
     /// One stage, on its configured endpoint.
-    /// `resuming`: this process replaces a killed one of the same stage (see `StageContext.resuming`).
+    /// `resuming`: this process replaces a killed one of the same stage (see `OutputAfterRestart`).
     public static func runStage(
         _ config: PipelineConfig, named name: String, resuming: Bool = false,
         log: @escaping @Sendable (String) -> Void = standardErrorLog

@@ -57,8 +57,8 @@ actor StageActor {
         var report = StageReport(stage: config.name, role: config.type.role)
         // The logic first: a bag that cannot be opened fails before anyone waits for this stage.
         let logic = try config.makeLogic(
-            log: log, security: wiring.security, resuming: wiring.resuming && wiring.recomputation == nil,
-            rewriting: wiring.recomputation != nil)
+            log: log, security: wiring.security,
+            output: !wiring.resuming ? .firstRun : wiring.recomputation == nil ? .continues : .rewrites)
         let output = try wiring.bind.map {
             try readerFollowingPublisher(
                 context, endpoint: $0, highWaterMark: Self.highWaterMark, stage: config.name,

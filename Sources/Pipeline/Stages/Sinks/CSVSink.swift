@@ -33,7 +33,7 @@ final class CSVSink: StageLogic, TransformLogic {
             s.string("path").isEmpty && s.string("accuracy_path").isEmpty
                 ? SettingProblem("path", "a csv stage needs 'path', 'accuracy_path' or both") : nil
         }
-    ) { s, context in CSVSink(Settings(s), resuming: context.resuming) }
+    ) { s, context in CSVSink(Settings(s), resuming: context.output == .continues) }
 
     let settings: Settings
     /// Opened at the first frame, so a run that fails before it leaves existing files untouched.
@@ -42,7 +42,7 @@ final class CSVSink: StageLogic, TransformLogic {
     var opened = false
     var rows = 0
 
-    /// A restarted sink (`StageContext.resuming`) continues the files after their last complete row.
+    /// A restarted sink (`OutputAfterRestart.continues`) continues the files after their last complete row.
     let resuming: Bool
 
     init(_ settings: Settings, resuming: Bool = false) {

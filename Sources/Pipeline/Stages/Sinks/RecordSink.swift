@@ -7,7 +7,7 @@ import MessageBus
 import Foundation
 
 /// Records topics into a bag, finished properly at the end of the stream or on SIGINT/SIGTERM. A
-/// restarted recorder (`StageContext.resuming`) records into the next split beside the killed one's
+/// restarted recorder (`OutputAfterRestart.continues`) records into the next split beside the killed one's
 /// (`run.mcap` -> `run_1.mcap`, `run/` -> `run_1/`): that one ends where it was killed, without its
 /// summary, and stays readable with `--salvage`; it is flushed every second.
 final class RecordSink: StageLogic, TransformLogic {
@@ -40,7 +40,10 @@ final class RecordSink: StageLogic, TransformLogic {
     static let type = StageType(
         name: "record", role: .sink, summary: "a rosbag2 recording (MCAP or sqlite3) of chosen topics",
         settings: Settings.specs
-    ) { s, context in try RecordSink(Settings(s), resuming: context.resuming, rewriting: context.rewriting) }
+    ) { s, context in
+        try RecordSink(
+            Settings(s), resuming: context.output == .continues, rewriting: context.output == .rewrites)
+    }
 
     let settings: Settings
     let topics: Set<String>
