@@ -19,15 +19,19 @@ extension BusSocket {
 }
 
 extension BusSocket {
-    /// On a `readerFollowingPublisher`: sends `bytes` to every subscriber whose queue has room and
-    /// drops it for those whose queue is full, never blocking. Returns false when some subscriber
-    /// missed it. (libzmq does not say which one: a no-drop XPUB refuses a message when any matching
-    /// queue is full, so the message goes out once more with dropping allowed, for this send only.)
-    public func sendSkippingFullReaders(_ bytes: [UInt8]) throws(BusError) -> Bool {
-        if try send(bytes, blocking: false) { return true }
+    /// On a `readerFollowingPublisher`: sends `message` to every subscriber whose queue has room,
+    /// never blocking. Returns false when a subscriber's queue was full: libzmq then drops this
+    /// message for it and stops sending to it at all until it has read its queue down (it leaves the
+    /// set a no-drop XPUB checks), so what that subscriber misses meanwhile goes uncounted and later
+    /// sends return true. False therefore marks the start of one episode of falling behind, not one
+    /// missed message; libzmq does not say which subscriber it was. (A no-drop XPUB refuses a message
+    /// when any matching queue is full, so the message goes out once more with dropping allowed, for
+    /// this send only.)
+    public func sendSkippingFullReaders(_ message: BusMessage) throws(BusError) -> Bool {
+        if try send(message, blocking: false) { return true }
         try setOption(ZMQ_XPUB_NODROP, 0)
         defer { try? setOption(ZMQ_XPUB_NODROP, 1) }
-        _ = try send(bytes, blocking: false)
+        _ = try send(message, blocking: false)
         return false
     }
 }

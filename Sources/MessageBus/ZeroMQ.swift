@@ -58,6 +58,9 @@ public final class BusSocket: @unchecked Sendable {
     /// Kept alive while the socket exists: zmq_ctx_term waits for every socket to close.
     let context: BusContext
     private var closed = false
+    /// An empty message kept for the next receive (a socket is used from one thread): checking for
+    /// a message that is not there, once per frame on some paths, then allocates nothing.
+    private var spare: BusMessage?
 
     public init(_ context: BusContext, _ kind: Kind) throws(BusError) {
         guard let h = zmq_socket(context.handle, kind.raw) else { throw .last("zmq_socket") }
@@ -168,7 +171,11 @@ public final class BusSocket: @unchecked Sendable {
     /// Receives one message without copying it, waiting at most `timeoutMilliseconds` (-1 = forever);
     /// nil on timeout or interruption.
     public func receiveMessage(timeoutMilliseconds: Int32) throws(BusError) -> BusMessage? {
-        if timeoutMilliseconds >= 0 {
+        // First without waiting: a message already queued costs no system call (zmq_poll always
+        // makes one, even with a zero timeout: a poll per message and per subscription check).
+        if let ready = try receiveNow() { return ready }
+        if timeoutMilliseconds == 0 { return nil }
+        if timeoutMilliseconds > 0 {
             var item = zmq_pollitem_t(socket: handle, fd: 0, events: Int16(ZMQ_POLLIN), revents: 0)
             let n = zmq_poll(&item, 1, Int(timeoutMilliseconds))
             if n < 0 {
@@ -176,9 +183,23 @@ public final class BusSocket: @unchecked Sendable {
                 throw .last("zmq_poll")
             }
             if n == 0 { return nil }
+            return try receiveNow()
         }
         let received = BusMessage()
-        if zmq_msg_recv(received.message, handle, timeoutMilliseconds >= 0 ? ZMQ_DONTWAIT : 0) < 0 {
+        if zmq_msg_recv(received.message, handle, 0) < 0 {
+            let e = zmq_errno()
+            if e == EAGAIN || e == EINTR { return nil }
+            throw BusError(operation: "zmq_msg_recv", endpoint: nil, errorNumber: e)
+        }
+        return received
+    }
+
+    /// A message already queued, or nil.
+    private func receiveNow() throws(BusError) -> BusMessage? {
+        let received = spare ?? BusMessage()
+        spare = nil
+        if zmq_msg_recv(received.message, handle, ZMQ_DONTWAIT) < 0 {
+            spare = received  // still empty: a failed receive leaves the message as it was
             let e = zmq_errno()
             if e == EAGAIN || e == EINTR { return nil }
             throw BusError(operation: "zmq_msg_recv", endpoint: nil, errorNumber: e)

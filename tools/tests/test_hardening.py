@@ -340,7 +340,7 @@ def test_sigterm_ends_a_replay_held_by_a_subscriber_that_never_reads(node, bag, 
 
 def test_a_subscriber_that_never_reads_does_not_hold_a_replay(node, tmp_path):
     """on_slow: drop (the default): the replay runs at its own speed while a subscriber's queue stays
-    full, and the summary says how many of the messages sent that subscriber missed. The same replay
+    full, and the summary says how often a subscriber fell behind (libzmq counts no more). The same replay
     without that subscriber, in the same test, is the baseline (the ratio is printed; it must be far
     from the stall that on_slow: block gives)."""
     import zmq
@@ -364,7 +364,7 @@ def test_a_subscriber_that_never_reads_does_not_hold_a_replay(node, tmp_path):
     sleeper.close()
     ctx.term()
     assert held.returncode == 0, held.stderr
-    missed = re.search(r'(\d+) of those sent missed by a slow subscriber', held.stderr)
+    missed = re.search(r"a slow subscriber's queue of \d+ filled (\d+) time\(s\)", held.stderr)
     assert missed and int(missed.group(1)) > 0, held.stderr
     print(f'replay with a never-reading subscriber: {held_seconds:.2f} s, without: {alone_seconds:.2f} s, '
           f'ratio {held_seconds / alone_seconds:.2f}')

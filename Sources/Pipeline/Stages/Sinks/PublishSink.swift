@@ -79,11 +79,14 @@ final class PublishSink: StageLogic, TransformLogic {
     var changeFilters: [String: HeadingChangeFilter] = [:]
     var pending: [UInt8]?
     /// Frames on its topics; of those: sent, held back by min_change_deg, not sent while nobody
-    /// subscribed, superseded (latest_only) or dropped while stopping. They add up. Of those sent,
-    /// `missedBySlow` did not reach every subscriber (on_slow: drop, a full queue).
-    var offered = 0, sent = 0, heldBack = 0, withoutSubscriber = 0, dropped = 0, missedBySlow = 0
+    /// subscribed, superseded (latest_only) or dropped while stopping. They add up. `fellBehind`:
+    /// times a subscriber's queue was full (on_slow: drop), each the start of a run of messages it
+    /// missed, which libzmq does not count (see `sendSkippingFullReaders`).
+    var offered = 0, sent = 0, heldBack = 0, withoutSubscriber = 0, dropped = 0, fellBehind = 0
     /// Live subscribers.
     var subscribers = ReaderCount()
+    /// When `subscribers` was last brought up to date (monotonic seconds).
+    var lastSubscriptionCheck = -Double.infinity
 
     /// With CURVE, the handler that admits only the allowed client keys.
     var zap: ZapHandler?
@@ -136,13 +139,24 @@ final class PublishSink: StageLogic, TransformLogic {
                 throw UnexpectedFrame(reason: "undecodable \(out.type): \(error)")
             }
         }
-        try subscribers.read(socket, timeoutMilliseconds: 0)  // the changes since the last frame
+        // The (un)subscriptions since the last look, at most once a millisecond: looking when none
+        // has come costs libzmq a system call, which per frame of a bulk replay cost more than sending.
+        let now = Clocks.monotonicSeconds()
+        if now - lastSubscriptionCheck >= 0.001 {
+            try subscribers.read(socket, timeoutMilliseconds: 0)
+            lastSubscriptionCheck = now
+        }
         guard subscribers.value > 0 else {
             withoutSubscriber += 1
             if pending != nil {  // held for a subscriber who left
                 dropped += 1
                 pending = nil
             }
+            return
+        }
+        if !settings.latestOnly && !settings.blockOnSlow {
+            if try !socket.sendSkippingFullReaders(out.encodedBusMessage()) { fellBehind += 1 }
+            sent += 1
             return
         }
         let bytes = out.encoded()
@@ -153,9 +167,6 @@ final class PublishSink: StageLogic, TransformLogic {
                 pending = nil
                 sent += 1
             }
-        } else if !settings.blockOnSlow {
-            if try !socket.sendSkippingFullReaders(bytes) { missedBySlow += 1 }
-            sent += 1
         } else {
             while try !socket.send(bytes, blocking: false) {
                 // Stopping: a subscriber that does not read must not hold the run (1 ms per frame would).
@@ -190,10 +201,11 @@ final class PublishSink: StageLogic, TransformLogic {
         if heldBack > 0 { parts.append("\(heldBack) held back by min_change_deg") }
         if withoutSubscriber > 0 { parts.append("\(withoutSubscriber) not sent while nobody subscribed") }
         if dropped > 0 { parts.append("\(dropped) superseded or dropped") }
-        if missedBySlow > 0 {
+        if fellBehind > 0 {
             parts.append(
-                "\(missedBySlow) of those sent missed by a slow subscriber (its queue of \(settings.highWaterMark) "
-                    + "was full; on_slow: block waits instead)")
+                "a slow subscriber's queue of \(settings.highWaterMark) filled \(fellBehind) time(s): each time it "
+                    + "missed what was sent until it had read its queue down (libzmq counts neither those messages "
+                    + "nor says which subscriber; on_slow: block waits instead)")
         }
         if let zap, zap.rejected > 0 {
             parts.append("\(zap.rejected) client(s) refused (unknown key or no CURVE handshake)")
@@ -201,7 +213,7 @@ final class PublishSink: StageLogic, TransformLogic {
         notes.append(parts.joined(separator: ", "))
         // A closing publisher gives its tail 2 s to reach the subscribers; one known to be stuck would
         // hold the exit for all of it, so the others get a quarter of a second.
-        if missedBySlow > 0 { try? socket.setOption(lingerMilliseconds: 250) }
+        if fellBehind > 0 { try? socket.setOption(lingerMilliseconds: 250) }
         socket.close()
         zap?.stop()
         return []

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""What a subscriber that never reads costs a replay on a `publish` endpoint (on_slow: drop, the
+default). Records a simulated bag once, then times, in interleaved rounds, `fusion-node replay BAG
+--publish tcp://...` with nobody subscribed, with a subscriber that subscribes to everything and never
+reads (smallest queues), and with one that reads everything. Prints each time, the medians, and the
+ratios to the run without a subscriber.
+
+Usage: tools/.venv/bin/python tools/bench_slow_subscriber.py [--node PATH] [--seconds S] [--rounds R]
+"""
+import argparse, os, re, resource, socket, statistics, subprocess, sys, tempfile, threading, time
+from pathlib import Path
+
+import zmq
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def record_bag(node, seconds, directory):
+    """A simulated run at 285 Hz (the BROAD rate), recorded unpaced."""
+    bag = directory / 'simulated'
+    config = directory / 'record.yaml'
+    config.write_text(f"""
+stages:
+  sim:
+    type: simulator
+    rate_hz: 285
+    duration: {seconds}
+    realtime: false
+  record:
+    type: record
+    inputs: [sim]
+    topics: [imu/data_raw, imu/mag]
+    path: {bag}
+""")
+    r = subprocess.run([str(node), '--config', str(config)], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f'recording the simulated bag failed ({r.returncode}): {r.stderr[-2000:]}')
+    return bag
+
+
+def replay(node, bag, subscriber):
+    """Seconds for one replay publishing on a fresh endpoint; `subscriber` is None, 'never' or 'reads'."""
+    endpoint = f'tcp://127.0.0.1:{free_port()}'
+    ctx = zmq.Context()
+    sub, reader, stop = None, None, threading.Event()
+    received = [0]
+    if subscriber:
+        sub = ctx.socket(zmq.SUB)
+        if subscriber == 'never':
+            sub.setsockopt(zmq.RCVHWM, 1)
+            sub.setsockopt(zmq.RCVBUF, 4096)
+        sub.setsockopt(zmq.SUBSCRIBE, b'')
+        sub.connect(endpoint)
+        if subscriber == 'reads':
+            def read():
+                while not stop.is_set():
+                    if sub.poll(100):
+                        sub.recv()
+                        received[0] += 1
+            reader = threading.Thread(target=read, daemon=True)
+            reader.start()
+    cmd = [str(node), 'replay', str(bag), '--publish', endpoint]
+    if subscriber:
+        cmd += ['--wait-for-subscribers', '1']
+    started, cpu_before = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    seconds = time.monotonic() - started
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
+    stop.set()
+    if reader:
+        reader.join()
+    if sub:
+        sub.close()
+    ctx.term()
+    if r.returncode != 0:
+        sys.exit(f'replay failed ({r.returncode}): {r.stderr[-2000:]}')
+    missed = re.search(r"a slow subscriber's queue of \d+ filled (\d+) time\(s\)", r.stderr)
+    return seconds, cpu, int(missed.group(1)) if missed else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--node', default=str(ROOT / '.build' / 'release' / 'fusion-node'))
+    ap.add_argument('--seconds', type=float, default=3600, help='simulated seconds in the bag (default 3600)')
+    ap.add_argument('--rounds', type=int, default=3)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        bag = record_bag(args.node, args.seconds, Path(tmp))
+        times = {'none': [], 'never': [], 'reads': []}
+        cpus = {kind: [] for kind in times}
+        for round in range(1, args.rounds + 1):
+            line = []
+            for kind in times:
+                seconds, cpu, missed = replay(args.node, bag, None if kind == 'none' else kind)
+                times[kind].append(seconds)
+                cpus[kind].append(cpu)
+                line.append(f'{kind} {seconds:.2f} s (CPU {cpu:.2f} s' + (f', fell behind {missed} time(s))' if missed else ')'))
+            print(f'round {round}: ' + ', '.join(line), flush=True)
+        base = statistics.median(times['none'])
+        print(f'median: no subscriber {base:.2f} s; never reads {statistics.median(times["never"]):.2f} s '
+              f'({statistics.median(times["never"]) / base:.2f} x); reads everything '
+              f'{statistics.median(times["reads"]):.2f} s ({statistics.median(times["reads"]) / base:.2f} x)')
+        ratios = [n / b for n, b in zip(times['never'], times['none'])]
+        print(f'never reads / no subscriber, per round: {", ".join(f"{r:.2f}" for r in ratios)}')
+        cpu_ratios = [n / b for n, b in zip(cpus['never'], cpus['none'])]
+        print(f'CPU time of the replay process, never reads / no subscriber: median '
+              f'{statistics.median(cpu_ratios):.2f} ({", ".join(f"{r:.2f}" for r in cpu_ratios)})')
+
+
+if __name__ == '__main__':
+    main()
