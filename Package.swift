@@ -54,7 +54,7 @@ let package = Package(
         // YAML documents (libyaml) as node trees with line and column marks.
         .target(name: "YAML", dependencies: ["CYAML"]),
         // The ZeroMQ bus: sockets and the wire frame.
-        .target(name: "MessageBus", dependencies: ["WireFormat", "CZeroMQ"]),
+        .target(name: "MessageBus", dependencies: ["WireFormat", "CZeroMQ", "CLZ4"]),
         // ROS 2 bags: MCAP (zstd, lz4) and sqlite3 storage.
         .target(name: "Bags", dependencies: ["WireFormat", "YAML", "CZstd", "CLZ4", "CSQLite"]),
 

@@ -19,15 +19,26 @@ extension WireFrame {
     static let sequenceFieldBytes = 12
     static var sequencedHeaderBytes: Int { sequencedHeader.utf8CodeUnitCount + sequenceFieldBytes }
 
-    /// The numbers a sequenced bus message carries: its first frame's and how many frames it holds
-    /// (as the header says; readers that unpack it check the count). Nil for any other message.
+    /// Where the numbers of a numbered batch start (after its header, plain or compressed); nil for
+    /// any other message.
+    static func sequenceFieldOffset(_ bytes: UnsafeRawBufferPointer) -> Int? {
+        func starts(with header: StaticString) -> Bool {
+            let prefix = header.utf8CodeUnitCount
+            return bytes.count >= prefix + sequenceFieldBytes
+                && memcmp(bytes.baseAddress!, header.utf8Start, prefix) == 0
+        }
+        if starts(with: sequencedHeader) { return sequencedHeader.utf8CodeUnitCount }
+        if starts(with: compressedHeader) { return compressedHeader.utf8CodeUnitCount }
+        return nil
+    }
+
+    /// The numbers a numbered bus message (plain or compressed) carries: its first frame's number and
+    /// how many frames it holds (as the header says; readers that unpack it check the count). Nil for
+    /// any other message.
     public static func sequence(of bytes: UnsafeRawBufferPointer) -> (first: UInt64, count: Int)? {
-        let prefix = sequencedHeader.utf8CodeUnitCount
-        guard bytes.count >= prefix + sequenceFieldBytes,
-            memcmp(bytes.baseAddress!, sequencedHeader.utf8Start, prefix) == 0
-        else { return nil }
-        let first = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: prefix, as: UInt64.self))
-        let count = UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: prefix + 8, as: UInt32.self))
+        guard let at = sequenceFieldOffset(bytes) else { return nil }
+        let first = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt64.self))
+        let count = UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: at + 8, as: UInt32.self))
         return (first, Int(count))
     }
 
@@ -35,10 +46,11 @@ extension WireFrame {
         bytes.withUnsafeBytes { sequence(of: $0) }
     }
 
-    /// Renumbers a sequenced message in place (a stage passing on what it received numbers it as
-    /// its own output). The caller owns the bytes alone.
+    /// Renumbers a numbered message in place (a stage passing on what it received numbers it as its
+    /// own output). The caller owns the bytes alone.
     public static func renumber(_ bytes: UnsafeMutableRawBufferPointer, first: UInt64) {
-        bytes.storeBytes(of: first.littleEndian, toByteOffset: sequencedHeader.utf8CodeUnitCount, as: UInt64.self)
+        guard let at = sequenceFieldOffset(UnsafeRawBufferPointer(bytes)) else { return }
+        bytes.storeBytes(of: first.littleEndian, toByteOffset: at, as: UInt64.self)
     }
 
     static func writeSequencedHeader(_ at: UnsafeMutableRawPointer, first: UInt64, count: Int)

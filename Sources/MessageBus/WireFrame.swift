@@ -55,6 +55,13 @@ public struct WireFrame: Sendable, Equatable {
     /// This frame alone as a bus message.
     public func encoded() -> [UInt8] { Self.encodedMessage([self][...]) }
 
+    /// This frame alone, written straight into a message for sending (no intermediate array).
+    public func encodedBusMessage() throws(BusError) -> BusMessage {
+        let message = try BusMessage(size: encodedCount)
+        Self.encode([self][...], into: message.bytes)
+        return message
+    }
+
     /// Why a frame was refused.
     public enum DecodeError: Error, Equatable, Sendable, CustomStringConvertible {
         case missingSeparator(field: String)
@@ -81,7 +88,7 @@ public struct WireFrame: Sendable, Equatable {
     /// would be validated as UTF-8 per frame. The strings are literals (immortal, never freed).
     static let knownTypes = KnownNames(PipelineMessageTypes.all + [batchType, endOfStreamType])
     static let knownTopics = KnownNames(PipelineTopics.all + [""])
-    static let knownEncodings = KnownNames(["cdr", "json", "frames", sequencedEncoding, "none"])
+    static let knownEncodings = KnownNames(["cdr", "json", "frames", sequencedEncoding, compressedEncoding, "none"])
 
     /// A small table of names: the names as given (string literals, which are immortal: handing one
     /// out costs no reference counting, unlike a String built at run time, whose count every stage
@@ -146,6 +153,8 @@ public struct WireFrame: Sendable, Equatable {
     /// the received storage, nothing is copied.
     public static func frames(in bytes: [UInt8]) throws(DecodeError) -> [WireFrame] {
         guard bytes.count <= maximumBytes else { throw .oversized(bytes: bytes.count, limit: maximumBytes) }
+        let inflating = bytes.withUnsafeBytes { raw in Result { () throws(DecodeError) in try inflated(raw) } }
+        if let plain = try inflating.get() { return try frames(in: plain.array) }
         let first = try frame(in: bytes[...])
         guard first.type == batchType else { return [first] }
         var out: [WireFrame] = []
@@ -268,6 +277,7 @@ public struct WireFrame: Sendable, Equatable {
     /// counts its frames by their length prefixes), or nil for anything else (a lone frame, which may
     /// be an end of stream, or a malformed message), which must then be decoded.
     public static func dataFrameCount(_ bytes: UnsafeRawBufferPointer) -> Int? {
+        guard !isCompressed(bytes) else { return nil }
         let prefix: Int
         let claimed = sequence(of: bytes)?.count
         if claimed != nil {
@@ -303,7 +313,7 @@ public struct WireFrame: Sendable, Equatable {
     /// `views`. False, with `views` unspecified, for a malformed message or one carrying an end of
     /// stream: those take the general path (`frames(in:)`), which reports them.
     public static func views(in bytes: UnsafeMutableRawBufferPointer, into views: inout [View]) -> Bool {
-        guard bytes.count <= maximumBytes else { return false }
+        guard bytes.count <= maximumBytes, !isCompressed(UnsafeRawBufferPointer(bytes)) else { return false }
         func view(_ raw: UnsafeMutableRawBufferPointer) -> View? {
             guard let h = try? header(UnsafeRawBufferPointer(raw)), h.type != endOfStreamType else { return nil }
             return View(

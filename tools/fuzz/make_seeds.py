@@ -7,6 +7,8 @@ committed, so the fuzzers need nothing but the build.
 import shutil, struct, sys, tempfile
 from pathlib import Path
 
+import lz4.block
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / 'tools' / 'tests'))
 sys.path.insert(0, str(ROOT / 'tools'))
@@ -33,6 +35,10 @@ one = b'imu/data_raw\0sensor_msgs/msg/Imu\0cdr\0' + imu
 # Between stages: a numbered batch (first frame's number u64, count u32, then length-prefixed frames).
 (frames / 'sequenced').write_bytes(b'\0gyrocompass/batch\0sequenced\0' + struct.pack('<QI', 41, 2)
                                    + b''.join(struct.pack('<I', len(one)) + one for _ in range(2)))
+# The same, compressed (tcp and CURVE endpoints): numbers, the entries' size, then one LZ4 block.
+entries = b''.join(struct.pack('<I', len(one)) + one for _ in range(2))
+(frames / 'sequenced_lz4').write_bytes(b'\0gyrocompass/batch\0sequenced+lz4\0' + struct.pack('<QII', 41, 2, len(entries))
+                                       + lz4.block.compress(entries, store_size=False))
 
 mcap = corpus / 'mcap'
 mcap.mkdir(parents=True, exist_ok=True)

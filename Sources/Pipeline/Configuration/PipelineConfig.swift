@@ -20,6 +20,17 @@ public struct PipelineConfigError: Error, Sendable, Equatable, CustomStringConve
     }
 }
 
+/// The pipeline's top-level `compression`: how stages pack the numbered batches they send each other.
+public enum CompressionPolicy: String, Sendable, CaseIterable {
+    /// LZ4 where bytes cost more than packing them: tcp endpoints (a network) and CURVE endpoints
+    /// (every byte encrypted); none on plain ipc and inproc.
+    case auto
+    /// LZ4 on every tcp and ipc endpoint (inproc never: nothing is copied there).
+    case lz4
+    /// Never.
+    case none
+}
+
 /// One stage as configured.
 public struct StageConfig: Sendable {
     public var name: String
@@ -50,6 +61,18 @@ public struct PipelineConfig: Sendable {
     public var maximumMessageBytes = 2 * WireFrame.maximumBytes
     /// The private directory default ipc endpoints live in (see `EndpointPolicy`).
     public var privateDirectory = ""
+    /// How stages pack the batches they send each other (top-level `compression`).
+    public var compression: CompressionPolicy = .auto
+
+    /// The packing for batches published on `endpoint`.
+    public func compression(on endpoint: String) -> FrameCompression {
+        switch compression {
+        case .none: return .none
+        case .lz4: return endpoint.hasPrefix("inproc://") ? .none : .lz4
+        case .auto:
+            return endpoint.hasPrefix("tcp://") || (security != nil && !endpoint.hasPrefix("inproc://")) ? .lz4 : .none
+        }
+    }
 
     public func stage(named name: String) -> StageConfig? { stages.first { $0.name == name } }
 
@@ -105,13 +128,13 @@ public struct PipelineConfig: Sendable {
         }
 
         guard let top = root.mapping else { throw fail(root, "expected a mapping with 'stages', found \(root.kind)") }
-        let topKeys = ["stages", "name", "cpus", "insecure", "max_message_bytes", "security"]
+        let topKeys = ["stages", "name", "cpus", "insecure", "max_message_bytes", "security", "compression"]
         for (k, _) in top where !topKeys.contains(k.scalar ?? "") {
             throw fail(
                 k,
                 "unknown top-level key '\(k.scalar ?? "?")'\(didYouMean(k.scalar ?? "", in: topKeys)) (expected "
                     + "'stages' "
-                    + "and optionally 'name', 'cpus', 'insecure', 'max_message_bytes' and 'security')")
+                    + "and optionally 'name', 'cpus', 'insecure', 'max_message_bytes', 'security' and 'compression')")
         }
         var insecure = false
         if let node = root["insecure"] {
@@ -137,6 +160,19 @@ public struct PipelineConfig: Sendable {
                 )
             }
             maximumMessageBytes = n
+        }
+        var compression = CompressionPolicy.auto
+        if let node = root["compression"] {
+            let names = CompressionPolicy.allCases.map(\.rawValue)
+            guard let raw = node.scalar,
+                let v = CompressionPolicy(rawValue: try substitute(raw, node, environment, file))
+            else {
+                throw fail(
+                    node,
+                    "'compression' must be one of \(names.joined(separator: ", ")), found '\(node.scalar ?? node.kind)'"
+                        + didYouMean(node.scalar ?? "", in: names))
+            }
+            compression = v
         }
         var cpus: [Int] = []
         if let list = root["cpus"] {
@@ -284,6 +320,6 @@ public struct PipelineConfig: Sendable {
         return PipelineConfig(
             file: file, stages: ordered, cpus: cpus, insecure: insecure, security: security,
             maximumMessageBytes: maximumMessageBytes,
-            privateDirectory: EndpointPolicy.privateDirectory(environment: environment))
+            privateDirectory: EndpointPolicy.privateDirectory(environment: environment), compression: compression)
     }
 }

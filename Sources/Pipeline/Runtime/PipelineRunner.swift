@@ -53,7 +53,8 @@ public enum PipelineRunner {
             wiring: StageWiring(
                 bind: s.type.isSink ? nil : s.endpoint, inputs: inputs,
                 expectedSubscribers: config.consumerCount(of: s.name), security: config.security,
-                resuming: resuming, inputNumbering: config.inputNumbering(of: s.name),
+                compression: config.compression(on: s.endpoint), resuming: resuming,
+                inputNumbering: config.inputNumbering(of: s.name),
                 recomputation: resuming ? config.recomputation(for: s.name) : nil),
             context: context, cpus: config.cpus, maximumMessageBytes: config.maximumMessageBytes, log: log)
         defer { zap?.stop() }

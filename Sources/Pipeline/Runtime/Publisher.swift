@@ -36,14 +36,21 @@ struct Publisher {
     private(set) var pausedSeconds = 0.0
     /// The number the next data frame gets (see `InputSequence`).
     private(set) var nextSequence: UInt64 = 0
+    /// How numbered batches are packed (the pipeline's `compression` for this endpoint).
+    let compression: FrameCompression
+    /// Reused buffers for compression: the plain batch, and LZ4's worst-case output.
+    private var plainScratch: [UInt8] = []
+    private var packedScratch: [UInt8] = []
     static let maximumBatchFrames = 256
     static let maximumBatchBytes = 1 << 20
 
     init(
         socket: BusSocket?, stage: String, expectedReaders: Int, endpoint: String,
+        compression: FrameCompression = .none,
         log: @escaping @Sendable (String) -> Void
     ) {
         self.socket = socket
+        self.compression = compression
         self.stage = stage
         self.expectedReaders = expectedReaders
         self.endpoint = endpoint
@@ -99,8 +106,20 @@ struct Publisher {
             }
             let slice = frames[start..<end]
             if let socket {
-                let message = try BusMessage(size: WireFrame.encodedSize(slice, sequenced: counted))
-                WireFrame.encode(slice, into: message.bytes, sequence: counted ? nextSequence : nil)
+                let message: BusMessage
+                if counted && compression == .lz4 {
+                    let size = WireFrame.encodedSize(slice, sequenced: true)
+                    if plainScratch.count < size { plainScratch = [UInt8](repeating: 0, count: size) }
+                    message = try plainScratch.withUnsafeMutableBytes { plain in
+                        let batch = UnsafeMutableRawBufferPointer(rebasing: plain[0..<size])
+                        WireFrame.encode(slice, into: batch, sequence: nextSequence)
+                        return try WireFrame.compressed(
+                            sequenced: UnsafeRawBufferPointer(batch), first: nextSequence, scratch: &packedScratch)
+                    }
+                } else {
+                    message = try BusMessage(size: WireFrame.encodedSize(slice, sequenced: counted))
+                    WireFrame.encode(slice, into: message.bytes, sequence: counted ? nextSequence : nil)
+                }
                 while try !socket.send(message, blocking: false) {
                     if try waitForRoom(counted: counted) { return }
                 }
@@ -122,8 +141,14 @@ struct Publisher {
             try publish(try WireFrame.frames(in: message.array), report: &report)
             return
         }
-        let owned = message.isShared ? try message.unsharedCopy() : message
-        WireFrame.renumber(owned.bytes, first: nextSequence)
+        let owned: BusMessage
+        if compression == .lz4 {
+            owned = try WireFrame.compressed(
+                sequenced: UnsafeRawBufferPointer(message.bytes), first: nextSequence, scratch: &packedScratch)
+        } else {
+            owned = message.isShared ? try message.unsharedCopy() : message
+            WireFrame.renumber(owned.bytes, first: nextSequence)
+        }
         while try !socket.send(owned, blocking: false) {
             if try waitForRoom(counted: true) { return }
         }

@@ -10,6 +10,8 @@ struct StageWiring {
     var expectedSubscribers: Int
     /// CURVE keys for tcp and ipc endpoints (inproc stays plain: it never leaves the process).
     var security: CurveSecurity? = nil
+    /// How this stage packs the batches it publishes.
+    var compression: FrameCompression = .none
     /// The stage was restarted (a supervisor's restart): sinks continue what the killed one wrote,
     /// unless the stage recomputes its input (then it writes everything again).
     var resuming = false
@@ -80,7 +82,7 @@ actor StageActor {
         }
         var publisher = Publisher(
             socket: output, stage: config.name, expectedReaders: wiring.expectedSubscribers,
-            endpoint: wiring.bind ?? "?", log: log)
+            endpoint: wiring.bind ?? "?", compression: wiring.compression, log: log)
         try publisher.waitForReaders(pausing: false)
 
         var missing = 0  // frames the inputs' sequence numbers say never came

@@ -124,6 +124,20 @@ struct PipelineConfigTests {
         #expect(throws: CPUAffinity.Failure.self) { try CPUAffinity.pinCurrentThread(to: [1 << 20]) }
     }
 
+    @Test("compression: auto packs tcp and CURVE endpoints, lz4 every endpoint but inproc, none nothing")
+    func compression() throws {
+        let graph = "stages:\n  a:\n    type: simulator\n"
+        let auto = try parse(graph)
+        #expect(auto.compression == .auto)
+        #expect(auto.compression(on: "tcp://127.0.0.1:5000") == .lz4)
+        #expect(auto.compression(on: "ipc:///run/x") == .none && auto.compression(on: "inproc://x") == .none)
+        let lz4 = try parse("compression: ${PACK:-lz4}\n" + graph)
+        #expect(lz4.compression(on: "ipc:///run/x") == .lz4 && lz4.compression(on: "inproc://x") == .none)
+        #expect(try parse("compression: none\n" + graph).compression(on: "tcp://h:1") == .none)
+        let e = try #require(configError("compression: zstd\n" + graph))
+        #expect(e.mark == YAMLMark(line: 1, column: 14) && e.message.contains("auto, lz4, none"), "\(e)")
+    }
+
     @Test("${VAR} and ${VAR:-default} are replaced from the environment")
     func environment() throws {
         let text = "stages:\n  a:\n    type: bag\n    path: ${BAG}/x.mcap\n    rate: ${RATE:-2}\n"

@@ -1,4 +1,5 @@
-// libFuzzer harness: the ZeroMQ wire frame parser (single frames, batches, numbered batches, in-place views).
+// libFuzzer harness: the ZeroMQ wire frame parser (single frames, batches, numbered batches, compressed numbered
+// batches, in-place views).
 import MessageBus
 
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -13,6 +14,12 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         if let numbers = WireFrame.sequence(of: bytes) {
             precondition(numbers.count == frames.count, "sequenced batch count disagrees with its frames")
         }
+    }
+    // A compressed batch that inflates reads as the plain batch it inflates to, and keeps its numbers.
+    if let plain = bytes.withUnsafeBytes({ try? WireFrame.inflated($0) }) {
+        precondition(WireFrame.sequence(of: plain.array)?.first == WireFrame.sequence(of: bytes)?.first)
+        let direct = try? WireFrame.frames(in: bytes), inflated = try? WireFrame.frames(in: plain.array)
+        precondition(direct == inflated, "a compressed batch reads differently from its inflated form")
     }
     bytes.withUnsafeBytes { _ = WireFrame.dataFrameCount($0) }
     var views: [WireFrame.View] = []

@@ -1,0 +1,91 @@
+import CLZ4
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// How a publisher packs its numbered batches. Between stages most of a batch is zeros and repeated
+/// names (unset covariances, the same topic and type on every entry): LZ4 shrinks a bulk batch about
+/// five times for a few microseconds, which pays wherever bytes cost more than that, under CURVE
+/// (every byte encrypted and decrypted) and on a real network; on one machine in plain it does not.
+public enum FrameCompression: String, Sendable, CaseIterable {
+    /// Entries as they are.
+    case none
+    /// The batch entries as one LZ4 block (liblz4).
+    case lz4
+}
+
+/// A compressed numbered batch: the header `\0gyrocompass/batch\0sequenced+lz4\0`, the first
+/// frame's number (u64 little-endian) and the frame count (u32), as in a plain numbered batch; then
+/// the byte count of the entries uncompressed (u32) and the entries as one LZ4 block. The numbers stay
+/// outside the block, so a reader admits (or drops) a message before it inflates it.
+extension WireFrame {
+    public static let compressedEncoding = "sequenced+lz4"
+    static let compressedHeader: StaticString = "\0gyrocompass/batch\0sequenced+lz4\0"
+    static var compressedHeaderBytes: Int { compressedHeader.utf8CodeUnitCount + sequenceFieldBytes + 4 }
+    /// LZ4's speed/ratio knob: 4 compresses a bulk batch in two thirds of the time of 1 for 6 % more
+    /// bytes (measured on simulator batches, 17 KiB each: 5.1 against 5.5 times smaller).
+    static let lz4Acceleration: Int32 = 4
+
+    /// Whether `bytes` is a compressed numbered batch.
+    public static func isCompressed(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let prefix = compressedHeader.utf8CodeUnitCount
+        return bytes.count >= compressedHeaderBytes
+            && memcmp(bytes.baseAddress!, compressedHeader.utf8Start, prefix) == 0
+    }
+
+    /// The plain numbered batch `sequenced` (see `encode(_:into:sequence:)`), compressed, numbered from
+    /// `first`. `scratch` is reused between calls (the worst-case LZ4 output).
+    public static func compressed(sequenced: UnsafeRawBufferPointer, first: UInt64, scratch: inout [UInt8])
+        throws(BusError) -> BusMessage
+    {
+        guard let numbers = sequence(of: sequenced) else { preconditionFailure("not a numbered batch") }
+        let entries = UnsafeRawBufferPointer(rebasing: sequenced[sequencedHeaderBytes...])
+        let bound = Int(LZ4_compressBound(Int32(entries.count)))
+        if scratch.count < bound { scratch = [UInt8](repeating: 0, count: bound) }
+        let packed = scratch.withUnsafeMutableBytes { out in
+            guard let source = entries.baseAddress else { return Int32(0) }
+            return LZ4_compress_fast(
+                source.assumingMemoryBound(to: CChar.self), out.baseAddress!.assumingMemoryBound(to: CChar.self),
+                Int32(entries.count), Int32(out.count), lz4Acceleration)
+        }
+        // LZ4 cannot fail with a worst-case buffer; an empty batch packs to nothing.
+        let message = try BusMessage(size: compressedHeaderBytes + Int(packed))
+        let at = message.bytes.baseAddress!
+        let prefix = compressedHeader.utf8CodeUnitCount
+        at.copyMemory(from: compressedHeader.utf8Start, byteCount: prefix)
+        at.storeBytes(of: first.littleEndian, toByteOffset: prefix, as: UInt64.self)
+        at.storeBytes(of: UInt32(numbers.count).littleEndian, toByteOffset: prefix + 8, as: UInt32.self)
+        at.storeBytes(of: UInt32(entries.count).littleEndian, toByteOffset: prefix + 12, as: UInt32.self)
+        scratch.withUnsafeBytes {
+            (at + compressedHeaderBytes).copyMemory(from: $0.baseAddress!, byteCount: Int(packed))
+        }
+        return message
+    }
+
+    /// A compressed numbered batch as the plain numbered batch it was made from; nil for any other
+    /// message (to be read as it is). Throws when the block does not inflate to exactly the size the
+    /// header states, or states more than `maximumBytes`.
+    public static func inflated(_ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> BusMessage? {
+        guard isCompressed(bytes) else { return nil }
+        let prefix = compressedHeader.utf8CodeUnitCount
+        let first = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: prefix, as: UInt64.self))
+        let count = Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: prefix + 8, as: UInt32.self)))
+        let size = Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: prefix + 12, as: UInt32.self)))
+        guard size <= maximumBytes else { throw .oversized(bytes: size, limit: maximumBytes) }
+        guard let message = try? BusMessage(size: sequencedHeaderBytes + size) else {
+            throw .oversized(bytes: size, limit: maximumBytes)
+        }
+        let out = message.bytes.baseAddress!
+        _ = writeSequencedHeader(out, first: first, count: count)
+        let block = UnsafeRawBufferPointer(rebasing: bytes[compressedHeaderBytes...])
+        let written =
+            size == 0 && block.isEmpty
+            ? 0
+            : LZ4_decompress_safe(
+                block.baseAddress?.assumingMemoryBound(to: CChar.self),
+                (out + sequencedHeaderBytes).assumingMemoryBound(to: CChar.self), Int32(block.count), Int32(size))
+        guard written == size else { throw .malformedBatch(offset: compressedHeaderBytes) }
+        return message
+    }
+}
