@@ -40,7 +40,8 @@ final class PublishSink: StageLogic, TransformLogic {
                 "live use: never queue; a slow subscriber sees the newest message (drops counted)"),
             SettingSpec(
                 "on_slow", .string, "drop",
-                "a subscriber whose queue is full: drop (it misses messages, counted; the pipeline never waits) "
+                "a subscriber whose queue is full: drop (it misses messages until it catches up; how often is "
+                    + "counted; the pipeline never waits) "
                     + "| block (lossless: the pipeline waits for it)", choices: ["drop", "block"]),
             SettingSpec(
                 "high_water_mark", .integer, "10000",
