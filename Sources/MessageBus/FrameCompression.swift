@@ -39,7 +39,9 @@ extension WireFrame {
     public static func compressed(sequenced: UnsafeRawBufferPointer, first: UInt64, scratch: inout [UInt8])
         throws(BusError) -> BusMessage
     {
-        guard let numbers = sequence(of: sequenced) else { preconditionFailure("not a numbered batch") }
+        guard !isCompressed(sequenced), let numbers = sequence(of: sequenced) else {
+            preconditionFailure("not a plain numbered batch")
+        }
         let entries = UnsafeRawBufferPointer(rebasing: sequenced[sequencedHeaderBytes...])
         let bound = Int(LZ4_compressBound(Int32(entries.count)))
         if scratch.count < bound { scratch = [UInt8](repeating: 0, count: bound) }
