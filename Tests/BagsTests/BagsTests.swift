@@ -330,8 +330,32 @@ struct BagsTests {
         #expect(throws: BagError.self) { try BagReader(path: empty.path) }
     }
 
-    @Test("CRC-32 matches the standard check value")
+    @Test("CRC-32 matches the standard check value, one byte at a time, and across every split")
     func crc() {
         #expect(CRC32.checksum(Array("123456789".utf8)) == 0xCBF4_3926)
+        #expect(CRC32.checksum([]) == 0)
+        // Against the definition, bit by bit, for every length up to 40 and a long run (the eight-byte
+        // steps, the tail, and unaligned starts).
+        func bitwise(_ bytes: [UInt8]) -> UInt32 {
+            var c: UInt32 = 0xFFFF_FFFF
+            for b in bytes {
+                c ^= UInt32(b)
+                for _ in 0..<8 { c = c & 1 != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
+            }
+            return ~c
+        }
+        var generator = SystemRandomNumberGenerator()
+        let data = (0..<1000).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        for n in Array(0...40) + [999, 1000] {
+            #expect(CRC32.checksum(Array(data[0..<n])) == bitwise(Array(data[0..<n])), "\(n) bytes")
+        }
+        for split in [1, 3, 7, 8, 9, 500] {
+            let whole = data.withUnsafeBytes { raw in
+                CRC32.update(
+                    CRC32.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<split])),
+                    UnsafeRawBufferPointer(rebasing: raw[split...]))
+            }
+            #expect(whole == bitwise(data), "split at \(split)")
+        }
     }
 }
