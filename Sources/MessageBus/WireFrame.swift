@@ -58,7 +58,13 @@ public struct WireFrame: Sendable, Equatable {
     /// This frame alone, written straight into a message for sending (no intermediate array).
     public func encodedBusMessage() throws(BusError) -> BusMessage {
         let message = try BusMessage(size: encodedCount)
-        Self.encode([self][...], into: message.bytes)
+        guard var at = message.bytes.baseAddress else { return message }
+        at = Self.append(topic, at)
+        at = Self.append(type, at)
+        at = Self.append(encoding, at)
+        payload.withUnsafeBytes { p in
+            if let base = p.baseAddress { at.copyMemory(from: base, byteCount: p.count) }
+        }
         return message
     }
 

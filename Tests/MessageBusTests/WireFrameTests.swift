@@ -11,6 +11,10 @@ struct WireFrameTests {
             topic: "heading", type: "gyrocompass_msgs/msg/Heading", encoding: "cdr", payload: [0, 1, 0, 0, 42])
         #expect(Array(f.encoded().prefix(8)) == Array("heading\0".utf8))
         #expect(try WireFrame.decode(f.encoded()) == f)
+        #expect(try f.encodedBusMessage().array == f.encoded())  // written straight into libzmq's buffer
+        #expect(
+            try WireFrame.endOfStream(from: "x").encodedBusMessage().array == WireFrame.endOfStream(from: "x").encoded()
+        )
         // The batch layout written out by hand: header, then per frame its u32 little-endian length and the frame.
         let header = Array("\0gyrocompass/batch\0frames\0".utf8)
         func batchBytes(_ frames: [WireFrame]) -> [UInt8] {
