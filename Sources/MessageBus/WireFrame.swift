@@ -57,14 +57,25 @@ public struct WireFrame: Sendable, Equatable {
 
     /// This frame alone, written straight into a message for sending (no intermediate array).
     public func encodedBusMessage() throws(BusError) -> BusMessage {
-        let message = try BusMessage(size: encodedCount)
-        guard var at = message.bytes.baseAddress else { return message }
-        at = Self.append(topic, at)
-        at = Self.append(type, at)
-        at = Self.append(encoding, at)
-        payload.withUnsafeBytes { p in
-            if let base = p.baseAddress { at.copyMemory(from: base, byteCount: p.count) }
+        let built = payload.withUnsafeBytes { p in
+            Result { () throws(BusError) in
+                try Self.busMessage(topic: topic, type: type, encoding: encoding, payload: p)
+            }
         }
+        return try built.get()
+    }
+
+    /// One frame written into a message for sending.
+    static func busMessage(topic: String, type: String, encoding: String, payload: UnsafeRawBufferPointer)
+        throws(BusError) -> BusMessage
+    {
+        let message = try BusMessage(
+            size: topic.utf8.count + type.utf8.count + encoding.utf8.count + 3 + payload.count)
+        guard var at = message.bytes.baseAddress else { return message }
+        at = append(topic, at)
+        at = append(type, at)
+        at = append(encoding, at)
+        if let base = payload.baseAddress { at.copyMemory(from: base, byteCount: payload.count) }
         return message
     }
 
@@ -313,6 +324,12 @@ public struct WireFrame: Sendable, Equatable {
         public let type: String
         public let encoding: String
         public let payload: UnsafeMutableRawBufferPointer
+
+        /// This frame alone, written into a message for sending (as `WireFrame.encodedBusMessage`).
+        public func encodedBusMessage() throws(BusError) -> BusMessage {
+            try WireFrame.busMessage(
+                topic: topic, type: type, encoding: encoding, payload: UnsafeRawBufferPointer(payload))
+        }
     }
 
     /// The data frames of an encoded bus message (a lone frame or a batch), in place, appended to

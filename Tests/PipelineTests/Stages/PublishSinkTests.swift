@@ -69,4 +69,51 @@ extension PipelineRunTests {
         sub.close()
         PipelineSignals.requestStop(false)
     }
+
+    @Test("the publish sink's view path (on_slow: drop) sends exactly the bytes its general path (block) sends")
+    func publishViewPathEqualsGeneralPath() async throws {
+        PipelineSignals.requestStop(false)
+        /// Every message a subscriber to everything receives from a 2 s simulated run.
+        func received(onSlow: String, name: String) async throws -> (messages: [[UInt8]], notes: [String]) {
+            let endpoint = "ipc://\(dir)/pub-path-\(name)"
+            let config = try PipelineConfig.parse(
+                """
+                stages:
+                  sim:
+                    type: simulator
+                    rate_hz: 100
+                    duration: 2
+                    realtime: false
+                  fusion:
+                    type: fusion
+                    inputs: [sim]
+                  pub:
+                    type: publish
+                    inputs: [fusion]
+                    bind: \(endpoint)
+                    min_change_deg: 0
+                    on_slow: \(onSlow)
+                    wait_for_subscribers: 1
+                """, file: "t.yaml", environment: [:])
+            let context = BusContext()
+            let sub = try BusSocket(context, .sub)
+            try sub.subscribe([])
+            try sub.connect(endpoint)
+            async let run = PipelineRunner.runAll(config, log: { _ in })
+            var messages: [[UInt8]] = []
+            while let bytes = try sub.receive(timeoutMilliseconds: 2000) {
+                if try WireFrame.decode(bytes).isEndOfStream { break }
+                messages.append(bytes)
+            }
+            let notes = try await run.first { $0.stage == "pub" }!.notes
+            sub.close()
+            return (messages, notes)
+        }
+        let viewPath = try await received(onSlow: "drop", name: "drop")
+        let general = try await received(onSlow: "block", name: "block")
+        #expect(viewPath.messages.count == 400, "\(viewPath.notes)")  // heading and imu/data per sample
+        #expect(viewPath.messages == general.messages)
+        #expect(viewPath.notes == general.notes, "\(viewPath.notes) / \(general.notes)")
+        PipelineSignals.requestStop(false)
+    }
 }

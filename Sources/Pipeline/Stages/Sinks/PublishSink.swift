@@ -9,7 +9,7 @@ import MessageBus
 /// subscriber and counts what it replaced. It follows the subscriptions (XPUB, verbose both ways): a
 /// message offered while nobody subscribes is not sent and is counted as such, so "published" only
 /// counts messages a subscriber could receive.
-final class PublishSink: StageLogic, TransformLogic {
+final class PublishSink: StageLogic, InPlaceTransform {
     struct Settings {
         /// Address subscribers connect to.
         var bind = "tcp://127.0.0.1:5600"
@@ -111,7 +111,48 @@ final class PublishSink: StageLogic, TransformLogic {
         }
     }
 
-    var inputHandling: InputHandling { .decoded }
+    /// CDR passed on as it came, with on_slow: drop (the defaults but min_change_deg): each frame is
+    /// written into its message straight from the batch it arrived in, nothing decoded. JSON,
+    /// min_change_deg, latest_only and on_slow: block take the general path.
+    var inputHandling: InputHandling {
+        !settings.json && settings.minimumChangeDegrees <= 0 && !settings.latestOnly && !settings.blockOnSlow
+            ? .inPlace(.ownFramesOnly) : .decoded
+    }
+
+    func inPlaceSample(_ frame: WireFrame.View) -> InPlaceSample? { .unchanged }
+
+    func apply(_ sample: InPlaceSample, to frame: WireFrame.View, extra: inout [WireFrame]) throws {
+        guard settings.topics.contains(frame.topic) else { return }
+        offered += 1
+        guard try someoneSubscribes() else { return }
+        try sendDropping(frame.encodedBusMessage())
+    }
+
+    /// Brings the subscriber count up to date (at most once a millisecond: looking when nothing has
+    /// come costs libzmq a system call, which per frame of a bulk replay cost more than sending) and
+    /// says whether anyone subscribes; a frame offered to nobody is counted.
+    func someoneSubscribes() throws -> Bool {
+        let now = Clocks.monotonicSeconds()
+        if now - lastSubscriptionCheck >= 0.001 {
+            try subscribers.read(socket, timeoutMilliseconds: 0)
+            lastSubscriptionCheck = now
+        }
+        guard subscribers.value > 0 else {
+            withoutSubscriber += 1
+            if pending != nil {  // held for a subscriber who left
+                dropped += 1
+                pending = nil
+            }
+            return false
+        }
+        return true
+    }
+
+    /// on_slow: drop.
+    func sendDropping(_ message: BusMessage) throws {
+        if try !socket.sendSkippingFullReaders(message) { fellBehind += 1 }
+        sent += 1
+    }
 
     func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
         guard settings.topics.contains(frame.topic) else { return }
@@ -140,24 +181,9 @@ final class PublishSink: StageLogic, TransformLogic {
                 throw UnexpectedFrame(reason: "undecodable \(out.type): \(error)")
             }
         }
-        // The (un)subscriptions since the last look, at most once a millisecond: looking when none
-        // has come costs libzmq a system call, which per frame of a bulk replay cost more than sending.
-        let now = Clocks.monotonicSeconds()
-        if now - lastSubscriptionCheck >= 0.001 {
-            try subscribers.read(socket, timeoutMilliseconds: 0)
-            lastSubscriptionCheck = now
-        }
-        guard subscribers.value > 0 else {
-            withoutSubscriber += 1
-            if pending != nil {  // held for a subscriber who left
-                dropped += 1
-                pending = nil
-            }
-            return
-        }
+        guard try someoneSubscribes() else { return }
         if !settings.latestOnly && !settings.blockOnSlow {
-            if try !socket.sendSkippingFullReaders(out.encodedBusMessage()) { fellBehind += 1 }
-            sent += 1
+            try sendDropping(out.encodedBusMessage())
             return
         }
         let bytes = out.encoded()
