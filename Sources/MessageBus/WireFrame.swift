@@ -65,12 +65,18 @@ public struct WireFrame: Sendable, Equatable {
         return try built.get()
     }
 
-    /// One frame written into a message for sending.
-    static func busMessage(topic: String, type: String, encoding: String, payload: UnsafeRawBufferPointer)
-        throws(BusError) -> BusMessage
-    {
-        let message = try BusMessage(
-            size: topic.utf8.count + type.utf8.count + encoding.utf8.count + 3 + payload.count)
+    /// One frame written into a message for sending: a new one, or `reusing` one already sent.
+    static func busMessage(
+        topic: String, type: String, encoding: String, payload: UnsafeRawBufferPointer, reusing: BusMessage? = nil
+    ) throws(BusError) -> BusMessage {
+        let size = topic.utf8.count + type.utf8.count + encoding.utf8.count + 3 + payload.count
+        let message: BusMessage
+        if let reusing {
+            try reusing.reuse(size: size)
+            message = reusing
+        } else {
+            message = try BusMessage(size: size)
+        }
         guard var at = message.bytes.baseAddress else { return message }
         at = append(topic, at)
         at = append(type, at)
@@ -325,10 +331,12 @@ public struct WireFrame: Sendable, Equatable {
         public let encoding: String
         public let payload: UnsafeMutableRawBufferPointer
 
-        /// This frame alone, written into a message for sending (as `WireFrame.encodedBusMessage`).
-        public func encodedBusMessage() throws(BusError) -> BusMessage {
+        /// This frame alone, written into a message for sending (as `WireFrame.encodedBusMessage`),
+        /// a new one or `reusing` one already sent.
+        public func encodedBusMessage(reusing: BusMessage? = nil) throws(BusError) -> BusMessage {
             try WireFrame.busMessage(
-                topic: topic, type: type, encoding: encoding, payload: UnsafeRawBufferPointer(payload))
+                topic: topic, type: type, encoding: encoding, payload: UnsafeRawBufferPointer(payload),
+                reusing: reusing)
         }
     }
 

@@ -230,6 +230,17 @@ public final class BusMessage {
 
     fileprivate init() { zmq_msg_init(message) }
 
+    /// Makes this a new empty message of `size` bytes to fill and send, whatever it held (a sent
+    /// message is empty already): one object for a stream of outgoing messages, not one per message.
+    public func reuse(size: Int) throws(BusError) {
+        zmq_msg_close(message)
+        guard zmq_msg_init_size(message, size) == 0 else {
+            zmq_msg_init(message)
+            throw .last("zmq_msg_init_size")
+        }
+        sent = false
+    }
+
     deinit {
         zmq_msg_close(message)
         message.deallocate()

@@ -86,6 +86,8 @@ final class PublishSink: StageLogic, InPlaceTransform {
     var offered = 0, sent = 0, heldBack = 0, withoutSubscriber = 0, dropped = 0, fellBehind = 0
     /// Live subscribers.
     var subscribers = ReaderCount()
+    /// One message object for every frame the view path sends (libzmq empties it on sending).
+    let outgoing = try? BusMessage(size: 0)
     /// When `subscribers` was last brought up to date (monotonic seconds).
     var lastSubscriptionCheck = -Double.infinity
 
@@ -125,7 +127,7 @@ final class PublishSink: StageLogic, InPlaceTransform {
         guard settings.topics.contains(frame.topic) else { return }
         offered += 1
         guard try someoneSubscribes() else { return }
-        try sendDropping(frame.encodedBusMessage())
+        try sendDropping(frame.encodedBusMessage(reusing: outgoing))
     }
 
     /// Brings the subscriber count up to date (at most once a millisecond: looking when nothing has
