@@ -6,8 +6,9 @@ import CLZ4
 
 /// How a publisher packs its numbered batches. Between stages most of a batch is zeros and repeated
 /// names (unset covariances, the same topic and type on every entry): LZ4 shrinks a bulk batch about
-/// five times for a few microseconds, which pays wherever bytes cost more than that, under CURVE
-/// (every byte encrypted and decrypted) and on a real network; on one machine in plain it does not.
+/// five times for a few microseconds, which pays wherever bytes cost more than that: under CURVE
+/// (every byte encrypted and decrypted) and on a real network. Over plain tcp loopback it measured
+/// neither faster nor slower; over ipc nothing is gained, so `auto` leaves ipc plain.
 public enum FrameCompression: String, Sendable, CaseIterable {
     /// Entries as they are.
     case none
