@@ -7,30 +7,36 @@ import MessageBus
 @testable import Pipeline
 
 extension PipelineRunTests {
+    /// A 2 s simulated run at 100 Hz through fusion to a publish sink bound to `endpoint`, with the
+    /// sink's further settings (one per line).
+    static func simulatedRunPublished(on endpoint: String, _ settings: String) throws -> PipelineConfig {
+        let indented = settings.split(separator: "\n").map { "    " + $0 }.joined(separator: "\n")
+        return try PipelineConfig.parse(
+            """
+            stages:
+              sim:
+                type: simulator
+                rate_hz: 100
+                duration: 2
+                realtime: false
+              fusion:
+                type: fusion
+                inputs: [sim]
+              pub:
+                type: publish
+                inputs: [fusion]
+                bind: \(endpoint)
+            \(indented)
+            """, file: "t.yaml", environment: [:])
+    }
+
     @Test("a publish sink sends only while someone subscribes, and says how many it did not send")
     func publishFollowsSubscribers() async throws {
         PipelineSignals.requestStop(false)
         let endpoint = "ipc://\(dir)/pub"
         func config(waitFor subscribers: Int) throws -> PipelineConfig {
-            try PipelineConfig.parse(
-                """
-                stages:
-                  sim:
-                    type: simulator
-                    rate_hz: 100
-                    duration: 2
-                    realtime: false
-                  fusion:
-                    type: fusion
-                    inputs: [sim]
-                  pub:
-                    type: publish
-                    inputs: [fusion]
-                    bind: \(endpoint)
-                    topics: [heading]
-                    min_change_deg: 0
-                    wait_for_subscribers: \(subscribers)
-                """, file: "t.yaml", environment: [:])
+            try Self.simulatedRunPublished(
+                on: endpoint, "topics: [heading]\nmin_change_deg: 0\nwait_for_subscribers: \(subscribers)")
         }
         func sentCount(_ notes: [String]) -> Int? {
             notes.first { $0.hasPrefix("sent ") }.flatMap { $0.split(separator: " ").dropFirst().first }.flatMap {
@@ -76,25 +82,8 @@ extension PipelineRunTests {
         /// Every message a subscriber to everything receives from a 2 s simulated run.
         func received(onSlow: String, name: String) async throws -> (messages: [[UInt8]], notes: [String]) {
             let endpoint = "ipc://\(dir)/pub-path-\(name)"
-            let config = try PipelineConfig.parse(
-                """
-                stages:
-                  sim:
-                    type: simulator
-                    rate_hz: 100
-                    duration: 2
-                    realtime: false
-                  fusion:
-                    type: fusion
-                    inputs: [sim]
-                  pub:
-                    type: publish
-                    inputs: [fusion]
-                    bind: \(endpoint)
-                    min_change_deg: 0
-                    on_slow: \(onSlow)
-                    wait_for_subscribers: 1
-                """, file: "t.yaml", environment: [:])
+            let config = try Self.simulatedRunPublished(
+                on: endpoint, "min_change_deg: 0\non_slow: \(onSlow)\nwait_for_subscribers: 1")
             let context = BusContext()
             let sub = try BusSocket(context, .sub)
             try sub.subscribe([])
