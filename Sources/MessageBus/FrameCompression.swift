@@ -30,9 +30,7 @@ extension WireFrame {
 
     /// Whether `bytes` is a compressed numbered batch.
     public static func isCompressed(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        let prefix = compressedHeader.utf8CodeUnitCount
-        return bytes.count >= compressedHeaderBytes
-            && memcmp(bytes.baseAddress!, compressedHeader.utf8Start, prefix) == 0
+        starts(bytes, with: compressedHeader, more: sequenceFieldBytes + 4)
     }
 
     /// The plain numbered batch `sequenced` (see `encode(_:into:sequence:)`), compressed, numbered from
@@ -54,15 +52,10 @@ extension WireFrame {
         }
         // LZ4 cannot fail with a worst-case buffer; an empty batch packs to nothing.
         let message = try BusMessage(size: compressedHeaderBytes + Int(packed))
-        let at = message.bytes.baseAddress!
-        let prefix = compressedHeader.utf8CodeUnitCount
-        at.copyMemory(from: compressedHeader.utf8Start, byteCount: prefix)
-        at.storeBytes(of: first.littleEndian, toByteOffset: prefix, as: UInt64.self)
-        at.storeBytes(of: UInt32(numbers.count).littleEndian, toByteOffset: prefix + 8, as: UInt32.self)
-        at.storeBytes(of: UInt32(entries.count).littleEndian, toByteOffset: prefix + 12, as: UInt32.self)
-        scratch.withUnsafeBytes {
-            (at + compressedHeaderBytes).copyMemory(from: $0.baseAddress!, byteCount: Int(packed))
-        }
+        let at = writeSequencedHeader(
+            message.bytes.baseAddress!, first: first, count: numbers.count, header: compressedHeader)
+        at.storeBytes(of: UInt32(entries.count).littleEndian, as: UInt32.self)
+        scratch.withUnsafeBytes { (at + 4).copyMemory(from: $0.baseAddress!, byteCount: Int(packed)) }
         return message
     }
 
@@ -70,24 +63,21 @@ extension WireFrame {
     /// message (to be read as it is). Throws when the block does not inflate to exactly the size the
     /// header states, or states more than `maximumBytes`.
     public static func inflated(_ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> BusMessage? {
-        guard isCompressed(bytes) else { return nil }
-        let prefix = compressedHeader.utf8CodeUnitCount
-        let first = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: prefix, as: UInt64.self))
-        let count = Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: prefix + 8, as: UInt32.self)))
-        let size = Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: prefix + 12, as: UInt32.self)))
+        guard isCompressed(bytes), let (first, count) = sequence(of: bytes) else { return nil }
+        let size = Int(
+            UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: compressedHeaderBytes - 4, as: UInt32.self)))
         guard size <= maximumBytes else { throw .oversized(bytes: size, limit: maximumBytes) }
         guard let message = try? BusMessage(size: sequencedHeaderBytes + size) else {
             throw .oversized(bytes: size, limit: maximumBytes)
         }
-        let out = message.bytes.baseAddress!
-        _ = writeSequencedHeader(out, first: first, count: count)
+        let entries = writeSequencedHeader(message.bytes.baseAddress!, first: first, count: count)
         let block = UnsafeRawBufferPointer(rebasing: bytes[compressedHeaderBytes...])
         let written =
             size == 0 && block.isEmpty
             ? 0
             : LZ4_decompress_safe(
                 block.baseAddress?.assumingMemoryBound(to: CChar.self),
-                (out + sequencedHeaderBytes).assumingMemoryBound(to: CChar.self), Int32(block.count), Int32(size))
+                entries.assumingMemoryBound(to: CChar.self), Int32(block.count), Int32(size))
         guard written == size else { throw .malformedBatch(offset: compressedHeaderBytes) }
         return message
     }

@@ -19,16 +19,17 @@ extension WireFrame {
     static let sequenceFieldBytes = 12
     static var sequencedHeaderBytes: Int { sequencedHeader.utf8CodeUnitCount + sequenceFieldBytes }
 
+    /// Whether `bytes` starts with `header` and holds at least `more` bytes after it.
+    static func starts(_ bytes: UnsafeRawBufferPointer, with header: StaticString, more: Int) -> Bool {
+        let prefix = header.utf8CodeUnitCount
+        return bytes.count >= prefix + more && memcmp(bytes.baseAddress!, header.utf8Start, prefix) == 0
+    }
+
     /// Where the numbers of a numbered batch start (after its header, plain or compressed); nil for
     /// any other message.
     static func sequenceFieldOffset(_ bytes: UnsafeRawBufferPointer) -> Int? {
-        func starts(with header: StaticString) -> Bool {
-            let prefix = header.utf8CodeUnitCount
-            return bytes.count >= prefix + sequenceFieldBytes
-                && memcmp(bytes.baseAddress!, header.utf8Start, prefix) == 0
-        }
-        if starts(with: sequencedHeader) { return sequencedHeader.utf8CodeUnitCount }
-        if starts(with: compressedHeader) { return compressedHeader.utf8CodeUnitCount }
+        if starts(bytes, with: sequencedHeader, more: sequenceFieldBytes) { return sequencedHeader.utf8CodeUnitCount }
+        if starts(bytes, with: compressedHeader, more: sequenceFieldBytes) { return compressedHeader.utf8CodeUnitCount }
         return nil
     }
 
@@ -53,11 +54,13 @@ extension WireFrame {
         bytes.storeBytes(of: first.littleEndian, toByteOffset: at, as: UInt64.self)
     }
 
-    static func writeSequencedHeader(_ at: UnsafeMutableRawPointer, first: UInt64, count: Int)
-        -> UnsafeMutableRawPointer
-    {
-        let prefix = sequencedHeader.utf8CodeUnitCount
-        at.copyMemory(from: sequencedHeader.utf8Start, byteCount: prefix)
+    /// Writes `header` (plain or compressed numbered batch) and the numbers; returns the position
+    /// after them.
+    static func writeSequencedHeader(
+        _ at: UnsafeMutableRawPointer, first: UInt64, count: Int, header: StaticString = sequencedHeader
+    ) -> UnsafeMutableRawPointer {
+        let prefix = header.utf8CodeUnitCount
+        at.copyMemory(from: header.utf8Start, byteCount: prefix)
         at.storeBytes(of: first.littleEndian, toByteOffset: prefix, as: UInt64.self)
         at.storeBytes(of: UInt32(count).littleEndian, toByteOffset: prefix + 8, as: UInt32.self)
         return at + prefix + sequenceFieldBytes

@@ -173,7 +173,7 @@ public final class BusSocket: @unchecked Sendable {
     public func receiveMessage(timeoutMilliseconds: Int32) throws(BusError) -> BusMessage? {
         // First without waiting: a message already queued costs no system call (zmq_poll always
         // makes one, even with a zero timeout: a poll per message and per subscription check).
-        if let ready = try receiveNow() { return ready }
+        if let ready = try receive(flags: ZMQ_DONTWAIT) { return ready }
         if timeoutMilliseconds == 0 { return nil }
         if timeoutMilliseconds > 0 {
             var item = zmq_pollitem_t(socket: handle, fd: 0, events: Int16(ZMQ_POLLIN), revents: 0)
@@ -183,22 +183,16 @@ public final class BusSocket: @unchecked Sendable {
                 throw .last("zmq_poll")
             }
             if n == 0 { return nil }
-            return try receiveNow()
+            return try receive(flags: ZMQ_DONTWAIT)
         }
-        let received = BusMessage()
-        if zmq_msg_recv(received.message, handle, 0) < 0 {
-            let e = zmq_errno()
-            if e == EAGAIN || e == EINTR { return nil }
-            throw BusError(operation: "zmq_msg_recv", endpoint: nil, errorNumber: e)
-        }
-        return received
+        return try receive(flags: 0)
     }
 
-    /// A message already queued, or nil.
-    private func receiveNow() throws(BusError) -> BusMessage? {
+    /// One zmq_msg_recv into the spare message (or a new one); nil when nothing came (EAGAIN, EINTR).
+    private func receive(flags: Int32) throws(BusError) -> BusMessage? {
         let received = spare ?? BusMessage()
         spare = nil
-        if zmq_msg_recv(received.message, handle, ZMQ_DONTWAIT) < 0 {
+        if zmq_msg_recv(received.message, handle, flags) < 0 {
             spare = received  // still empty: a failed receive leaves the message as it was
             let e = zmq_errno()
             if e == EAGAIN || e == EINTR { return nil }
