@@ -173,10 +173,13 @@ struct Supervisor {
             let lossy = restarts.keys.filter { !config.restartIsLossless($0) }.sorted()
             if lossy.isEmpty {
                 // Reproducible streams: a source played again, a stage recomputed its input; readers
-                // dropped by number what they had already read.
-                writeStandardError(
-                    "fusion-node: supervisor: \(total) restart(s) (\(perStage)); each rebuilt what the killed process "
-                        + "held from the recording: nothing lost\n")
+                // dropped by number what they had already read. Live file sinks read again what their
+                // inputs still held (a replacement that found a gap reported it: exit 3 above).
+                if !finishedWithLoss {
+                    writeStandardError(
+                        "fusion-node: supervisor: \(total) restart(s) (\(perStage)); each rebuilt what the killed "
+                            + "process held (from the recording, or its input's retransmit buffer): nothing lost\n")
+                }
             } else {
                 writeStandardError(
                     "fusion-node: supervisor: \(total) restart(s) (\(perStage)); what was in flight inside a killed "

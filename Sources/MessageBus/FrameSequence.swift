@@ -101,6 +101,9 @@ public struct InputSequence: Sendable, Equatable {
     public private(set) var duplicates: UInt64 = 0
     /// Times a live publisher started its numbering again.
     public private(set) var restarts = 0
+    /// Lower numbers than expected are frames read already (sent again after a retransmission), not
+    /// a restarted publisher, until the stream has caught up.
+    private var repeatsExpected = false
 
     /// A reader that starts with its input (expects frame 0), or, `joining`, one that takes up a
     /// stream already under way (its first message sets where it is).
@@ -112,6 +115,16 @@ public struct InputSequence: Sendable, Equatable {
     /// Frames up to `next` were read some other way (recomputed): expect `next` now.
     public mutating func expect(_ next: UInt64) { expected = next }
 
+    /// The frames were just read from a retransmission, ahead of the live stream: messages the live
+    /// stream still holds from before are repeats, until it reaches the expected number.
+    public mutating func expectRepeats() { repeatsExpected = true }
+
+    /// The numbers a message starting at `first` would skip over (a gap), nil when it skips none.
+    public func gap(before first: UInt64) -> Range<UInt64>? {
+        guard let next = expected, first > next else { return nil }
+        return next..<first
+    }
+
     /// Accounts for a message whose frames are numbered `first ..< first + count`.
     public mutating func admit(first: UInt64, count: Int) -> Admission {
         let end = first &+ UInt64(count)
@@ -119,6 +132,7 @@ public struct InputSequence: Sendable, Equatable {
             expected = end
             return .all
         }
+        if first >= next { repeatsExpected = false }
         if first == next {
             expected = end
             return .all
@@ -129,7 +143,7 @@ public struct InputSequence: Sendable, Equatable {
             expected = end
             return .all
         }
-        guard numbering == .reproducible else {
+        guard numbering == .reproducible || repeatsExpected else {
             restarts += 1
             expected = end
             return .all

@@ -64,7 +64,7 @@ public final class ZapHandler: @unchecked Sendable {
     private func watch(_ monitor: BusSocket) {
         while !lock.withLock({ stopping }) {
             guard (try? monitor.poll(timeoutMilliseconds: 200)) == true else { continue }
-            guard let event = receiveAll(monitor), event.count >= 2, event[0].count >= 6 else { return }
+            guard let event = monitor.receiveParts(), event.count >= 2, event[0].count >= 6 else { return }
             // libzmq reports a plaintext peer as a protocol error or without detail, depending on
             // when the connection broke; such a client retries, and every attempt is counted.
             note(
@@ -91,7 +91,7 @@ public final class ZapHandler: @unchecked Sendable {
         defer { socket.close() }
         while !lock.withLock({ stopping }) {
             guard (try? socket.poll(timeoutMilliseconds: 200)) == true else { continue }
-            guard let request = receiveAll(socket) else { return }
+            guard let request = socket.receiveParts() else { return }
             guard request.count >= 6 else { continue }
             let mechanism = String(decoding: request[5], as: UTF8.self)
             var key = ""
@@ -107,10 +107,7 @@ public final class ZapHandler: @unchecked Sendable {
                 Array("1.0".utf8), request[1], Array((ok ? "200" : "400").utf8),
                 Array((ok ? "OK" : "client key not allowed").utf8), [], [],
             ]
-            for (i, frame) in reply.enumerated() {
-                let flags = i < reply.count - 1 ? ZMQ_SNDMORE : 0
-                if frame.withUnsafeBytes({ zmq_send(socket.handle, $0.baseAddress, $0.count, flags) }) < 0 { return }
-            }
+            if !socket.sendParts(reply) { return }
         }
     }
 
@@ -131,26 +128,6 @@ public final class ZapHandler: @unchecked Sendable {
                         ? " (\(rejectedSinceLog) refused since the last line, \(rejectedTotal) in all)" : ""))
             rejectedSinceLog = 0
             lastLog = now
-        }
-    }
-
-    /// Every frame of one multipart message, nil when the context terminates.
-    private func receiveAll(_ socket: BusSocket) -> [[UInt8]]? {
-        var frames: [[UInt8]] = []
-        var message = zmq_msg_t()
-        while true {
-            zmq_msg_init(&message)
-            if zmq_msg_recv(&message, socket.handle, 0) < 0 {
-                zmq_msg_close(&message)
-                if zmq_errno() == EINTR { continue }
-                return nil
-            }
-            let size = zmq_msg_size(&message)
-            let data = zmq_msg_data(&message)!
-            frames.append(Array(UnsafeRawBufferPointer(start: data, count: size)))
-            let more = zmq_msg_more(&message) == 1
-            zmq_msg_close(&message)
-            if !more { return frames }
         }
     }
 }

@@ -50,7 +50,7 @@ public final class BusContext: @unchecked Sendable {
 /// One ZeroMQ socket. Not thread-safe: owned by exactly one stage (actor) at a time.
 public final class BusSocket: @unchecked Sendable {
     public enum Kind: Int32, Sendable {
-        case pair = 0, pub = 1, sub = 2, rep = 4, xpub = 9, xsub = 10
+        case pair = 0, pub = 1, sub = 2, rep = 4, dealer = 5, router = 6, xpub = 9, xsub = 10
         var raw: Int32 { rawValue }
     }
     let handle: UnsafeMutableRawPointer
@@ -206,6 +206,38 @@ public final class BusSocket: @unchecked Sendable {
     public func receive(timeoutMilliseconds: Int32) throws(BusError) -> [UInt8]? {
         try receiveMessage(timeoutMilliseconds: timeoutMilliseconds)?.array
     }
+
+    /// Sends a multipart message (blocking, up to the socket's ZMQ_SNDTIMEO). False when a part could
+    /// not be sent (no route to the peer, a timeout, a closing context): the rest is not sent.
+    @discardableResult
+    public func sendParts(_ parts: [[UInt8]]) -> Bool {
+        for (i, part) in parts.enumerated() {
+            let flags = i < parts.count - 1 ? ZMQ_SNDMORE : 0
+            while part.withUnsafeBytes({ zmq_send(handle, $0.baseAddress, $0.count, flags) }) < 0 {
+                if zmq_errno() != EINTR { return false }
+            }
+        }
+        return true
+    }
+
+    /// Every part of the next multipart message (blocking); nil when the context terminates or the
+    /// receive fails.
+    public func receiveParts() -> [[UInt8]]? {
+        var parts: [[UInt8]] = []
+        var message = zmq_msg_t()
+        while true {
+            zmq_msg_init(&message)
+            if zmq_msg_recv(&message, handle, 0) < 0 {
+                zmq_msg_close(&message)
+                if zmq_errno() == EINTR { continue }
+                return nil
+            }
+            parts.append(Array(UnsafeRawBufferPointer(start: zmq_msg_data(&message), count: zmq_msg_size(&message))))
+            let more = zmq_msg_more(&message) == 1
+            zmq_msg_close(&message)
+            if !more { return parts }
+        }
+    }
 }
 
 /// One bus message in libzmq's own buffer: built in place for sending (no copy), or received and
@@ -223,6 +255,14 @@ public final class BusMessage {
     }
 
     fileprivate init() { zmq_msg_init(message) }
+
+    /// A message holding a copy of `content` (one received some other way, to read like any other).
+    public convenience init(copying content: [UInt8]) throws(BusError) {
+        try self.init(size: content.count)
+        if !content.isEmpty {
+            content.withUnsafeBytes { bytes.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        }
+    }
 
     /// Makes this a new empty message of `size` bytes to fill and send, whatever it held (a sent
     /// message is empty already): one object for a stream of outgoing messages, not one per message.

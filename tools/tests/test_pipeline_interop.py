@@ -19,6 +19,7 @@ from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin, W
 from rosbags.typesys import Stores, get_typestore, get_types_from_msg
 
 from test_bag_interop import STORE, make_messages, node, write_rosbags  # noqa: F401  (fixture)
+from test_hardening import secured_keys
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADING_MSG = ROOT / 'Sources' / 'WireFormat' / 'gyrocompass_msgs' / 'msg' / 'Heading.msg'
@@ -208,11 +209,11 @@ stages:
         assert (tmp_path / f'killed.csv{suffix}').read_bytes() == (tmp_path / f'one.csv{suffix}').read_bytes()
 
 
-def live_pipeline(tmp_path, sink):
+def live_pipeline(tmp_path, sink, top=''):
     """lines (stdin, fed at 100 Hz for 5 s) -> fusion -> `sink` (the YAML of a stage named `out`):
-    a live stream, which no restart can recompute."""
+    a live stream, which no restart can recompute; `top` adds top-level keys."""
     config = tmp_path / 'live.yaml'
-    config.write_text(f"""
+    config.write_text(f"""{top}
 stages:
   serial:
     type: lines
@@ -228,52 +229,84 @@ stages:
     def feed(stdin):
         for k in range(500):
             t = 1_700_000_000 + k * 0.01
-            stdin.write(f'{t:.2f},0,0,0.1,0,0,9.81,1.9e-05,0,-4.4e-05\n')
+            stdin.write(f'{t:.2f},0,0,{0.1 + 0.05 * (k % 7)},0,0,9.81,1.9e-05,0,-4.4e-05\n')
             stdin.flush()
             time.sleep(0.01)
         stdin.close()
     return config, feed
 
 
-def test_a_restarted_csv_sink_of_a_live_stream_continues_its_files(node, tmp_path):
-    """Live, the CSV stage's replacement appends after the last complete row; what the killed
-    process held is lost, and the supervisor says so with exit 3."""
-    config, feed = live_pipeline(
-        tmp_path, f"    type: csv\n    path: {tmp_path}/out.csv\n    accuracy_path: {tmp_path}/acc.csv\n")
-    code, err = kill_under_supervisor(node, config, 'out', kills=[2.5], stdin=subprocess.PIPE, feed=feed)
-    assert 'out killed by signal 9; restarting' in err and code == 3, (code, err)
-    assert 'what was in flight inside a killed out process is lost' in err, err
-    assert 'resumed' in err and 'after its last complete row' in err, err
-    for name, columns in (('out.csv', 5), ('acc.csv', 4)):
-        lines = (tmp_path / name).read_text().splitlines()
-        assert lines[0].startswith('t,') and not any(line.startswith('t,') for line in lines[1:]), name
-        rows = [line.split(',') for line in lines[1:]]
-        assert all(len(r) == columns for r in rows), name
-        stamps = [float(r[0]) for r in rows]
-        assert all(b > a for a, b in zip(stamps, stamps[1:])), name
-        # From the first sample to the last, only what was inside the killed process is missing.
-        assert len(stamps) >= 450 and stamps[0] < 1_700_000_000.1 and stamps[-1] > 1_700_000_004.9, (name, len(stamps))
+def csv_sink(tmp_path, name):
+    return f"    type: csv\n    path: {tmp_path}/{name}.csv\n    accuracy_path: {tmp_path}/{name}.acc.csv\n"
 
 
-def test_a_restarted_recorder_of_a_live_stream_records_a_new_split(node, tmp_path):
-    """Live, the recorder's replacement records into run_1.mcap; the killed part ends without its
-    summary and replays with --salvage; together they hold every sample but what was inside the
-    killed process."""
+@pytest.mark.parametrize('secured', [False, True])
+def test_a_restarted_csv_sink_of_a_live_stream_loses_nothing(node, tmp_path, secured):
+    """Live, the CSV stage's replacement reads again what fusion still holds (its retransmit buffer,
+    5 s by default), drops the rows its files already have and appends the rest: both files equal an
+    uninterrupted run's byte for byte, killed twice, and the supervisor exits 0. Secured, the
+    retransmit endpoint is a CURVE server too, and the batches travel LZ4-packed."""
+    top = secured_keys(node, tmp_path)[2] if secured else ''
+    config, feed = live_pipeline(tmp_path, csv_sink(tmp_path, 'one'), top=top)
+    code, err = kill_under_supervisor(node, config, 'out', kills=[], stdin=subprocess.PIPE, feed=feed)
+    assert code == 0, err
+    config, feed = live_pipeline(tmp_path, csv_sink(tmp_path, 'killed'), top=top)
+    code, err = kill_under_supervisor(node, config, 'out', kills=[1.5, 3.0], stdin=subprocess.PIPE, feed=feed)
+    assert 'out killed by signal 9; restarting' in err and code == 0 and 'nothing lost' in err, (code, err)
+    assert 'after its last complete row' in err and "frame(s) 'fusion' still held" in err, err
+    assert 'the stream reached back to the last row: nothing missing' in err, err
+    for suffix in ('.csv', '.acc.csv'):
+        one, killed = (tmp_path / f'one{suffix}').read_bytes(), (tmp_path / f'killed{suffix}').read_bytes()
+        assert killed == one and one.count(b'\n') == 501, (suffix, len(one), len(killed))
+
+
+def test_a_restart_slower_than_the_retransmit_buffer_is_reported_as_loss(node, tmp_path):
+    """With a buffer of 0.05 s and a replacement that takes longer to start, the replacement finds no
+    overlap with its last row: it says rows may be lost, and the supervisor exits 3; with
+    retransmission off, what the killed process held is lost (exit 3) and the files stay well formed."""
+    for top, expect in (('retransmit: {seconds: 0.05}', 'rows in between may be lost'),
+                        ('retransmit: {seconds: 0}', 'what was in flight inside a killed out process is lost')):
+        config, feed = live_pipeline(tmp_path, csv_sink(tmp_path, 'out'), top=top)
+        code, err = kill_under_supervisor(node, config, 'out', kills=[2.5], stdin=subprocess.PIPE, feed=feed)
+        assert 'out killed by signal 9; restarting' in err and code == 3 and expect in err, (top, code, err)
+        for name, columns in (('out.csv', 5), ('out.acc.csv', 4)):
+            lines = (tmp_path / name).read_text().splitlines()
+            assert lines[0].startswith('t,') and not any(line.startswith('t,') for line in lines[1:]), name
+            rows = [line.split(',') for line in lines[1:]]
+            assert all(len(r) == columns for r in rows), name
+            stamps = [float(r[0]) for r in rows]
+            assert all(b > a for a, b in zip(stamps, stamps[1:])), name
+            assert len(stamps) >= 400 and stamps[0] < 1_700_000_000.1 and stamps[-1] > 1_700_000_004.9, (name, len(stamps))
+
+
+def test_a_restarted_recorder_of_a_live_stream_records_a_new_split_and_loses_nothing(node, tmp_path):
+    """Live, the recorder's replacement records into run_1.mcap, from what fusion still holds, only
+    what follows the killed split's last message per topic. The killed part ends without its
+    summary and replays with --salvage; together the splits hold every heading of an uninterrupted
+    run once, in order, and the supervisor exits 0."""
+    config, feed = live_pipeline(tmp_path, f"    type: record\n    path: {tmp_path}/one.mcap\n    topics: [heading]\n")
+    code, err = kill_under_supervisor(node, config, 'out', kills=[], stdin=subprocess.PIPE, feed=feed)
+    assert code == 0, err
     config, feed = live_pipeline(tmp_path, f"    type: record\n    path: {tmp_path}/run.mcap\n    topics: [heading]\n")
-    code, err = kill_under_supervisor(node, config, 'out', kills=[2.5], stdin=subprocess.PIPE, feed=feed)
-    assert code == 3 and f'recording into {tmp_path}/run_1.mcap' in err, (code, err)
+    code, err = kill_under_supervisor(node, config, 'out', kills=[1.5, 3.0], stdin=subprocess.PIPE, feed=feed)
+    assert code == 0 and f'recording into {tmp_path}/run_2.mcap' in err and 'nothing lost' in err, (code, err)
+    assert 'run_1.mcap, topic heading:' in err and 'the stream reached back to the last message: nothing missing' in err, err
 
-    def count(path, *extra):
-        r = subprocess.run([str(node), 'bag', 'info', str(path), *extra], capture_output=True, text=True)
-        m = re.search(r'Messages:\s+(\d+)', r.stdout)
-        return r.returncode, int(m.group(1)) if m else 0, r.stderr
+    def headings(path, *extra):
+        r = subprocess.run([str(node), 'bag', 'echo', str(path), '--topic', '/heading', *extra],
+                           capture_output=True, text=True)
+        return r.returncode, [line for line in r.stdout.splitlines() if line.strip()], r.stderr
 
-    rc, second, e = count(tmp_path / 'run_1.mcap')
-    assert rc == 0 and second > 100, e                      # the new split is complete and valid
-    rc, first, e = count(tmp_path / 'run.mcap', '--salvage')
-    assert first > 100, e                                   # the killed part, read past its missing end
-    # Flushed every second: at most about a second of headings is lost with the killed recorder.
-    assert first + second >= 500 - 110, (first, second)
+    rc, whole, e = headings(tmp_path / 'one.mcap')
+    assert rc == 0 and len(whole) == 500, e
+    rc, last, e = headings(tmp_path / 'run_2.mcap')
+    assert rc == 0 and len(last) > 50, e                      # the last split is complete and valid
+    parts = []
+    for name in ('run.mcap', 'run_1.mcap'):                   # the killed parts, read past their missing end
+        rc, part, e = headings(tmp_path / name, '--salvage')
+        assert len(part) > 50, (name, e)
+        parts += part
+    assert parts + last == whole
 
 
 def test_sigint_stops_cleanly_and_the_recording_is_valid(node, tmp_path):

@@ -38,6 +38,9 @@ public struct StageConfig: Sendable {
     public var inputs: [String]
     /// Where the stage publishes when stages run in separate processes (ipc:// or tcp://).
     public var endpoint: String
+    /// Where it serves retransmissions of a live stream, as configured (`retransmit_endpoint`); nil =
+    /// derived from `endpoint` (see `PipelineConfig.retransmitEndpoint(of:)`).
+    public var retransmitEndpoint: String? = nil
     public var settings: StageSettings
     public var mark: YAMLMark
 }
@@ -63,6 +66,8 @@ public struct PipelineConfig: Sendable {
     public var privateDirectory = ""
     /// How stages pack the batches they send each other (top-level `compression`).
     public var compression: CompressionPolicy = .auto
+    /// What publishers of live streams keep for readers that missed frames (top-level `retransmit`).
+    public var retransmit = RetransmitSettings()
 
     /// The packing for batches published on `endpoint`.
     public func compression(on endpoint: String) -> FrameCompression {
@@ -128,13 +133,16 @@ public struct PipelineConfig: Sendable {
         }
 
         guard let top = root.mapping else { throw fail(root, "expected a mapping with 'stages', found \(root.kind)") }
-        let topKeys = ["stages", "name", "cpus", "insecure", "max_message_bytes", "security", "compression"]
+        let topKeys = [
+            "stages", "name", "cpus", "insecure", "max_message_bytes", "security", "compression", "retransmit",
+        ]
         for (k, _) in top where !topKeys.contains(k.scalar ?? "") {
             throw fail(
                 k,
                 "unknown top-level key '\(k.scalar ?? "?")'\(didYouMean(k.scalar ?? "", in: topKeys)) (expected "
-                    + "'stages' "
-                    + "and optionally 'name', 'cpus', 'insecure', 'max_message_bytes', 'security' and 'compression')")
+                    + "'stages' and optionally 'name', 'cpus', 'insecure', 'max_message_bytes', 'security', "
+                    + "'compression' and 'retransmit')"
+            )
         }
         var insecure = false
         if let node = root["insecure"] {
@@ -174,6 +182,10 @@ public struct PipelineConfig: Sendable {
             }
             compression = v
         }
+        let retransmit =
+            try root["retransmit"].map { (n) throws(PipelineConfigError) in
+                try RetransmitSettings.parse(n, file: file, environment: environment)
+            } ?? RetransmitSettings()
         var cpus: [Int] = []
         if let list = root["cpus"] {
             guard let items = list.sequence, !items.isEmpty else {
@@ -258,8 +270,23 @@ public struct PipelineConfig: Sendable {
                 }
                 try EndpointPolicy.check(endpoint, insecure: insecure, file: file, mark: e.mark, what: "endpoint")
             }
+            var retransmitEndpoint: String?
+            if let e = body["retransmit_endpoint"] {
+                guard !type.isSink else {
+                    throw fail(e, "stage '\(name)' is a \(type.name) sink and publishes nothing to retransmit")
+                }
+                guard let s = e.scalar, !e.isNull, BusEndpoint.problem(try substitute(s, e, environment, file)) == nil
+                else {
+                    throw fail(
+                        e, "'retransmit_endpoint' must be an endpoint such as ipc:///tmp/x or tcp://127.0.0.1:5602")
+                }
+                retransmitEndpoint = try substitute(s, e, environment, file)
+                try EndpointPolicy.check(
+                    retransmitEndpoint!, insecure: insecure, file: file, mark: e.mark, what: "retransmit_endpoint")
+            }
             var settingNodes: [(key: YAMLNode, value: YAMLNode)] = []
-            for (k, v) in body.mapping! where !["type", "inputs", "endpoint"].contains(k.scalar ?? "") {
+            for (k, v) in body.mapping!
+            where !["type", "inputs", "endpoint", "retransmit_endpoint"].contains(k.scalar ?? "") {
                 settingNodes.append((k, v))
             }
             let settings = try StageSettings(
@@ -272,7 +299,8 @@ public struct PipelineConfig: Sendable {
             if stages.contains(where: { $0.name == name }) { throw fail(key, "duplicate stage name '\(name)'") }
             stages.append(
                 StageConfig(
-                    name: name, type: type, inputs: inputs, endpoint: endpoint, settings: settings, mark: key.mark))
+                    name: name, type: type, inputs: inputs, endpoint: endpoint, retransmitEndpoint: retransmitEndpoint,
+                    settings: settings, mark: key.mark))
         }
         // Inputs must exist, must not be sinks, and the graph must have no cycle.
         for s in stages {
@@ -317,9 +345,12 @@ public struct PipelineConfig: Sendable {
                 message: "stages \(clash.value.map(\.name).joined(separator: " and ")) share the endpoint \(clash.key)")
         }
         try TopicFlow.check(ordered, file: file)
-        return PipelineConfig(
+        let config = PipelineConfig(
             file: file, stages: ordered, cpus: cpus, insecure: insecure, security: security,
             maximumMessageBytes: maximumMessageBytes,
-            privateDirectory: EndpointPolicy.privateDirectory(environment: environment), compression: compression)
+            privateDirectory: EndpointPolicy.privateDirectory(environment: environment), compression: compression,
+            retransmit: retransmit)
+        try config.checkRetransmitEndpoints()
+        return config
     }
 }

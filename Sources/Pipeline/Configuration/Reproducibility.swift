@@ -38,11 +38,14 @@ extension PipelineConfig {
     }
 
     /// Whether restarting `stage` loses nothing: a reproducible source plays again (its readers
-    /// drop what they already have), and a stage that recomputes its input rebuilds its state.
+    /// drop what they already have), a stage that recomputes its input rebuilds its state, and a
+    /// file sink of a live stream continues from its inputs' retransmit buffers (unless the restart
+    /// took longer than they hold: then the replacement itself reports the loss, exit 3).
     public func restartIsLossless(_ stage: String) -> Bool {
         guard let s = self.stage(named: stage) else { return false }
         if s.type.isSource { return isReproducible(stage) }
-        return recomputation(for: stage) != nil
+        if recomputation(for: stage) != nil { return true }
+        return s.type.continuesFromRetransmission && s.inputs.allSatisfy { retransmitEndpoint(of: $0) != nil }
     }
 }
 

@@ -26,6 +26,10 @@ public struct StageType: Sendable, Hashable, CustomStringConvertible {
     public let passesOn: TopicPassing
     /// What a restarted stage of this type does with what its killed predecessor had done.
     public let restart: RestartBehaviour
+    /// Restarted on a live stream, the stage first reads what its inputs' publishers still hold
+    /// (their retransmit buffers) and drops what its output already has: a file sink that can tell
+    /// its last row, so nothing is lost or written twice.
+    public let continuesFromRetransmission: Bool
     /// Checks that involve several settings (latitude and longitude go together, say); nil = fine.
     let check: @Sendable (StageSettings) -> SettingProblem?
     /// Builds the stage's logic from validated settings.
@@ -34,6 +38,7 @@ public struct StageType: Sendable, Hashable, CustomStringConvertible {
     init(
         name: String, role: StageRole, summary: String, settings: [SettingSpec], outputTopics: [String] = [],
         passesOn: TopicPassing = .everything, restart: RestartBehaviour = .recomputesInput,
+        continuesFromRetransmission: Bool = false,
         check: @escaping @Sendable (StageSettings) -> SettingProblem? = { _ in nil },
         make: @escaping @Sendable (StageSettings, StageContext) throws -> StageLogic
     ) {
@@ -44,6 +49,7 @@ public struct StageType: Sendable, Hashable, CustomStringConvertible {
         self.outputTopics = outputTopics
         self.passesOn = role == .transform ? passesOn : .nothing
         self.restart = role == .source ? .startsAgain : restart
+        self.continuesFromRetransmission = continuesFromRetransmission
         self.check = check
         self.make = make
     }

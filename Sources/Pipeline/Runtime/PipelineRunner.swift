@@ -55,7 +55,9 @@ public enum PipelineRunner {
                 expectedSubscribers: config.consumerCount(of: s.name), security: config.security,
                 compression: config.compression(on: s.endpoint), resuming: resuming,
                 inputNumbering: config.inputNumbering(of: s.name),
-                recomputation: resuming ? config.recomputation(for: s.name) : nil),
+                recomputation: resuming ? config.recomputation(for: s.name) : nil,
+                retransmit: config.retransmitEndpoint(of: s.name).map { ($0, config.retransmit) },
+                inputRetransmitEndpoints: s.inputs.map { config.retransmitEndpoint(of: $0) }),
             context: context, cpus: config.cpus, maximumMessageBytes: config.maximumMessageBytes, log: log)
         defer { zap?.stop() }
         return try await runActors([actor])[0]

@@ -38,6 +38,8 @@ struct Publisher {
     private(set) var nextSequence: UInt64 = 0
     /// How numbered batches are packed (the pipeline's `compression` for this endpoint).
     let compression: FrameCompression
+    /// Where a live stream's publisher keeps what it sent, for readers that missed it (nil: nothing kept).
+    let retained: RetransmitBuffer?
     /// Reused buffers for compression: the plain batch, and LZ4's worst-case output.
     private var plainScratch: [UInt8] = []
     private var packedScratch: [UInt8] = []
@@ -46,10 +48,11 @@ struct Publisher {
 
     init(
         socket: BusSocket?, stage: String, expectedReaders: Int, endpoint: String,
-        compression: FrameCompression = .none,
+        compression: FrameCompression = .none, retained: RetransmitBuffer? = nil,
         log: @escaping @Sendable (String) -> Void
     ) {
         self.socket = socket
+        self.retained = retained
         self.compression = compression
         self.stage = stage
         self.expectedReaders = expectedReaders
@@ -120,6 +123,7 @@ struct Publisher {
                     message = try BusMessage(size: WireFrame.encodedSize(slice, sequenced: counted))
                     WireFrame.encode(slice, into: message.bytes, sequence: counted ? nextSequence : nil)
                 }
+                if counted { retained?.keep(UnsafeRawBufferPointer(message.bytes)) }
                 while try !socket.send(message, blocking: false) {
                     if try waitForRoom(counted: counted) { return }
                 }
@@ -149,6 +153,7 @@ struct Publisher {
             owned = message.isShared ? try message.unsharedCopy() : message
             WireFrame.renumber(owned.bytes, first: nextSequence)
         }
+        retained?.keep(UnsafeRawBufferPointer(owned.bytes))
         while try !socket.send(owned, blocking: false) {
             if try waitForRoom(counted: true) { return }
         }

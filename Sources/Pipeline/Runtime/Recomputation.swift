@@ -89,7 +89,7 @@ extension InputReader {
                         + "live stream): what it held when it stopped is lost")
             }
         }
-        return notes
+        return notes + recoveryNotes()
     }
 
     /// Frames known to be missing, and live restarts (each lost an unknown number).

@@ -20,6 +20,10 @@ struct StageWiring {
     /// A restarted stage that rebuilds its input: the stages from the source to that input
     /// (`PipelineConfig.recomputation(for:)`).
     var recomputation: [StageConfig]? = nil
+    /// Where this stage serves retransmissions of what it publishes (a live stream), and for how long.
+    var retransmit: (endpoint: String, settings: RetransmitSettings)? = nil
+    /// Where each input serves retransmissions (nil: it keeps none), in the order of `inputs`.
+    var inputRetransmitEndpoints: [String?] = []
 }
 
 /// One pipeline stage: an actor on its own thread that owns its sockets and its logic.
@@ -67,6 +71,18 @@ actor StageActor {
                 curve: $0.hasPrefix("inproc://") ? nil : wiring.security?.server)
         }
         defer { output?.close() }
+        // A live stream's publisher keeps what it sent for readers that missed it.
+        let retransmitServer = try wiring.retransmit.map { r in
+            do {
+                return try RetransmitServer(
+                    context, endpoint: r.endpoint,
+                    buffer: RetransmitBuffer(seconds: r.settings.seconds, maximumBytes: r.settings.maximumBytes),
+                    curve: r.endpoint.hasPrefix("inproc://") ? nil : wiring.security?.server)
+            } catch {
+                throw PipelineRunError.cannotBind(stage: config.name, endpoint: r.endpoint, reason: "\(error)")
+            }
+        }
+        defer { retransmitServer?.stop() }
         var inputs: [BusSocket] = []
         defer { inputs.forEach { $0.close() } }
         for (_, endpoint) in wiring.inputs {
@@ -80,9 +96,20 @@ actor StageActor {
             try s.connect(endpoint)
             inputs.append(s)
         }
+        let retransmitClients = try wiring.inputs.indices.map { i -> RetransmitClient? in
+            guard i < wiring.inputRetransmitEndpoints.count, let endpoint = wiring.inputRetransmitEndpoints[i] else {
+                return nil
+            }
+            let curve = wiring.security.map { (serverKey: $0.server.publicKey, keys: $0.client) }
+            return try RetransmitClient(
+                context, endpoint: endpoint, maximumMessageBytes: maximumMessageBytes,
+                curve: endpoint.hasPrefix("inproc://") ? nil : curve)
+        }
+        defer { retransmitClients.forEach { $0?.close() } }
         var publisher = Publisher(
             socket: output, stage: config.name, expectedReaders: wiring.expectedSubscribers,
-            endpoint: wiring.bind ?? "?", compression: wiring.compression, log: log)
+            endpoint: wiring.bind ?? "?", compression: wiring.compression, retained: retransmitServer?.buffer,
+            log: log)
         try publisher.waitForReaders(pausing: false)
 
         var missing = 0  // frames the inputs' sequence numbers say never came
@@ -101,13 +128,21 @@ actor StageActor {
         } else if let transform = logic as? TransformLogic {
             var reader = InputReader(
                 inputs: inputs, names: wiring.inputs.map(\.name), transform: transform, stage: config.name,
-                numbering: wiring.inputNumbering, joining: wiring.resuming, log: log)
+                numbering: wiring.inputNumbering, joining: wiring.resuming, retransmitClients: retransmitClients,
+                log: log)
             if let chain = wiring.recomputation {
                 try reader.recompute(from: chain, &publisher, &report)
+            } else if wiring.resuming && config.type.continuesFromRetransmission {
+                try reader.catchUp(&publisher, &report)
             }
             try reader.consume(&publisher, &report)
             report.notes += reader.sequenceNotes()
             missing = reader.sequenceLosses
+        }
+        if let served = retransmitServer?.served, served.requests > 0 {
+            report.notes.append(
+                "sent \(served.messages) bus message(s) again for \(served.requests) retransmit request(s) on "
+                    + "\(retransmitServer!.endpoint)")
         }
         try publisher.publish([WireFrame.endOfStream(from: config.name)], report: &report, counted: false)
         if publisher.pauses > 0 {
@@ -135,15 +170,30 @@ struct InputReader {
     var sequences: [InputSequence]
     /// A message read before the stage was ready for it (while recomputing), handled first.
     var pending: (message: BusMessage, input: Int)?
+    /// Each input's retransmit endpoint (nil: its publisher keeps nothing), asked for what a gap
+    /// skipped; and, per input, frames recovered that way and requests that went unanswered.
+    let retransmitClients: [RetransmitClient?]
+    var recovered: [UInt64]
+    var recoveries: [Int]
+    var unanswered: [Int]
+    var unansweredInARow: [Int]
+    /// True while handling retransmitted messages (a gap among them is not asked for again).
+    var recovering = false
     /// One output buffer for the whole run, published whenever it holds a full batch.
     var outgoing: [WireFrame] = []
     var inPlace: InPlacePass
 
     init(
         inputs: [BusSocket], names: [String], transform: TransformLogic, stage: String,
-        numbering: InputSequence.Numbering = .live, joining: Bool = false, log: @escaping @Sendable (String) -> Void
+        numbering: InputSequence.Numbering = .live, joining: Bool = false, retransmitClients: [RetransmitClient?] = [],
+        log: @escaping @Sendable (String) -> Void
     ) {
         sequences = inputs.map { _ in InputSequence(numbering, joining: joining) }
+        self.retransmitClients = inputs.indices.map { $0 < retransmitClients.count ? retransmitClients[$0] : nil }
+        recovered = inputs.map { _ in 0 }
+        recoveries = inputs.map { _ in 0 }
+        unanswered = inputs.map { _ in 0 }
+        unansweredInARow = inputs.map { _ in 0 }
         self.inputs = inputs
         self.names = names
         self.transform = transform
@@ -196,6 +246,9 @@ struct InputReader {
     ) throws {
         var skipping = 0
         if let numbers = WireFrame.sequence(of: UnsafeRawBufferPointer(message.bytes)) {
+            if !recovering, let missed = sequences[input].gap(before: numbers.first) {
+                try recover(missed, from: input, &publisher, &report)
+            }
             switch sequences[input].admit(first: numbers.first, count: numbers.count) {
             case .all: break
             case .none: return

@@ -41,14 +41,32 @@ public final class BufferedFileWriter {
             }
             guard truncate(path, off_t(keep)) == 0 else { throw .current("truncate", path) }
             keptBytes = keep
+            lastLine = Self.line(path, endingAt: keep)
         }
         guard let f = fopen(path, "ab") else { throw .current("open", path) }
         file = f
         buffer.reserveCapacity(Self.flushBytes)
     }
 
-    /// Bytes of the file kept when appending (0 for a new file).
+    /// Bytes of the file kept when appending (0 for a new file), and the last line kept (without its
+    /// newline; nil when none was, or it is longer than 64 KiB).
     public private(set) var keptBytes = 0
+    public private(set) var lastLine: String?
+
+    /// The line whose newline is the byte before `end`.
+    static func line(_ path: String, endingAt end: Int) -> String? {
+        guard end > 0, let f = fopen(path, "rb") else { return nil }
+        defer { fclose(f) }
+        let start = max(0, end - 1 - (1 << 16))
+        var bytes = [UInt8](repeating: 0, count: end - 1 - start)
+        guard fseeko(f, off_t(start), SEEK_SET) == 0, fread(&bytes, 1, bytes.count, f) == bytes.count else {
+            return nil
+        }
+        guard let newline = bytes.lastIndex(of: UInt8(ascii: "\n")) else {
+            return start == 0 ? String(decoding: bytes, as: UTF8.self) : nil
+        }
+        return String(decoding: bytes[(newline + 1)...], as: UTF8.self)
+    }
 
     /// The offset after the last newline of the file (0 when there is none), reading backwards.
     static func endOfLastCompleteLine(_ path: String, size: Int) -> Int? {

@@ -138,6 +138,58 @@ struct PipelineConfigTests {
         #expect(e.mark == YAMLMark(line: 1, column: 14) && e.message.contains("auto, lz4, none"), "\(e)")
     }
 
+    @Test("retransmission: live publishers only, endpoints derived or given, clashes and bad values refused")
+    func retransmit() throws {
+        let live = """
+            stages:
+              serial:
+                type: lines
+                endpoint: tcp://127.0.0.1:5601
+              fusion:
+                type: fusion
+                inputs: [serial]
+                endpoint: ipc:///tmp/f
+              out:
+                type: csv
+                inputs: [fusion]
+                path: x.csv
+            """
+        let c = try parse(live)
+        #expect(c.retransmit == RetransmitSettings() && c.retransmit.seconds == 5)
+        #expect(c.retransmitEndpoint(of: "serial") == "tcp://127.0.0.1:5602")
+        #expect(c.retransmitEndpoint(of: "fusion") == "ipc:///tmp/f-resend" && c.retransmitEndpoint(of: "out") == nil)
+        #expect(c.restartIsLossless("out") && !c.restartIsLossless("fusion"))
+        let off = try parse("retransmit: {seconds: 0}\n" + live)
+        #expect(off.retransmitEndpoint(of: "fusion") == nil && !off.restartIsLossless("out"))
+        let sized = try parse("retransmit:\n  seconds: 2.5\n  max_bytes: 8192\n" + live)
+        #expect(sized.retransmit.seconds == 2.5 && sized.retransmit.maximumBytes == 8192)
+        // A recording is recomputed, never retransmitted.
+        let replay = try parse("stages:\n  a:\n    type: bag\n    path: x\n  b:\n    type: fusion\n    inputs: [a]\n")
+        #expect(replay.retransmitEndpoint(of: "a") == nil && replay.retransmitEndpoint(of: "b") == nil)
+
+        let clash = configError(live.replacingOccurrences(of: "ipc:///tmp/f", with: "tcp://127.0.0.1:5602"))
+        #expect(clash?.message.contains("the retransmit endpoint of stage 'serial', tcp://127.0.0.1:5602, is") == true)
+        let given = try parse(
+            live.replacingOccurrences(
+                of: "endpoint: tcp://127.0.0.1:5601",
+                with: "endpoint: tcp://127.0.0.1:5601\n    retransmit_endpoint: tcp://127.0.0.1:5700"))
+        #expect(given.retransmitEndpoint(of: "serial") == "tcp://127.0.0.1:5700")
+        let wildcard = configError(live.replacingOccurrences(of: "5601", with: "*"))
+        #expect(wildcard?.message.contains("give it 'retransmit_endpoint'") == true, "\(String(describing: wildcard))")
+        for (text, expected) in [
+            ("retransmit: {seconds: 61}\n", "'seconds' must be a number from 0 to 60"),
+            ("retransmit: {seconds: nan}\n", "'seconds' must be a number from 0 to 60"),
+            ("retransmit: {max_bytes: 10}\n", "'max_bytes' must be an integer from 4096"),
+            ("retransmit: {secs: 1}\n", "unknown retransmit key 'secs'"),
+            ("retransmit: 5\n", "'retransmit' must be a mapping"),
+        ] {
+            let e = try #require(configError(text + live))
+            #expect(e.message.contains(expected) && e.mark.line == 1, "\(e)")
+        }
+        let onSink = configError(live + "\n    retransmit_endpoint: ipc:///tmp/y")
+        #expect(onSink?.message.contains("publishes nothing to retransmit") == true)
+    }
+
     @Test("${VAR} and ${VAR:-default} are replaced from the environment")
     func environment() throws {
         let text = "stages:\n  a:\n    type: bag\n    path: ${BAG}/x.mcap\n    rate: ${RATE:-2}\n"

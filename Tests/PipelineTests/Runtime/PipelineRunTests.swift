@@ -63,10 +63,12 @@ struct PipelineRunTests {
         #expect(abs(signedDegrees(heading - 30)) < 3, "heading \(heading)")
     }
 
-    /// The fusion stage of `up (simulator) -> fusion -> sink`, run alone between the test's own
+    /// The fusion stage of `up (simulator, or another source) -> fusion -> sink`, run alone between the test's own
     /// sockets: an XPUB bound where `up` publishes and a SUB on fusion's endpoint. Returns once the
     /// stage has subscribed to the XPUB.
-    func fusionBetweenTestSockets(_ name: String, log: @escaping @Sendable (String) -> Void) throws -> (
+    func fusionBetweenTestSockets(
+        _ name: String, upstreamType: String = "simulator", log: @escaping @Sendable (String) -> Void
+    ) throws -> (
         config: PipelineConfig, stage: Task<StageReport, Error>, publisher: BusSocket, downstream: BusSocket
     ) {
         PipelineSignals.requestStop(false)
@@ -75,7 +77,7 @@ struct PipelineRunTests {
             """
             stages:
               up:
-                type: simulator
+                type: \(upstreamType)
                 endpoint: \(upstream)
               fusion:
                 type: fusion
@@ -145,21 +147,65 @@ struct PipelineRunTests {
         downstream.close()
     }
 
+    /// IMU sample k, 10 ms apart.
+    static func imu(_ k: Int) -> WireFrame {
+        let m = ImuMessage(
+            header: RosHeader(stamp: RosTime(sec: 100, nanosec: UInt32(k) * 10_000_000), frameId: "imu_link"),
+            orientation: Quaternion(w: 1, x: 0, y: 0, z: 0), orientationCovariance: [],
+            angularVelocity: .zero, angularVelocityCovariance: [], linearAcceleration: Vector3(0, 0, 9.81),
+            linearAccelerationCovariance: [])
+        return WireFrame(topic: PipelineTopics.imuRaw, type: ImuMessage.typeName, encoding: "cdr", payload: m.cdr())
+    }
+
+    @Test("a stage reading a live stream asks its publisher for what a gap skipped, and counts it lost without answer")
+    func gapsAreRecovered() async throws {
+        for serving in [true, false] {
+            let name = serving ? "gap" : "gap-unserved"
+            let (config, stage, publisher, downstream) = try fusionBetweenTestSockets(
+                name, upstreamType: "lines", log: { _ in })
+            let resend = try #require(config.retransmitEndpoint(of: "up"))
+            #expect(resend == "ipc://\(dir)/\(name)-up-resend" && config.retransmitEndpoint(of: "fusion") != nil)
+            // The publisher's side: every batch of 5 samples kept, 0 to 24, but 10 to 19 never sent.
+            let buffer = RetransmitBuffer(seconds: 60, maximumBytes: 1 << 20)
+            let server = serving ? try RetransmitServer(BusContext(), endpoint: resend, buffer: buffer) : nil
+            for first in stride(from: 0, to: 25, by: 5) {
+                let frames = (first..<first + 5).map(Self.imu)[...]
+                let message = try BusMessage(size: WireFrame.encodedSize(frames, sequenced: true))
+                WireFrame.encode(frames, into: message.bytes, sequence: UInt64(first))
+                buffer.keep(UnsafeRawBufferPointer(message.bytes))
+                if !(10..<20).contains(first) { #expect(try publisher.send(message, blocking: true)) }
+            }
+            try publisher.send(WireFrame.endOfStream(from: "up").encoded())
+            let report = try await stage.value
+            server?.stop()
+            var stamps: [Double] = []
+            while let bytes = try downstream.receive(timeoutMilliseconds: 500) {
+                for f in try WireFrame.frames(in: bytes) where f.topic == PipelineTopics.imuFused {
+                    stamps.append(try ImuMessage(cdrBytes: f.payload).header.stamp.seconds)
+                }
+            }
+            if serving {
+                #expect(report.received == 25 && report.published == 50 && report.losses == 0, "\(report)")
+                #expect(report.notes.contains("recovered 10 frame(s) 'up' had skipped, in 1 retransmission(s)"))
+                #expect(stamps == (0..<25).map { 100 + Double($0) * 0.01 })
+            } else {
+                #expect(report.received == 15 && report.losses == 10, "\(report)")
+                #expect(report.notes.contains("missing 10 frame(s) from 'up' in 1 gap(s)"), "\(report)")
+                #expect(report.notes.contains("1 retransmit request(s) to 'up' went unanswered"), "\(report)")
+                #expect(stamps.count == 15)
+            }
+            publisher.close()
+            downstream.close()
+        }
+    }
+
     @Test("a stage drops frames sent again by number, counts the ones it missed, and numbers its own output")
     func sequenceNumbers() async throws {
         let (config, stage, publisher, downstream) = try fusionBetweenTestSockets("seq", log: { _ in })
         #expect(config.isReproducible("fusion") && config.restartIsLossless("sink") == false)
-        func imu(_ k: Int) -> WireFrame {
-            let m = ImuMessage(
-                header: RosHeader(stamp: RosTime(sec: 100, nanosec: UInt32(k) * 10_000_000), frameId: "imu_link"),
-                orientation: Quaternion(w: 1, x: 0, y: 0, z: 0), orientationCovariance: [],
-                angularVelocity: .zero, angularVelocityCovariance: [], linearAcceleration: Vector3(0, 0, 9.81),
-                linearAccelerationCovariance: [])
-            return WireFrame(topic: PipelineTopics.imuRaw, type: ImuMessage.typeName, encoding: "cdr", payload: m.cdr())
-        }
         // Samples 0-9, then 5-14 (a restarted upstream sending 5-9 again), then 20-24 (15-19 lost).
         for range in [0..<10, 5..<15, 20..<25] {
-            let frames = range.map(imu)[...]
+            let frames = range.map(Self.imu)[...]
             let message = try BusMessage(size: WireFrame.encodedSize(frames, sequenced: true))
             WireFrame.encode(frames, into: message.bytes, sequence: UInt64(range.lowerBound))
             #expect(try publisher.send(message, blocking: true))

@@ -28,7 +28,7 @@ final class CSVSink: StageLogic, TransformLogic {
 
     static let type = StageType(
         name: "csv", role: .sink, summary: "orientation (and heading accuracy) CSV files for scoring",
-        settings: Settings.specs,
+        settings: Settings.specs, continuesFromRetransmission: true,
         check: { s in
             s.string("path").isEmpty && s.string("accuracy_path").isEmpty
                 ? SettingProblem("path", "a csv stage needs 'path', 'accuracy_path' or both") : nil
@@ -44,6 +44,9 @@ final class CSVSink: StageLogic, TransformLogic {
 
     /// A restarted sink (`OutputAfterRestart.continues`) continues the files after their last complete row.
     let resuming: Bool
+    /// Resumed files: their last rows, which rows read again must follow.
+    var quaternionsResumed: ResumePoint?
+    var accuracyResumed: ResumePoint?
 
     init(_ settings: Settings, resuming: Bool = false) {
         self.settings = settings
@@ -52,11 +55,12 @@ final class CSVSink: StageLogic, TransformLogic {
 
     func open() throws {
         opened = true
-        quaternions = try open(settings.path, header: "t,qw,qx,qy,qz\n")
-        accuracy = try open(settings.accuracyPath, header: "t,heading_deg,accuracy_deg,flags\n")
+        quaternions = try open(settings.path, header: "t,qw,qx,qy,qz\n", resumed: &quaternionsResumed)
+        accuracy = try open(
+            settings.accuracyPath, header: "t,heading_deg,accuracy_deg,flags\n", resumed: &accuracyResumed)
     }
 
-    func open(_ path: String, header: String) throws -> BufferedFileWriter? {
+    func open(_ path: String, header: String, resumed: inout ResumePoint?) throws -> BufferedFileWriter? {
         guard !path.isEmpty else { return nil }
         let file =
             resuming ? try BufferedFileWriter(appendingCompleteLinesOf: path) : try BufferedFileWriter(path: path)
@@ -64,6 +68,7 @@ final class CSVSink: StageLogic, TransformLogic {
             try file.write(header)
         } else {
             notes.append("resumed \(path) after its last complete row (\(file.keptBytes) bytes kept)")
+            resumed = ResumePoint(what: path, unit: "row", last: ResumePoint.stamp(ofRow: file.lastLine ?? ""))
         }
         return file
     }
@@ -74,11 +79,13 @@ final class CSVSink: StageLogic, TransformLogic {
         if !opened { try open() }
         if frame.topic == PipelineTopics.imuFused, let quaternions {
             let m = try decoded(frame, as: ImuMessage.self)
+            if quaternionsResumed?.isWritten(m.header.stamp) == true { return }
             let q = m.orientation
             try quaternions.write("\(stampText(m.header.stamp)),\(q.w),\(q.x),\(q.y),\(q.z)\n")
             rows += 1
         } else if frame.topic == PipelineTopics.heading, let accuracy {
             let h = try decoded(frame, as: HeadingMessage.self)
+            if accuracyResumed?.isWritten(h.header.stamp) == true { return }
             let heading = h.magneticHeading.isFinite ? format(h.magneticHeading, 4) : ""
             let bound = h.headingAccuracy.isFinite ? format(h.headingAccuracy, 4) : ""
             try accuracy.write("\(stampText(h.header.stamp)),\(heading),\(bound),\(FusionFlags(rawValue: h.flags))\n")
@@ -100,6 +107,10 @@ final class CSVSink: StageLogic, TransformLogic {
         }
         try quaternions?.close()
         try accuracy?.close()
+        for resumed in [quaternionsResumed, accuracyResumed].compactMap({ $0 }) {
+            notes.append(resumed.summary)
+            if !resumed.provenWhole { losses += 1 }
+        }
         notes.append(
             settings.path.isEmpty ? "headings to \(settings.accuracyPath)" : "\(rows) rows to \(settings.path)")
         return []

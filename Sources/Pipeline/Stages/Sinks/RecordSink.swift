@@ -9,7 +9,9 @@ import Foundation
 /// Records topics into a bag, finished properly at the end of the stream or on SIGINT/SIGTERM. A
 /// restarted recorder (`OutputAfterRestart.continues`) records into the next split beside the killed one's
 /// (`run.mcap` -> `run_1.mcap`, `run/` -> `run_1/`): that one ends where it was killed, without its
-/// summary, and stays readable with `--salvage`; it is flushed every second.
+/// summary, and stays readable with `--salvage`; it is flushed every second. On a live stream the
+/// replacement first reads again what its input still holds and records, per topic, only what
+/// follows the killed split's last message (`ResumePoint`).
 final class RecordSink: StageLogic, TransformLogic {
     struct Settings {
         /// rosbag2 directory (or .mcap / .db3 file) to create.
@@ -39,7 +41,7 @@ final class RecordSink: StageLogic, TransformLogic {
 
     static let type = StageType(
         name: "record", role: .sink, summary: "a rosbag2 recording (MCAP or sqlite3) of chosen topics",
-        settings: Settings.specs
+        settings: Settings.specs, continuesFromRetransmission: true
     ) { s, context in
         try RecordSink(
             Settings(s), resuming: context.output == .continues, rewriting: context.output == .rewrites)
@@ -53,16 +55,21 @@ final class RecordSink: StageLogic, TransformLogic {
 
     /// Where this process records: the configured path, or the next free split when resuming.
     let path: String
+    /// Resuming: the split the killed recorder wrote, and per topic where it stopped (read at the
+    /// first frame, once the retransmission has arrived, since reading a long split takes time).
+    let killedSplit: String?
+    var resumed: [String: ResumePoint]?
 
     init(_ settings: Settings, resuming: Bool = false, rewriting: Bool = false) throws {
         self.settings = settings
         topics = settings.topics
         path = resuming ? Self.nextSplit(of: settings.path) : settings.path
+        killedSplit = path == settings.path ? nil : Self.previousSplit(of: path, first: settings.path)
         super.init()
         if rewriting { try Self.removeKilledRecording(at: path) }
-        if path != settings.path {
+        if let killedSplit {
             notes.append(
-                "restarted: recording into \(path); \(settings.path) ends where the killed recorder stopped "
+                "restarted: recording into \(path); \(killedSplit) ends where the killed recorder stopped "
                     + "(read it with --salvage)")
         }
     }
@@ -99,6 +106,36 @@ final class RecordSink: StageLogic, TransformLogic {
         return "\(stem)_\(n)\(ext)"
     }
 
+    /// The split before `path` (`run_2.mcap` -> `run_1.mcap`, `run_1.mcap` -> `first`).
+    static func previousSplit(of path: String, first: String) -> String {
+        let ext = [".mcap", ".db3"].first { path.hasSuffix($0) } ?? ""
+        let stem = path.dropLast(ext.count)
+        guard let underscore = stem.lastIndex(of: "_"), let n = Int(stem[stem.index(after: underscore)...]), n > 1
+        else { return first }
+        return "\(stem[..<underscore])_\(n - 1)\(ext)"
+    }
+
+    /// Per recorded topic, the last message of the killed split (read past its missing end).
+    func resumePoints(in split: String) -> [String: ResumePoint] {
+        var last: [String: UInt64] = [:]
+        var options = BagReadOptions()
+        options.salvage = true
+        options.topics = Set(topics.map { "/" + $0 })
+        do {
+            try BagReader(path: split).forEachMessage(options) { m in last[m.topic] = max(last[m.topic] ?? 0, m.logTime)
+            }
+        } catch {
+            notes.append("restarted: cannot read \(split) to find where it stopped (\(error))")
+        }
+        return Dictionary(
+            uniqueKeysWithValues: topics.map { topic in
+                let stamp = last["/" + topic].map {
+                    RosTime(sec: Int32(truncatingIfNeeded: $0 / 1_000_000_000), nanosec: UInt32($0 % 1_000_000_000))
+                }
+                return (topic, ResumePoint(what: "\(split), topic \(topic)", unit: "message", last: stamp))
+            })
+    }
+
     var inputHandling: InputHandling { .decoded }
 
     func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
@@ -111,6 +148,10 @@ final class RecordSink: StageLogic, TransformLogic {
             throw UnexpectedFrame(reason: "payload too short for a header")
         }
         let logTime = UInt64(UInt32(bitPattern: stamp.sec)) * 1_000_000_000 + UInt64(stamp.nanosec)
+        if let killedSplit {
+            if resumed == nil { resumed = resumePoints(in: killedSplit) }
+            if resumed![frame.topic]!.isWritten(RosTime(sec: stamp.sec, nanosec: stamp.nanosec)) { return }
+        }
         if recorder == nil {
             recorder = try BagRecorder(path: path, storage: settings.storage, compression: settings.compression)
         }
@@ -127,6 +168,10 @@ final class RecordSink: StageLogic, TransformLogic {
     }
 
     func finish() throws -> [WireFrame] {
+        for point in (resumed ?? [:]).sorted(by: { $0.key < $1.key }).map(\.value) {
+            notes.append(point.summary)
+            if !point.provenWhole { losses += 1 }
+        }
         guard let recorder else {
             notes.append(
                 "nothing to record on \(topics.sorted().joined(separator: ", ")); \(path) not written")
