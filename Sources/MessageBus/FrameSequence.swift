@@ -9,15 +9,16 @@
 /// than one per topic: it also orders the topics against each other, which a reader needs to put
 /// back exactly what it missed (fusion reads IMU and magnetometer samples interleaved).
 ///
+/// Each topic is numbered too (`TopicCensus`), so what is lost for good is counted per topic.
+///
 /// On the wire: a batch with the encoding "sequenced", whose payload starts with the first frame's
-/// number (u64 little-endian) and the frame count (u32 little-endian), then the batch entries. The
-/// endpoints of `publish` sinks carry the wire contract's single frames, without numbers.
+/// number (u64 little-endian) and the frame count (u32 little-endian), then the census, then the batch
+/// entries. The endpoints of `publish` sinks carry the wire contract's single frames, without numbers.
 extension WireFrame {
     public static let sequencedEncoding = "sequenced"
     static let sequencedHeader: StaticString = "\0gyrocompass/batch\0sequenced\0"
     /// First frame's number and the frame count.
     static let sequenceFieldBytes = 12
-    static var sequencedHeaderBytes: Int { sequencedHeader.utf8CodeUnitCount + sequenceFieldBytes }
 
     /// Whether `bytes` starts with `header` and holds at least `more` bytes after it.
     static func starts(_ bytes: UnsafeRawBufferPointer, with header: StaticString, more: Int) -> Bool {
@@ -47,23 +48,52 @@ extension WireFrame {
         bytes.withUnsafeBytes { sequence(of: $0) }
     }
 
-    /// Renumbers a numbered message in place (a stage passing on what it received numbers it as its
-    /// own output). The caller owns the bytes alone.
-    public static func renumber(_ bytes: UnsafeMutableRawBufferPointer, first: UInt64) {
+    /// Renumbers a numbered message in place, its first frame and its topics (a stage passing on
+    /// what it received numbers it as its own output). The caller owns the bytes alone.
+    public static func renumber(_ bytes: UnsafeMutableRawBufferPointer, first: UInt64, topics: inout TopicNumbering) {
         guard let at = sequenceFieldOffset(UnsafeRawBufferPointer(bytes)) else { return }
         bytes.storeBytes(of: first.littleEndian, toByteOffset: at, as: UInt64.self)
+        renumberCensus(bytes, &topics)
     }
 
-    /// Writes `header` (plain or compressed numbered batch) and the numbers; returns the position
-    /// after them.
+    /// Where the entries of a plain numbered batch start (after its numbers and census), or, for a
+    /// compressed one, its uncompressed size field; nil for any other message or a cut census.
+    /// A census whose entries are cut off or whose counts do not add up to the frames counts as none.
+    static func afterCensus(_ bytes: UnsafeRawBufferPointer) -> Int? {
+        guard let numbers = sequence(of: bytes), let range = censusRange(bytes),
+            walkCensus(bytes, range, frames: numbers.count, { _, _ in })
+        else { return nil }
+        return range.upperBound
+    }
+
+    /// Bytes of the header, numbers and census of a numbered batch.
+    static func sequencedPrefixBytes(_ census: [TopicCount], header: StaticString = sequencedHeader) -> Int {
+        header.utf8CodeUnitCount + sequenceFieldBytes + censusBytes(census)
+    }
+
+    /// Writes `header` (plain or compressed numbered batch), the numbers and the census; returns the
+    /// position after them.
     static func writeSequencedHeader(
-        _ at: UnsafeMutableRawPointer, first: UInt64, count: Int, header: StaticString = sequencedHeader
+        _ at: UnsafeMutableRawPointer, first: UInt64, count: Int, census: [TopicCount],
+        header: StaticString = sequencedHeader
     ) -> UnsafeMutableRawPointer {
         let prefix = header.utf8CodeUnitCount
         at.copyMemory(from: header.utf8Start, byteCount: prefix)
         at.storeBytes(of: first.littleEndian, toByteOffset: prefix, as: UInt64.self)
         at.storeBytes(of: UInt32(count).littleEndian, toByteOffset: prefix + 8, as: UInt32.self)
-        return at + prefix + sequenceFieldBytes
+        return writeCensus(census, at + prefix + sequenceFieldBytes)
+    }
+}
+
+/// What a numbered batch carries beside its frames: the publisher's number of its first frame, and
+/// its census (each topic's own numbers).
+public struct BatchNumbers: Sendable, Equatable {
+    public var first: UInt64
+    public var census: [TopicCount]
+
+    public init(first: UInt64, census: [TopicCount]) {
+        self.first = first
+        self.census = census
     }
 }
 

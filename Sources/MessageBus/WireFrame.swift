@@ -186,8 +186,10 @@ public struct WireFrame: Sendable, Equatable {
             return out
         }
         let start = bytes.count - first.payload.count
-        guard let sequence = sequence(of: bytes) else { throw .malformedBatch(offset: start) }
-        try unpack(first.payload.dropFirst(sequenceFieldBytes), into: &out)
+        guard let sequence = sequence(of: bytes), let entries = bytes.withUnsafeBytes({ afterCensus($0) }) else {
+            throw .malformedBatch(offset: start)
+        }
+        try unpack(bytes[entries...], into: &out)
         guard out.count == sequence.count else { throw .malformedBatch(offset: start) }
         return out
     }
@@ -242,10 +244,11 @@ public struct WireFrame: Sendable, Equatable {
 
     static let batchHeader: StaticString = "\0gyrocompass/batch\0frames\0"
 
-    /// Bytes `encode(_:into:sequence:)` writes: with a sequence, always a sequenced batch.
-    public static func encodedSize(_ frames: ArraySlice<WireFrame>, sequenced: Bool = false) -> Int {
-        let batched = sequenced || frames.count != 1
-        var total = sequenced ? sequencedHeaderBytes : batched ? batchHeader.utf8CodeUnitCount : 0
+    /// Bytes `encode(_:into:numbers:)` writes: with numbers, always a numbered batch.
+    public static func encodedSize(_ frames: ArraySlice<WireFrame>, numbers: BatchNumbers? = nil) -> Int {
+        let batched = numbers != nil || frames.count != 1
+        var total =
+            numbers.map { sequencedPrefixBytes($0.census) } ?? (batched ? batchHeader.utf8CodeUnitCount : 0)
         // Borrowed through a buffer pointer: iterating the slice would copy (retain) every frame.
         frames.withUnsafeBufferPointer { all in
             for i in all.indices { total += (batched ? 4 : 0) + all[i].encodedCount }
@@ -254,16 +257,16 @@ public struct WireFrame: Sendable, Equatable {
     }
 
     /// Writes one bus message carrying `frames` into `buffer`, which holds exactly
-    /// `encodedSize(frames, sequenced: sequence != nil)` bytes: a lone frame or a batch, or, given
-    /// the sequence number of the first frame, a sequenced batch (see `sequence(of:)`).
+    /// `encodedSize(frames, numbers: numbers)` bytes: a lone frame or a batch, or, given the numbers
+    /// (the first frame's and the census), a numbered batch (see `sequence(of:)`, `census(of:)`).
     public static func encode(
-        _ frames: ArraySlice<WireFrame>, into buffer: UnsafeMutableRawBufferPointer, sequence: UInt64? = nil
+        _ frames: ArraySlice<WireFrame>, into buffer: UnsafeMutableRawBufferPointer, numbers: BatchNumbers? = nil
     ) {
-        precondition(buffer.count == encodedSize(frames, sequenced: sequence != nil))
+        precondition(buffer.count == encodedSize(frames, numbers: numbers))
         guard var at = buffer.baseAddress else { return }
-        let batched = sequence != nil || frames.count != 1
-        if let sequence {
-            at = writeSequencedHeader(at, first: sequence, count: frames.count)
+        let batched = numbers != nil || frames.count != 1
+        if let numbers {
+            at = writeSequencedHeader(at, first: numbers.first, count: frames.count, census: numbers.census)
         } else if batched {
             at.copyMemory(from: batchHeader.utf8Start, byteCount: batchHeader.utf8CodeUnitCount)
             at += batchHeader.utf8CodeUnitCount
@@ -304,7 +307,8 @@ public struct WireFrame: Sendable, Equatable {
         let prefix: Int
         let claimed = sequence(of: bytes)?.count
         if claimed != nil {
-            prefix = sequencedHeaderBytes
+            guard let entries = afterCensus(bytes) else { return nil }
+            prefix = entries
         } else {
             prefix = batchHeader.utf8CodeUnitCount
             guard bytes.count >= prefix, memcmp(bytes.baseAddress!, batchHeader.utf8Start, prefix) == 0 else {
@@ -358,9 +362,9 @@ public struct WireFrame: Sendable, Equatable {
         }
         let claimed = sequence(of: UnsafeRawBufferPointer(bytes))?.count
         if first.encoding == sequencedEncoding && claimed == nil { return false }
-        let batch =
-            claimed == nil
-            ? first.payload : UnsafeMutableRawBufferPointer(rebasing: first.payload[sequenceFieldBytes...])
+        let entries = claimed == nil ? nil : afterCensus(UnsafeRawBufferPointer(bytes))
+        if claimed != nil && entries == nil { return false }
+        let batch = entries.map { UnsafeMutableRawBufferPointer(rebasing: bytes[$0...]) } ?? first.payload
         let before = views.count
         var whole = true
         let broken = walkBatch(UnsafeRawBufferPointer(batch)) { entry in

@@ -18,7 +18,11 @@ struct FrameCompressionTests {
     static func compressed(first: UInt64) throws -> BusMessage {
         let plain = FrameSequenceTests.sequenced(frames[...], first: first)
         var scratch: [UInt8] = []
-        return try plain.withUnsafeBytes { try WireFrame.compressed(sequenced: $0, first: first, scratch: &scratch) }
+        return try plain.withUnsafeBytes {
+            try WireFrame.compressed(
+                sequenced: $0, numbers: BatchNumbers(first: first, census: WireFrame.census(of: $0)!),
+                scratch: &scratch)
+        }
     }
 
     @Test("a compressed batch is smaller, keeps its numbers outside the block and inflates to the plain batch")
@@ -32,10 +36,14 @@ struct FrameCompressionTests {
         #expect(try WireFrame.inflated(bytes)?.array == plain)
         #expect(try WireFrame.frames(in: message.array) == Self.frames)
         // Renumbered in place, like a plain one; the fast paths leave it to be inflated first.
-        WireFrame.renumber(message.bytes, first: 9_000)
+        #expect(WireFrame.census(of: bytes) == WireFrame.census(of: plain))
+        var topics = TopicNumbering()
+        _ = topics.census(of: Self.frames[0..<1])
+        WireFrame.renumber(message.bytes, first: 9_000, topics: &topics)
         #expect(WireFrame.sequence(of: UnsafeRawBufferPointer(message.bytes))! == (9_000, 64))
         let inflated = try #require(try WireFrame.inflated(UnsafeRawBufferPointer(message.bytes)))
         #expect(WireFrame.sequence(of: inflated.array)! == (9_000, 64))
+        #expect(WireFrame.census(of: inflated.array)?.map(\.first) == [1, 0])
         #expect(WireFrame.dataFrameCount(UnsafeRawBufferPointer(message.bytes)) == nil)
         var views: [WireFrame.View] = []
         #expect(!WireFrame.views(in: message.bytes, into: &views))
@@ -46,14 +54,14 @@ struct FrameCompressionTests {
     @Test("a damaged block, a cut one, or a size beyond the frame limit is malformed, never a crash")
     func damaged() throws {
         let good = try Self.compressed(first: 0).array
-        let header = WireFrame.compressedHeaderBytes
+        let sizeAt = try #require(good.withUnsafeBytes { WireFrame.afterCensus($0) })
+        let header = sizeAt + 4
         var flipped = good
         flipped[header + 5] ^= 0xFF
         var cut = good
         cut.removeLast(7)
         var lying = good
         // The stated inflated size, one byte more than the block holds.
-        let sizeAt = header - 4
         lying[sizeAt] = lying[sizeAt] &+ 1
         var huge = good
         huge.replaceSubrange(sizeAt..<header, with: [0xFF, 0xFF, 0xFF, 0x7F])

@@ -32,12 +32,15 @@ imu = bytes(STORE.serialize_cdr(messages[0][3], messages[0][1]))
 one = b'imu/data_raw\0sensor_msgs/msg/Imu\0cdr\0' + imu
 (frames / 'frame').write_bytes(one)
 (frames / 'end_of_stream').write_bytes(b'heading\0gyrocompass/end_of_stream\0none\0')
-# Between stages: a numbered batch (first frame's number u64, count u32, then length-prefixed frames).
-(frames / 'sequenced').write_bytes(b'\0gyrocompass/batch\0sequenced\0' + struct.pack('<QI', 41, 2)
-                                   + b''.join(struct.pack('<I', len(one)) + one for _ in range(2)))
-# The same, compressed (tcp and CURVE endpoints): numbers, the entries' size, then one LZ4 block.
+# Between stages: a numbered batch (first frame's number u64, count u32, the census: its byte count u32,
+# then per topic name length u16, name, the topic's number u64 and count u32; then length-prefixed frames).
+topic = b'imu/data_raw'
+census = struct.pack('<H', len(topic)) + topic + struct.pack('<QI', 17, 2)
+numbers = struct.pack('<QI', 41, 2) + struct.pack('<I', len(census)) + census
 entries = b''.join(struct.pack('<I', len(one)) + one for _ in range(2))
-(frames / 'sequenced_lz4').write_bytes(b'\0gyrocompass/batch\0sequenced+lz4\0' + struct.pack('<QII', 41, 2, len(entries))
+(frames / 'sequenced').write_bytes(b'\0gyrocompass/batch\0sequenced\0' + numbers + entries)
+# The same, compressed (tcp and CURVE endpoints): numbers and census, the entries' size, then one LZ4 block.
+(frames / 'sequenced_lz4').write_bytes(b'\0gyrocompass/batch\0sequenced+lz4\0' + numbers + struct.pack('<I', len(entries))
                                        + lz4.block.compress(entries, store_size=False))
 
 mcap = corpus / 'mcap'

@@ -34,8 +34,9 @@ struct Publisher {
     private(set) var readers = ReaderCount()
     private(set) var pauses = 0
     private(set) var pausedSeconds = 0.0
-    /// The number the next data frame gets (see `InputSequence`).
+    /// The number the next data frame gets (see `InputSequence`), and each topic's own counter.
     private(set) var nextSequence: UInt64 = 0
+    private var topicNumbers = TopicNumbering()
     /// How numbered batches are packed (the pipeline's `compression` for this endpoint).
     let compression: FrameCompression
     /// Where a live stream's publisher keeps what it sent, for readers that missed it (nil: nothing kept).
@@ -110,18 +111,19 @@ struct Publisher {
             let slice = frames[start..<end]
             if let socket {
                 let message: BusMessage
-                if counted && compression == .lz4 {
-                    let size = WireFrame.encodedSize(slice, sequenced: true)
+                let numbers = counted ? BatchNumbers(first: nextSequence, census: topicNumbers.census(of: slice)) : nil
+                if let numbers, compression == .lz4 {
+                    let size = WireFrame.encodedSize(slice, numbers: numbers)
                     if plainScratch.count < size { plainScratch = [UInt8](repeating: 0, count: size) }
                     message = try plainScratch.withUnsafeMutableBytes { plain in
                         let batch = UnsafeMutableRawBufferPointer(rebasing: plain[0..<size])
-                        WireFrame.encode(slice, into: batch, sequence: nextSequence)
+                        WireFrame.encode(slice, into: batch, numbers: numbers)
                         return try WireFrame.compressed(
-                            sequenced: UnsafeRawBufferPointer(batch), first: nextSequence, scratch: &packedScratch)
+                            sequenced: UnsafeRawBufferPointer(batch), numbers: numbers, scratch: &packedScratch)
                     }
                 } else {
-                    message = try BusMessage(size: WireFrame.encodedSize(slice, sequenced: counted))
-                    WireFrame.encode(slice, into: message.bytes, sequence: counted ? nextSequence : nil)
+                    message = try BusMessage(size: WireFrame.encodedSize(slice, numbers: numbers))
+                    WireFrame.encode(slice, into: message.bytes, numbers: numbers)
                 }
                 if counted { retained?.keep(UnsafeRawBufferPointer(message.bytes)) }
                 while try !socket.send(message, blocking: false) {
@@ -141,17 +143,21 @@ struct Publisher {
     /// a numbered batch.
     mutating func forward(_ message: BusMessage, frames: Int, report: inout StageReport) throws {
         guard let socket else { return }
-        guard WireFrame.sequence(of: UnsafeRawBufferPointer(message.bytes))?.count == frames else {
+        guard WireFrame.sequence(of: UnsafeRawBufferPointer(message.bytes))?.count == frames,
+            let census = WireFrame.census(of: UnsafeRawBufferPointer(message.bytes))
+        else {
             try publish(try WireFrame.frames(in: message.array), report: &report)
             return
         }
         let owned: BusMessage
         if compression == .lz4 {
             owned = try WireFrame.compressed(
-                sequenced: UnsafeRawBufferPointer(message.bytes), first: nextSequence, scratch: &packedScratch)
+                sequenced: UnsafeRawBufferPointer(message.bytes),
+                numbers: BatchNumbers(first: nextSequence, census: topicNumbers.renumbered(census)),
+                scratch: &packedScratch)
         } else {
             owned = message.isShared ? try message.unsharedCopy() : message
-            WireFrame.renumber(owned.bytes, first: nextSequence)
+            WireFrame.renumber(owned.bytes, first: nextSequence, topics: &topicNumbers)
         }
         retained?.keep(UnsafeRawBufferPointer(owned.bytes))
         while try !socket.send(owned, blocking: false) {

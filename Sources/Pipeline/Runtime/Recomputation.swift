@@ -77,8 +77,13 @@ extension InputReader {
     /// What the sequence numbers showed, for the report.
     func sequenceNotes() -> [String] {
         var notes: [String] = []
-        for (name, s) in zip(names, sequences) {
-            if s.missing > 0 { notes.append("missing \(s.missing) frame(s) from '\(name)' in \(s.gaps) gap(s)") }
+        for (i, (name, s)) in zip(names, sequences).enumerated() {
+            if s.missing > 0 {
+                let topics = topicSequences[i].missingByTopic.map { "\($0.topic) \($0.frames)" }
+                notes.append(
+                    "missing \(s.missing) frame(s) from '\(name)' in \(s.gaps) gap(s)"
+                        + (topics.isEmpty ? "" : " (by topic: \(topics.joined(separator: ", ")))"))
+            }
             if s.duplicates > 0 {
                 notes.append(
                     "dropped \(s.duplicates) frame(s) from '\(name)' already read (sent again after a restart)")

@@ -166,8 +166,9 @@ struct InputReader {
     let stage: String
     let log: @Sendable (String) -> Void
     var open: Set<Int>
-    /// Each input's sequence numbers (see `InputSequence`).
+    /// Each input's sequence numbers (see `InputSequence`), and its topics' (`TopicSequences`).
     var sequences: [InputSequence]
+    var topicSequences: [TopicSequences]
     /// A message read before the stage was ready for it (while recomputing), handled first.
     var pending: (message: BusMessage, input: Int)?
     /// Each input's retransmit endpoint (nil: its publisher keeps nothing), asked for what a gap
@@ -189,6 +190,7 @@ struct InputReader {
         log: @escaping @Sendable (String) -> Void
     ) {
         sequences = inputs.map { _ in InputSequence(numbering, joining: joining) }
+        topicSequences = inputs.map { _ in TopicSequences() }
         self.retransmitClients = inputs.indices.map { $0 < retransmitClients.count ? retransmitClients[$0] : nil }
         recovered = inputs.map { _ in 0 }
         recoveries = inputs.map { _ in 0 }
@@ -253,6 +255,9 @@ struct InputReader {
             case .all: break
             case .none: return
             case .skippingFirst(let n): skipping = n
+            }
+            if let census = WireFrame.census(of: UnsafeRawBufferPointer(message.bytes)) {
+                topicSequences[input].admit(census)
             }
         }
         if skipping > 0 { return try decodeAndProcess(message, from: input, skipping: skipping, &publisher, &report) }

@@ -13,6 +13,8 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         // A numbered batch that unpacks holds as many frames as its header says.
         if let numbers = WireFrame.sequence(of: bytes) {
             precondition(numbers.count == frames.count, "sequenced batch count disagrees with its frames")
+            let counted = WireFrame.census(of: bytes)?.reduce(0) { $0 + $1.count }
+            precondition(counted == frames.count, "a numbered batch that unpacks has a census of its frames")
         }
     }
     // A compressed batch that inflates reads as the plain batch it inflates to, and keeps its numbers.
