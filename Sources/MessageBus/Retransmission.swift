@@ -50,12 +50,15 @@ public enum Retransmission {
 }
 
 /// What a publisher sent recently: its numbered bus messages, oldest first, bounded by age and
-/// bytes. Appended to by the publishing thread, read by the `RetransmitServer` thread.
+/// bytes. Appended to by the publishing thread, read by the `RetransmitServer` thread. Each entry
+/// shares its message's content with the one sent (a reference count, no copy), and is only read.
 public final class RetransmitBuffer: @unchecked Sendable {
     struct Entry {
         let first: UInt64
         let count: Int
-        let bytes: [UInt8]
+        /// Released when the entry is dropped (the array is compacted later).
+        var message: BusMessage?
+        let size: Int
         let sentAt: Double
     }
 
@@ -80,10 +83,13 @@ public final class RetransmitBuffer: @unchecked Sendable {
         return Double(t.tv_sec) + Double(t.tv_nsec) * 1e-9
     }
 
-    /// Keeps a copy of a numbered bus message just sent (its numbers are read from its header).
-    public func keep(_ message: UnsafeRawBufferPointer) {
-        guard let (first, count) = WireFrame.sequence(of: message) else { return }
-        let entry = Entry(first: first, count: count, bytes: Array(message), sentAt: Self.now())
+    /// Keeps a numbered bus message about to be sent (its numbers are read from its header). Neither
+    /// it nor its content may be changed afterwards (sending does not).
+    public func keep(_ message: BusMessage) {
+        guard let (first, count) = WireFrame.sequence(of: UnsafeRawBufferPointer(message.bytes)),
+            let shared = try? message.sharedCopy()
+        else { return }
+        let entry = Entry(first: first, count: count, message: shared, size: shared.bytes.count, sentAt: Self.now())
         lock.withLock {
             // A publisher numbers from 0 once; lower numbers would mean a new run: forget the old one.
             if first < next {
@@ -92,7 +98,7 @@ public final class RetransmitBuffer: @unchecked Sendable {
                 heldBytes = 0
             }
             entries.append(entry)
-            heldBytes += entry.bytes.count
+            heldBytes += entry.size
             next = first + UInt64(count)
             dropExpired(now: entry.sentAt)
         }
@@ -102,7 +108,8 @@ public final class RetransmitBuffer: @unchecked Sendable {
         while head < entries.count - 1
             && (now - entries[head].sentAt > seconds || heldBytes > maximumBytes)
         {
-            heldBytes -= entries[head].bytes.count
+            heldBytes -= entries[head].size
+            entries[head].message = nil
             head += 1
         }
         if head > 64 && head * 2 > entries.count {
@@ -115,14 +122,16 @@ public final class RetransmitBuffer: @unchecked Sendable {
     /// `Retransmission.everythingHeld`), the oldest number held (nil when nothing is), and the next
     /// number the publisher will send.
     public func messages(first: UInt64, end: UInt64) -> (messages: [[UInt8]], oldest: UInt64?, next: UInt64) {
-        lock.withLock {
+        // References taken under the lock, bytes copied outside it: the publisher is not held up.
+        let (wanted, oldest, next) = lock.withLock { () -> ([BusMessage], UInt64?, UInt64) in
             dropExpired(now: Self.now())
             let held = entries[head...]
             let wanted =
                 first == Retransmission.everythingHeld
                 ? Array(held) : held.filter { $0.first < end && $0.first + UInt64($0.count) > first }
-            return (wanted.map(\.bytes), held.first?.first, next)
+            return (wanted.compactMap(\.message), held.first?.first, self.next)
         }
+        return (wanted.map(\.array), oldest, next)
     }
 
     /// Bytes and messages held now.

@@ -297,6 +297,14 @@ public final class BusMessage {
         return copy
     }
 
+    /// Another message with the same content, shared by reference count (libzmq's zmq_msg_copy: no
+    /// bytes copied beyond its small-message size), for keeping what is about to be sent.
+    public func sharedCopy() throws(BusError) -> BusMessage {
+        let copy = BusMessage()
+        guard zmq_msg_copy(copy.message, message) == 0 else { throw .last("zmq_msg_copy") }
+        return copy
+    }
+
     /// A copy of the content as an array.
     public var array: [UInt8] { Array(UnsafeRawBufferPointer(bytes)) }
 }

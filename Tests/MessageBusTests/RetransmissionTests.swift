@@ -16,7 +16,7 @@ struct RetransmissionTests {
     }
 
     static func keep(_ buffer: RetransmitBuffer, _ messages: some Sequence<Int>, payloadBytes: Int = 8) {
-        for k in messages { message(k, payloadBytes: payloadBytes).withUnsafeBytes { buffer.keep($0) } }
+        for k in messages { buffer.keep(try! BusMessage(copying: message(k, payloadBytes: payloadBytes))) }
     }
 
     @Test("the buffer returns the messages holding a range, bounded by bytes, and forgets a renumbered run")

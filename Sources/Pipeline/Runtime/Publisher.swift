@@ -125,7 +125,7 @@ struct Publisher {
                     message = try BusMessage(size: WireFrame.encodedSize(slice, numbers: numbers))
                     WireFrame.encode(slice, into: message.bytes, numbers: numbers)
                 }
-                if counted { retained?.keep(UnsafeRawBufferPointer(message.bytes)) }
+                if counted { retained?.keep(message) }
                 while try !socket.send(message, blocking: false) {
                     if try waitForRoom(counted: counted) { return }
                 }
@@ -159,7 +159,7 @@ struct Publisher {
             owned = message.isShared ? try message.unsharedCopy() : message
             WireFrame.renumber(owned.bytes, first: nextSequence, topics: &topicNumbers)
         }
-        retained?.keep(UnsafeRawBufferPointer(owned.bytes))
+        retained?.keep(owned)
         while try !socket.send(owned, blocking: false) {
             if try waitForRoom(counted: true) { return }
         }

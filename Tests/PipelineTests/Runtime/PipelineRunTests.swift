@@ -181,7 +181,7 @@ struct PipelineRunTests {
             let server = serving ? try RetransmitServer(BusContext(), endpoint: resend, buffer: buffer) : nil
             for first in stride(from: 0, to: 25, by: 5) {
                 let message = try Self.numbered(first..<first + 5)
-                buffer.keep(UnsafeRawBufferPointer(message.bytes))
+                buffer.keep(message)
                 if !(10..<20).contains(first) { #expect(try publisher.send(message, blocking: true)) }
             }
             try publisher.send(WireFrame.endOfStream(from: "up").encoded())
