@@ -35,4 +35,34 @@ struct CSVSinkTests {
                 "\(error)")
         }
     }
+
+    @Test("a resumed sink drops the rows read again up to its last row, and says whether the stream reached back to it")
+    func resumed() throws {
+        let path = temporaryPath("r.csv")
+        for (offered, kept, proven) in [
+            ([1.01, 1.02, 1.03], "1.030000000", true), ([1.05, 1.06], "1.060000000", false),
+        ] {
+            // What a killed sink left: three rows and one cut off.
+            try "t,qw,qx,qy,qz\n1.000000000,1,0,0,0\n1.010000000,1,0,0,0\n1.020000000,1,0,0,0\n1.03".write(
+                toFile: path, atomically: true, encoding: .utf8)
+            let sink = try stageLogic("csv", "    path: \(path)\n", output: .continues) as! CSVSink
+            _ = try processed(offered.map { SinkFrames.fused($0) }, by: sink)
+            let rows = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").map { $0.prefix(11) }
+            #expect(rows.filter { $0.hasPrefix("t,") }.count == 1)
+            #expect(rows.last.map(String.init) == kept, "\(rows)")
+            if proven {
+                #expect(rows.count == 5 && sink.losses == 0, "\(rows)")
+                #expect(
+                    sink.notes.contains { $0.contains("2 row(s) read again were already written") }, "\(sink.notes)")
+            } else {
+                #expect(rows.count == 6 && sink.losses == 1, "\(rows)")
+                #expect(
+                    sink.notes.contains {
+                        $0.contains("after its last row at 1.020000000") && $0.contains("starts at 1.050000000")
+                    }, "\(sink.notes)")
+            }
+        }
+        #expect(ResumePoint.stamp(ofRow: "17.000000005,1,0") == RosTime(sec: 17, nanosec: 5))
+        #expect(ResumePoint.stamp(ofRow: "t,qw") == nil && ResumePoint.stamp(ofRow: "1.5,1") == nil)
+    }
 }

@@ -20,4 +20,12 @@ struct RecordSinkTests {
         #expect(messages.map(\.0) == ["/heading", "/heading"])
         #expect(messages.map(\.1) == [5_500_000_000, 6_000_000_000])
     }
+
+    @Test("a resumed recorder finds the split the killed one wrote")
+    func splits() {
+        #expect(RecordSink.previousSplit(of: "/r/run_1.mcap", first: "/r/run.mcap") == "/r/run.mcap")
+        #expect(RecordSink.previousSplit(of: "/r/run_3.mcap", first: "/r/run.mcap") == "/r/run_2.mcap")
+        #expect(RecordSink.previousSplit(of: "/r/bag_2", first: "/r/bag") == "/r/bag_1")
+        #expect(RecordSink.previousSplit(of: "/r/my_run_1.db3", first: "/r/my_run.db3") == "/r/my_run.db3")
+    }
 }

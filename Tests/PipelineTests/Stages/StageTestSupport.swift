@@ -5,11 +5,12 @@ import MessageBus
 
 /// A stage's logic built through the registry from a pipeline text (its settings indented by four
 /// spaces): a transform reads a simulator, a sink reads fusion (so every pipeline topic is upstream).
-func stageLogic(_ type: String, _ settings: String = "", log: @escaping @Sendable (String) -> Void = { _ in }) throws
-    -> StageLogic
-{
+func stageLogic(
+    _ type: String, _ settings: String = "", output: OutputAfterRestart = .firstRun,
+    log: @escaping @Sendable (String) -> Void = { _ in }
+) throws -> StageLogic {
     try PipelineConfig.parse(stageTestPipeline(type, settings), file: "t.yaml", environment: [:]).stage(named: "s")!
-        .makeLogic(log: log)
+        .makeLogic(log: log, output: output)
 }
 
 /// The pipeline text `stageLogic` builds its stage from; the stage's own lines start at line 8.
