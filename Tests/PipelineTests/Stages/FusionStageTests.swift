@@ -117,4 +117,28 @@ extension PipelineRunTests {
         #expect(smoothed.headings.allSatisfy { $0.headingAccuracy.isFinite })
         #expect(!forward.headings.first!.headingAccuracy.isFinite)
     }
+
+    @Test(
+        "the Kalman model's parameters are settings: defaults from the filter, given values reach it and its smoother")
+    func kalmanParameters() throws {
+        let plain = try stageLogic("fusion") as! FusionStage
+        #expect(plain.settings.kalman == KalmanFilterSettings())
+        let tuned =
+            try stageLogic(
+                "fusion", "    accelerometer_low_pass_s: 5\n    gyro_rate_noise: 0\n    sensor_latency: 0.01\n")
+            as! FusionStage
+        var expected = KalmanFilterSettings()
+        expected.accelerometerLowPassSeconds = 5
+        expected.gyroRateNoise = 0
+        expected.sensorLatencySeconds = 0.01
+        #expect(tuned.settings.kalman == expected)
+        #expect(throws: PipelineConfigError.self) { try stageLogic("fusion", "    accelerometer_low_pass_s: 0\n") }
+        do {
+            _ = try stageLogic("fusion", "    filter: complementary\n    inclination_noise_density: 0.01\n")
+            Issue.record("a Kalman parameter was accepted for the complementary filter")
+        } catch {
+            #expect(
+                "\(error)".contains("'inclination_noise_density' of stage 's': a Kalman filter parameter"), "\(error)")
+        }
+    }
 }

@@ -21,6 +21,8 @@ final class FusionStage: StageLogic, InPlaceTransform {
         /// Smooth offline (Kalman only): outputs come at the end of the stream, each estimate using
         /// the whole recording (`KalmanSmoother`).
         var smooth = false
+        /// The Kalman filter's model (its defaults, the common options, the stage's parameters).
+        var kalman = KalmanFilterSettings()
 
         static let specs: [SettingSpec] =
             [
@@ -42,7 +44,7 @@ final class FusionStage: StageLogic, InPlaceTransform {
                 dateHelp:
                     "decimal year for the model; '' = the date of each sample; outside 2025 to 2030 the heading is "
                     + "flagged model_out_of_range"
-            )
+            ) + KalmanParameters.specs
 
         init(_ s: StageSettings) {
             filter = FilterKind(rawValue: s.string("filter")) ?? .kalman
@@ -52,6 +54,11 @@ final class FusionStage: StageLogic, InPlaceTransform {
             position = MagneticModelLookup.Position(s)
             decimalYear = s.optionalNumber("date")
             smooth = s.bool("smooth")
+            kalman = KalmanParameters.apply(
+                s,
+                to: KalmanFilterSettings(
+                    CommonFilterOptions(
+                        sensorLatencySeconds: sensorLatencySeconds, referenceOffsetDegrees: referenceOffsetDegrees)))
         }
 
         static func check(_ s: StageSettings) -> SettingProblem? {
@@ -59,7 +66,7 @@ final class FusionStage: StageLogic, InPlaceTransform {
                 return SettingProblem(
                     "smooth", "smoothing runs the Kalman filter's model backwards: needs filter kalman")
             }
-            return MagneticModelLookup.Position.check(s)
+            return KalmanParameters.check(s) ?? MagneticModelLookup.Position.check(s)
         }
     }
 
@@ -90,9 +97,9 @@ final class FusionStage: StageLogic, InPlaceTransform {
         let options = CommonFilterOptions(
             sensorLatencySeconds: settings.sensorLatencySeconds, referenceOffsetDegrees: settings.referenceOffsetDegrees
         )
-        filter = settings.filter.make(options)
+        filter = settings.filter == .kalman ? KalmanFilter(settings: settings.kalman) : settings.filter.make(options)
         position = settings.position
-        if settings.smooth { smoother = KalmanSmoother(settings: KalmanFilterSettings(options)) }
+        if settings.smooth { smoother = KalmanSmoother(settings: settings.kalman) }
     }
 
     /// Declination (degrees east) and true-north flags for a time.
