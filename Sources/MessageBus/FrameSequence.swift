@@ -51,9 +51,16 @@ extension WireFrame {
     /// Renumbers a numbered message in place, its first frame and its topics (a stage passing on
     /// what it received numbers it as its own output). The caller owns the bytes alone.
     public static func renumber(_ bytes: UnsafeMutableRawBufferPointer, first: UInt64, topics: inout TopicNumbering) {
+        guard let census = census(of: UnsafeRawBufferPointer(bytes)) else { return }
+        renumber(bytes, numbers: BatchNumbers(first: first, census: topics.renumbered(census)))
+    }
+
+    /// The same with the numbers already worked out (a publisher that parsed the census to decide
+    /// how to pass the message on): nothing is parsed twice.
+    public static func renumber(_ bytes: UnsafeMutableRawBufferPointer, numbers: BatchNumbers) {
         guard let at = sequenceFieldOffset(UnsafeRawBufferPointer(bytes)) else { return }
-        bytes.storeBytes(of: first.littleEndian, toByteOffset: at, as: UInt64.self)
-        renumberCensus(bytes, &topics)
+        bytes.storeBytes(of: numbers.first.littleEndian, toByteOffset: at, as: UInt64.self)
+        writeCensusNumbers(bytes, numbers.census)
     }
 
     /// Where the entries of a plain numbered batch start (after its numbers and census), or, for a

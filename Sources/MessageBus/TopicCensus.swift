@@ -156,14 +156,14 @@ extension WireFrame {
 
     public static func census(of bytes: [UInt8]) -> [TopicCount]? { bytes.withUnsafeBytes { census(of: $0) } }
 
-    /// Renumbers a numbered message's census in place with `numbering` (a stage passing on what it
-    /// received numbers its topics as its own). The caller owns the bytes alone.
-    static func renumberCensus(_ bytes: UnsafeMutableRawBufferPointer, _ numbering: inout TopicNumbering) {
+    /// Writes `renumbered` (the message's own census in another publisher's numbers: same topics, same
+    /// counts, in order) over the numbers of a numbered message's census. The caller owns the bytes alone.
+    static func writeCensusNumbers(_ bytes: UnsafeMutableRawBufferPointer, _ renumbered: [TopicCount]) {
         let raw = UnsafeRawBufferPointer(bytes)
-        guard let census = census(of: raw), let range = censusRange(raw) else { return }
-        let renumbered = numbering.renumbered(census)
+        guard let range = censusRange(raw) else { return }
         var k = 0
-        _ = walkCensus(raw, range, frames: census.reduce(0) { $0 + $1.count }) { _, at in
+        _ = walkCensus(raw, range, frames: renumbered.reduce(0) { $0 + $1.count }) { _, at in
+            guard k < renumbered.count else { return }
             bytes.storeBytes(of: renumbered[k].first.littleEndian, toByteOffset: at, as: UInt64.self)
             k += 1
         }

@@ -149,15 +149,14 @@ struct Publisher {
             try publish(try WireFrame.frames(in: message.array), report: &report)
             return
         }
+        let numbers = BatchNumbers(first: nextSequence, census: topicNumbers.renumbered(census))
         let owned: BusMessage
         if compression == .lz4 {
             owned = try WireFrame.compressed(
-                sequenced: UnsafeRawBufferPointer(message.bytes),
-                numbers: BatchNumbers(first: nextSequence, census: topicNumbers.renumbered(census)),
-                scratch: &packedScratch)
+                sequenced: UnsafeRawBufferPointer(message.bytes), numbers: numbers, scratch: &packedScratch)
         } else {
             owned = message.isShared ? try message.unsharedCopy() : message
-            WireFrame.renumber(owned.bytes, first: nextSequence, topics: &topicNumbers)
+            WireFrame.renumber(owned.bytes, numbers: numbers)
         }
         retained?.keep(owned)
         while try !socket.send(owned, blocking: false) {
