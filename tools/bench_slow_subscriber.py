@@ -2,10 +2,14 @@
 """What a subscriber that never reads costs a replay on a `publish` endpoint (on_slow: drop, the
 default). Records a simulated bag once, then times, in interleaved rounds, `fusion-node replay BAG
 --publish tcp://...` with nobody subscribed, with a subscriber that subscribes to everything and never
-reads (smallest queues), and with one that reads everything. Prints each time, the medians, and the
-ratios to the run without a subscriber.
+reads (smallest queues), and with one that reads everything. Each time is the replay's own ("replay of
+BAG took S s": process start-up and waiting for the subscriber left out); the order of the three
+alternates between rounds, so a drift of the machine's speed does not favour one. Prints each time,
+the medians, and the ratios to the run without a subscriber. `--cpus 0` runs every replay on one core
+(taskset), which shows the work a subscriber adds apart from how two cores share the stages' threads.
 
 Usage: tools/.venv/bin/python tools/bench_slow_subscriber.py [--node PATH] [--seconds S] [--rounds R]
+       [--cpus LIST]
 """
 import argparse, os, re, resource, socket, statistics, subprocess, sys, tempfile, threading, time
 from pathlib import Path
@@ -44,7 +48,7 @@ stages:
     return bag
 
 
-def replay(node, bag, subscriber):
+def replay(node, bag, subscriber, cpus=None):
     """Seconds for one replay publishing on a fresh endpoint; `subscriber` is None, 'never' or 'reads'."""
     endpoint = f'tcp://127.0.0.1:{free_port()}'
     ctx = zmq.Context()
@@ -65,12 +69,11 @@ def replay(node, bag, subscriber):
                         received[0] += 1
             reader = threading.Thread(target=read, daemon=True)
             reader.start()
-    cmd = [str(node), 'replay', str(bag), '--publish', endpoint]
+    cmd = ([] if cpus is None else ['taskset', '-c', cpus]) + [str(node), 'replay', str(bag), '--publish', endpoint]
     if subscriber:
         cmd += ['--wait-for-subscribers', '1']
-    started, cpu_before = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    seconds = time.monotonic() - started
     cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
     stop.set()
@@ -81,7 +84,12 @@ def replay(node, bag, subscriber):
     ctx.term()
     if r.returncode != 0:
         sys.exit(f'replay failed ({r.returncode}): {r.stderr[-2000:]}')
-    missed = re.search(r"a slow subscriber's queue of \d+ filled (\d+) time\(s\)", r.stderr)
+    took = re.search(r'replay of .* took ([0-9.]+) s', r.stderr)
+    if not took:
+        sys.exit(f'the replay did not say how long it took: {r.stderr[-2000:]}')
+    seconds = float(took.group(1))
+    missed = (re.search(r"a slow subscriber's queue of \d+ filled (\d+) time\(s\)", r.stderr)
+              or re.search(r"only subscriber's queue of \d+ was full \(it filled (\d+) time\(s\)", r.stderr))
     return seconds, cpu, int(missed.group(1)) if missed else 0
 
 
@@ -89,7 +97,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--node', default=str(ROOT / '.build' / 'release' / 'fusion-node'))
     ap.add_argument('--seconds', type=float, default=3600, help='simulated seconds in the bag (default 3600)')
-    ap.add_argument('--rounds', type=int, default=3)
+    ap.add_argument('--rounds', type=int, default=9)
+    ap.add_argument('--cpus', help='run every replay on these cores only (taskset -c LIST), e.g. 0')
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         bag = record_bag(args.node, args.seconds, Path(tmp))
@@ -97,11 +106,13 @@ def main():
         cpus = {kind: [] for kind in times}
         for round in range(1, args.rounds + 1):
             line = []
-            for kind in times:
-                seconds, cpu, missed = replay(args.node, bag, None if kind == 'none' else kind)
+            kinds = list(times) if round % 2 else list(reversed(times))
+            for kind in kinds:
+                seconds, cpu, missed = replay(args.node, bag, None if kind == 'none' else kind, args.cpus)
                 times[kind].append(seconds)
                 cpus[kind].append(cpu)
-                line.append(f'{kind} {seconds:.2f} s (CPU {cpu:.2f} s' + (f', fell behind {missed} time(s))' if missed else ')'))
+                behind = f', fell behind {missed} time(s))' if missed else ')'
+                line.append(f'{kind} {seconds:.2f} s (CPU {cpu:.2f} s{behind}')
             print(f'round {round}: ' + ', '.join(line), flush=True)
         base = statistics.median(times['none'])
         print(f'median: no subscriber {base:.2f} s; never reads {statistics.median(times["never"]):.2f} s '

@@ -57,31 +57,14 @@ public struct WireFrame: Sendable, Equatable {
 
     /// This frame alone, written straight into a message for sending (no intermediate array).
     public func encodedBusMessage() throws(BusError) -> BusMessage {
-        let built = payload.withUnsafeBytes { p in
-            Result { () throws(BusError) in
-                try Self.busMessage(topic: topic, type: type, encoding: encoding, payload: p)
-            }
-        }
-        return try built.get()
-    }
-
-    /// One frame written into a message for sending: a new one, or `reusing` one already sent.
-    static func busMessage(
-        topic: String, type: String, encoding: String, payload: UnsafeRawBufferPointer, reusing: BusMessage? = nil
-    ) throws(BusError) -> BusMessage {
-        let size = topic.utf8.count + type.utf8.count + encoding.utf8.count + 3 + payload.count
-        let message: BusMessage
-        if let reusing {
-            try reusing.reuse(size: size)
-            message = reusing
-        } else {
-            message = try BusMessage(size: size)
-        }
+        let message = try BusMessage(size: encodedCount)
         guard var at = message.bytes.baseAddress else { return message }
-        at = append(topic, at)
-        at = append(type, at)
-        at = append(encoding, at)
-        if let base = payload.baseAddress { at.copyMemory(from: base, byteCount: payload.count) }
+        at = Self.append(topic, at)
+        at = Self.append(type, at)
+        at = Self.append(encoding, at)
+        payload.withUnsafeBytes { p in
+            if let base = p.baseAddress { at.copyMemory(from: base, byteCount: p.count) }
+        }
         return message
     }
 
@@ -334,13 +317,24 @@ public struct WireFrame: Sendable, Equatable {
         public let type: String
         public let encoding: String
         public let payload: UnsafeMutableRawBufferPointer
+        /// The whole frame as it arrived (header and payload): what a lone frame's message holds.
+        let encoded: UnsafeMutableRawBufferPointer
 
         /// This frame alone, written into a message for sending (as `WireFrame.encodedBusMessage`),
-        /// a new one or `reusing` one already sent.
+        /// a new one or `reusing` one already sent: one copy of the bytes as they arrived, since a
+        /// frame inside a batch is encoded exactly as it travels alone.
         public func encodedBusMessage(reusing: BusMessage? = nil) throws(BusError) -> BusMessage {
-            try WireFrame.busMessage(
-                topic: topic, type: type, encoding: encoding, payload: UnsafeRawBufferPointer(payload),
-                reusing: reusing)
+            let message: BusMessage
+            if let reusing {
+                try reusing.reuse(size: encoded.count)
+                message = reusing
+            } else {
+                message = try BusMessage(size: encoded.count)
+            }
+            if let to = message.bytes.baseAddress, let from = encoded.baseAddress {
+                to.copyMemory(from: from, byteCount: encoded.count)
+            }
+            return message
         }
     }
 
@@ -353,7 +347,7 @@ public struct WireFrame: Sendable, Equatable {
             guard let h = try? header(UnsafeRawBufferPointer(raw)), h.type != endOfStreamType else { return nil }
             return View(
                 topic: h.topic, type: h.type, encoding: h.encoding,
-                payload: UnsafeMutableRawBufferPointer(rebasing: raw[h.payloadStart...]))
+                payload: UnsafeMutableRawBufferPointer(rebasing: raw[h.payloadStart...]), encoded: raw)
         }
         guard let first = view(bytes) else { return false }
         guard first.type == batchType else {

@@ -364,11 +364,69 @@ def test_a_subscriber_that_never_reads_does_not_hold_a_replay(node, tmp_path):
     sleeper.close()
     ctx.term()
     assert held.returncode == 0, held.stderr
-    missed = re.search(r"a slow subscriber's queue of \d+ filled (\d+) time\(s\)", held.stderr)
-    assert missed and int(missed.group(1)) > 0, held.stderr
+    # The only subscriber: what it missed is counted exactly, and "sent" is what was sent.
+    missed = re.search(r"(\d+) not sent while the only subscriber's queue of \d+ was full \(it filled (\d+) time",
+                       held.stderr)
+    sent = re.search(r'sent (\d+) of (\d+) message', held.stderr)
+    assert missed and sent and int(missed.group(2)) > 0, held.stderr
+    early = re.search(r'(\d+) not sent while nobody subscribed', held.stderr)  # it may connect late
+    assert int(sent.group(1)) + int(missed.group(1)) + (int(early.group(1)) if early else 0) == int(sent.group(2))
+    assert 'it was not reading at the end, so what was queued for it was given up' in held.stderr, held.stderr
     print(f'replay with a never-reading subscriber: {held_seconds:.2f} s, without: {alone_seconds:.2f} s, '
           f'ratio {held_seconds / alone_seconds:.2f}')
     assert held_seconds < 1.5 * alone_seconds + 0.3, (held_seconds, alone_seconds)
+
+
+def test_the_only_subscriber_gets_messages_again_once_it_reads_and_what_it_missed_is_counted(node, tmp_path):
+    """on_slow: drop with one subscriber: while its queue is full the sink skips it (one frame a
+    millisecond goes out to learn whether it has room again); once it reads again it receives every
+    message sent, and the summary's sent and missed counts add up to what was offered."""
+    import zmq
+    endpoint = f'ipc://{tmp_path}/slow-reader'
+    config = tmp_path / 'slow.yaml'
+    config.write_text(f"""stages:
+  sim:
+    type: simulator
+    rate_hz: 5000
+    duration: 3
+    realtime: true
+  fusion:
+    type: fusion
+    inputs: [sim]
+  out:
+    type: publish
+    inputs: [fusion]
+    bind: {endpoint}
+    topics: [heading]
+    min_change_deg: 0
+    high_water_mark: 100
+    wait_for_subscribers: 1
+""")
+    ctx = zmq.Context()
+    reader = never_reading_subscriber(ctx, endpoint)
+    run = subprocess.Popen([str(node), '--config', str(config)], stderr=subprocess.PIPE, text=True)
+    assert reader.poll(10000), 'nothing arrived'
+    time.sleep(1.5)  # 7,500 headings: far more than its queue and the socket buffers hold
+    received, ended = 0, False
+    while not ended and reader.poll(5000):
+        frame = reader.recv()
+        if b'gyrocompass/end_of_stream' in frame.split(b'\0', 3)[1]:
+            ended = True
+        else:
+            received += 1
+    _, err = run.communicate(timeout=30)
+    reader.close()
+    ctx.term()
+    assert run.returncode == 0 and ended, err
+    missed = re.search(r"(\d+) not sent while the only subscriber's queue of 100 was full \(it filled (\d+) time", err)
+    sent = re.search(r'sent (\d+) of (\d+) message', err)
+    assert missed and sent, err
+    print(f'received {received}, sent {sent.group(1)}, missed {missed.group(1)} of {sent.group(2)}, '
+          f'queue filled {missed.group(2)} time(s)')
+    assert received == int(sent.group(1)), err
+    assert int(sent.group(1)) + int(missed.group(1)) == int(sent.group(2)), err
+    # It got messages again after it stalled: far more than its queue and the buffers held then.
+    assert int(missed.group(1)) > 1000 and received > 5000, err
 
 
 def test_an_mcap_with_a_chunk_cut_out_is_reported(node, tmp_path):

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
 import CompassCore
 import WireFormat
 import MessageBus
@@ -80,10 +83,17 @@ final class PublishSink: StageLogic, InPlaceTransform {
     var changeFilters: [String: HeadingChangeFilter] = [:]
     var pending: [UInt8]?
     /// Frames on its topics; of those: sent, held back by min_change_deg, not sent while nobody
-    /// subscribed, superseded (latest_only) or dropped while stopping. They add up. `fellBehind`:
-    /// times a subscriber's queue was full (on_slow: drop), each the start of a run of messages it
-    /// missed, which libzmq does not count (see `sendSkippingFullReaders`).
-    var offered = 0, sent = 0, heldBack = 0, withoutSubscriber = 0, dropped = 0, fellBehind = 0
+    /// subscribed, superseded (latest_only) or dropped while stopping, not sent while the only
+    /// subscriber's queue was full (on_slow: drop). They add up. `fellBehind`: times one of several
+    /// subscribers' queues was full (on_slow: drop), each the start of a run of messages it missed,
+    /// which libzmq does not count (see `sendSkippingFullReaders`); `loneReaderFilled`: times the
+    /// only subscriber's queue filled, each the start of a run counted in `missedWhileFull`.
+    var offered = 0, sent = 0, heldBack = 0, withoutSubscriber = 0, dropped = 0, missedWhileFull = 0
+    var fellBehind = 0, loneReaderFilled = 0
+    /// The only subscriber's queue was full at the last send; `lastFullProbe`: when a frame last went
+    /// out to learn whether it has room again (coarse monotonic seconds).
+    var loneReaderFull = false
+    var lastFullProbe = -Double.infinity
     /// Live subscribers.
     var subscribers = ReaderCount()
     /// One message object for every frame the view path sends (libzmq empties it on sending).
@@ -126,15 +136,16 @@ final class PublishSink: StageLogic, InPlaceTransform {
     func apply(_ sample: InPlaceSample, to frame: WireFrame.View, extra: inout [WireFrame]) throws {
         guard settings.topics.contains(frame.topic) else { return }
         offered += 1
-        guard try someoneSubscribes() else { return }
+        guard try someoneSubscribes(), !skippedWhileLoneReaderFull() else { return }
         try sendDropping(frame.encodedBusMessage(reusing: outgoing))
     }
 
-    /// Brings the subscriber count up to date (at most once a millisecond: looking when nothing has
-    /// come costs libzmq a system call, which per frame of a bulk replay cost more than sending) and
-    /// says whether anyone subscribes; a frame offered to nobody is counted.
+    /// Brings the subscriber count up to date (at most once a millisecond, by the coarse clock, so
+    /// once per kernel tick: looking when nothing has come costs libzmq a system call, which per
+    /// frame of a bulk replay cost more than sending) and says whether anyone subscribes; a frame
+    /// offered to nobody is counted.
     func someoneSubscribes() throws -> Bool {
-        let now = Clocks.monotonicSeconds()
+        let now = Clocks.coarseMonotonicSeconds()
         if now - lastSubscriptionCheck >= 0.001 {
             try subscribers.read(socket, timeoutMilliseconds: 0)
             lastSubscriptionCheck = now
@@ -150,10 +161,42 @@ final class PublishSink: StageLogic, InPlaceTransform {
         return true
     }
 
-    /// on_slow: drop.
+    /// While the only subscriber's queue is full, frames are not even written into messages: it
+    /// would miss them. One a millisecond (by the coarse clock) goes out to learn whether it has read
+    /// its queue down; the rest are counted as missed.
+    func skippedWhileLoneReaderFull() -> Bool {
+        guard loneReaderFull, subscribers.value == 1 else { return false }
+        let now = Clocks.coarseMonotonicSeconds()
+        guard now - lastFullProbe < 0.001 else {
+            lastFullProbe = now
+            return false
+        }
+        missedWhileFull += 1
+        return true
+    }
+
+    /// on_slow: drop. With one subscriber, a no-drop send that fails means its queue is full: it
+    /// misses exactly this message, counted, and its queue stays among those a no-drop send checks,
+    /// so a later send says when it has room. With several, the full one is skipped without a count
+    /// (`sendSkippingFullReaders`).
     func sendDropping(_ message: BusMessage) throws {
-        if try !socket.sendSkippingFullReaders(message) { fellBehind += 1 }
-        sent += 1
+        guard subscribers.value == 1 else {
+            loneReaderFull = false
+            if try !socket.sendSkippingFullReaders(message) { fellBehind += 1 }
+            sent += 1
+            return
+        }
+        if try socket.send(message, blocking: false) {
+            loneReaderFull = false
+            sent += 1
+            return
+        }
+        if !loneReaderFull {
+            loneReaderFull = true
+            loneReaderFilled += 1
+            lastFullProbe = Clocks.coarseMonotonicSeconds()
+        }
+        missedWhileFull += 1
     }
 
     func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
@@ -185,6 +228,7 @@ final class PublishSink: StageLogic, InPlaceTransform {
         }
         guard try someoneSubscribes() else { return }
         if !settings.latestOnly && !settings.blockOnSlow {
+            guard !skippedWhileLoneReaderFull() else { return }
             try sendDropping(out.encodedBusMessage())
             return
         }
@@ -216,11 +260,23 @@ final class PublishSink: StageLogic, InPlaceTransform {
         } else if pending != nil {
             dropped += 1
         }
-        // Subscribers learn that the stream ended: one end-of-stream frame per topic (they filter by topic).
+        // Subscribers learn that the stream ended: one end-of-stream frame per topic (they filter by
+        // topic). The only subscriber, if its queue is full, gets 50 ms to show that it reads (a full
+        // queue has room again once about a thousand have been read); if it does not, it is stuck,
+        // and what is queued for it is given up rather than held for.
+        var stuckAtEnd = false
         if subscribers.value > 0 {
-            for topic in settings.topics.sorted() {
+            let lone = subscribers.value == 1 && loneReaderFull
+            let deadline = Clocks.monotonicSeconds() + (lone ? 0.05 : 0)
+            for topic in settings.topics.sorted() where !stuckAtEnd {
                 let end = WireFrame(topic: topic, type: WireFrame.endOfStreamType, encoding: "none", payload: [])
-                _ = try socket.send(end.encoded(), blocking: false)
+                while try !socket.send(end.encoded(), blocking: false) {
+                    guard lone, Clocks.monotonicSeconds() < deadline else {
+                        stuckAtEnd = lone
+                        break
+                    }
+                    usleep(1000)
+                }
             }
         }
         var parts = [
@@ -230,6 +286,12 @@ final class PublishSink: StageLogic, InPlaceTransform {
         if heldBack > 0 { parts.append("\(heldBack) held back by min_change_deg") }
         if withoutSubscriber > 0 { parts.append("\(withoutSubscriber) not sent while nobody subscribed") }
         if dropped > 0 { parts.append("\(dropped) superseded or dropped") }
+        if missedWhileFull > 0 {
+            parts.append(
+                "\(missedWhileFull) not sent while the only subscriber's queue of \(settings.highWaterMark) was full "
+                    + "(it filled \(loneReaderFilled) time(s); on_slow: block waits instead)"
+                    + (stuckAtEnd ? "; it was not reading at the end, so what was queued for it was given up" : ""))
+        }
         if fellBehind > 0 {
             parts.append(
                 "a slow subscriber's queue of \(settings.highWaterMark) filled \(fellBehind) time(s): each time it "
@@ -240,9 +302,14 @@ final class PublishSink: StageLogic, InPlaceTransform {
             parts.append("\(zap.rejected) client(s) refused (unknown key or no CURVE handshake)")
         }
         notes.append(parts.joined(separator: ", "))
-        // A closing publisher gives its tail 2 s to reach the subscribers; one known to be stuck would
-        // hold the exit for all of it, so the others get a quarter of a second.
-        if fellBehind > 0 { try? socket.setOption(lingerMilliseconds: 250) }
+        // A closing publisher gives its tail 2 s to reach the subscribers; one of several known to be
+        // stuck would hold the exit for all of it, so the others get a quarter of a second; the only
+        // subscriber, stuck, gets nothing more.
+        if stuckAtEnd {
+            try? socket.setOption(lingerMilliseconds: 0)
+        } else if fellBehind > 0 {
+            try? socket.setOption(lingerMilliseconds: 250)
+        }
         socket.close()
         zap?.stop()
         return []
