@@ -89,7 +89,7 @@ def replay(node, bag, subscriber, cpus=None):
         sys.exit(f'the replay did not say how long it took: {r.stderr[-2000:]}')
     seconds = float(took.group(1))
     missed = (re.search(r"a slow subscriber's queue of \d+ filled (\d+) time\(s\)", r.stderr)
-              or re.search(r"only subscriber's queue of \d+ was full \(it filled (\d+) time\(s\)", r.stderr))
+              or re.search(r"only subscriber they were for had a full queue of \d+ \(it filled (\d+) time\(s\)", r.stderr))
     return seconds, cpu, int(missed.group(1)) if missed else 0
 
 

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
 import CZeroMQ
 
 /// An XPUB socket bound to `endpoint` that applies back-pressure instead of dropping (XPUB no-drop)
@@ -37,9 +40,39 @@ extension BusSocket {
 }
 
 /// The readers of a `readerFollowingPublisher` socket: +1 per subscription message, -1 per
-/// unsubscription (including a reader's subscriptions when its connection ends).
+/// unsubscription (including a reader's subscriptions when its connection ends), and the prefixes
+/// they subscribe to, so a sender can tell whom a message would reach before it writes it.
 public struct ReaderCount: Sendable {
     public private(set) var value = 0
+    /// Each prefix subscribed to, with how many subscriptions name it (XPUB verbose passes every
+    /// one, so a prefix two readers share counts twice). Indices change when subscriptions do.
+    public private(set) var prefixes: [(bytes: [UInt8], count: Int)] = []
+
+    /// The subscriptions a message starting with `bytes` reaches (XPUB matches prefixes of the whole
+    /// message): how many, and which prefix when exactly one does.
+    public func subscriptions(matching bytes: UnsafeRawBufferPointer) -> (count: Int, sole: Int?) {
+        var count = 0
+        var sole: Int?
+        for i in prefixes.indices {
+            let p = prefixes[i].bytes
+            guard p.count <= bytes.count else { continue }
+            let matches = p.isEmpty || p.withUnsafeBytes { memcmp($0.baseAddress!, bytes.baseAddress!, p.count) == 0 }
+            if matches {
+                count += prefixes[i].count
+                sole = i
+            }
+        }
+        return (count, count == 1 ? sole : nil)
+    }
+
+    mutating func note(_ prefix: ArraySlice<UInt8>, subscribed: Bool) {
+        if let i = prefixes.firstIndex(where: { $0.bytes[...] == prefix }) {
+            prefixes[i].count += subscribed ? 1 : -1
+            if prefixes[i].count <= 0 { prefixes.remove(at: i) }
+        } else if subscribed {
+            prefixes.append((Array(prefix), 1))
+        }
+    }
 
     public init() {}
 
@@ -50,7 +83,13 @@ public struct ReaderCount: Sendable {
         var any = false
         var timeout = timeoutMilliseconds
         while let message = try socket.receive(timeoutMilliseconds: timeout) {
-            if message.first == 1 { value += 1 } else if message.first == 0 { value = max(0, value - 1) }
+            if message.first == 1 {
+                value += 1
+                note(message.dropFirst(), subscribed: true)
+            } else if message.first == 0 {
+                value = max(0, value - 1)
+                note(message.dropFirst(), subscribed: false)
+            }
             any = true
             timeout = 0
         }

@@ -318,7 +318,7 @@ public struct WireFrame: Sendable, Equatable {
         public let encoding: String
         public let payload: UnsafeMutableRawBufferPointer
         /// The whole frame as it arrived (header and payload): what a lone frame's message holds.
-        let encoded: UnsafeMutableRawBufferPointer
+        public let encoded: UnsafeMutableRawBufferPointer
 
         /// This frame alone, written into a message for sending (as `WireFrame.encodedBusMessage`),
         /// a new one or `reusing` one already sent: one copy of the bytes as they arrived, since a

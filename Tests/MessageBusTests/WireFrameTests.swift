@@ -71,9 +71,12 @@ struct WireFrameTests {
 
 @Suite("Reader counting")
 struct ReaderCountTests {
-    /// A reader-following publisher on a fresh inproc endpoint and `count` subscribers to everything
-    /// (`receiveHighWaterMarks[i]` for subscriber i where given), every subscription counted in.
-    static func publisher(subscribers count: Int, receiveHighWaterMarks: [Int32] = []) throws -> (
+    /// A reader-following publisher on a fresh inproc endpoint and `count` subscribers, to everything
+    /// or to `prefixes[i]` where given (`receiveHighWaterMarks[i]` for subscriber i where given),
+    /// every subscription counted in.
+    static func publisher(
+        subscribers count: Int, receiveHighWaterMarks: [Int32] = [], prefixes: [[UInt8]] = []
+    ) throws -> (
         publisher: BusSocket, subscribers: [BusSocket], readers: ReaderCount
     ) {
         let context = BusContext()
@@ -83,7 +86,7 @@ struct ReaderCountTests {
         for i in 0..<count {
             let s = try BusSocket(context, .sub)
             if i < receiveHighWaterMarks.count { try s.setOption(ZMQ_RCVHWM, receiveHighWaterMarks[i]) }
-            try s.subscribe([])
+            try s.subscribe(i < prefixes.count ? prefixes[i] : [])
             try s.connect(endpoint)
             subscribers.append(s)
         }
@@ -105,6 +108,30 @@ struct ReaderCountTests {
         #expect(readers.value == 1)
         subscribers.forEach { $0.close() }
         publisher.close()
+    }
+
+    @Test("the prefixes subscribed to say whom a message reaches: how many, and which when only one")
+    func matchingSubscriptions() throws {
+        let heading = Array("heading".utf8)
+        var (publisher, subscribers, readers) = try Self.publisher(subscribers: 3, prefixes: [[], heading, heading])
+        defer { publisher.close() }
+        func reach(_ message: String) -> (count: Int, sole: [UInt8]?) {
+            let m = Array(message.utf8).withUnsafeBytes { readers.subscriptions(matching: $0) }
+            return (m.count, m.sole.map { readers.prefixes[$0].bytes })
+        }
+        #expect(reach("heading\0gyrocompass/msg/Heading\0cdr\0").count == 3)
+        #expect(reach("imu/data\0sensor_msgs/msg/Imu\0cdr\0") == (1, []))
+        #expect(reach("head") == (1, []))  // shorter than the prefix: only the empty one matches
+        subscribers.removeFirst().close()
+        subscribers.removeFirst().close()
+        var waited = 0
+        while readers.value != 1 && waited < 40 {
+            try readers.read(publisher, timeoutMilliseconds: 50)
+            waited += 1
+        }
+        #expect(reach("imu/data\0sensor_msgs/msg/Imu\0cdr\0").count == 0)
+        #expect(reach("heading\0gyrocompass/msg/Heading\0cdr\0") == (1, heading))
+        subscribers.forEach { $0.close() }
     }
 
     @Test("a full queue is reported once per episode: libzmq then skips that reader without telling")

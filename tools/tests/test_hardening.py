@@ -365,8 +365,8 @@ def test_a_subscriber_that_never_reads_does_not_hold_a_replay(node, tmp_path):
     ctx.term()
     assert held.returncode == 0, held.stderr
     # The only subscriber: what it missed is counted exactly, and "sent" is what was sent.
-    missed = re.search(r"(\d+) not sent while the only subscriber's queue of \d+ was full \(it filled (\d+) time",
-                       held.stderr)
+    missed = re.search(r"(\d+) not sent while the only subscriber they were for had a full queue of \d+ "
+                       r"\(it filled (\d+) time", held.stderr)
     sent = re.search(r'sent (\d+) of (\d+) message', held.stderr)
     assert missed and sent and int(missed.group(2)) > 0, held.stderr
     early = re.search(r'(\d+) not sent while nobody subscribed', held.stderr)  # it may connect late
@@ -418,7 +418,8 @@ def test_the_only_subscriber_gets_messages_again_once_it_reads_and_what_it_misse
     reader.close()
     ctx.term()
     assert run.returncode == 0 and ended, err
-    missed = re.search(r"(\d+) not sent while the only subscriber's queue of 100 was full \(it filled (\d+) time", err)
+    missed = re.search(r"(\d+) not sent while the only subscriber they were for had a full queue of 100 "
+                       r"\(it filled (\d+) time", err)
     sent = re.search(r'sent (\d+) of (\d+) message', err)
     assert missed and sent, err
     print(f'received {received}, sent {sent.group(1)}, missed {missed.group(1)} of {sent.group(2)}, '
@@ -427,6 +428,55 @@ def test_the_only_subscriber_gets_messages_again_once_it_reads_and_what_it_misse
     assert int(sent.group(1)) + int(missed.group(1)) == int(sent.group(2)), err
     # It got messages again after it stalled: far more than its queue and the buffers held then.
     assert int(missed.group(1)) > 1000 and received > 5000, err
+
+
+def test_a_subscriber_to_one_topic_is_counted_only_what_it_is_sent(node, tmp_path):
+    """A subscriber to heading alone, on a sink publishing heading and imu/data: the imu/data frames are
+    not written for nobody but counted as matching no subscription, so "sent" is what it received."""
+    import zmq
+    endpoint = f'ipc://{tmp_path}/one-topic'
+    config = tmp_path / 'one-topic.yaml'
+    config.write_text(f"""stages:
+  sim:
+    type: simulator
+    rate_hz: 500
+    duration: 2
+    realtime: true
+  fusion:
+    type: fusion
+    inputs: [sim]
+  out:
+    type: publish
+    inputs: [fusion]
+    bind: {endpoint}
+    topics: [heading, imu/data]
+    min_change_deg: 0
+    wait_for_subscribers: 1
+""")
+    ctx = zmq.Context()
+    reader = ctx.socket(zmq.SUB)
+    reader.setsockopt(zmq.SUBSCRIBE, b'heading\0')
+    reader.connect(endpoint)
+    run = subprocess.Popen([str(node), '--config', str(config)], stderr=subprocess.PIPE, text=True)
+    received, ended = 0, False
+    while not ended and reader.poll(5000):
+        frame = reader.recv()
+        if b'gyrocompass/end_of_stream' in frame.split(b'\0', 3)[1]:
+            ended = True
+        else:
+            received += 1
+    _, err = run.communicate(timeout=30)
+    reader.close()
+    ctx.term()
+    assert run.returncode == 0 and ended, err
+    sent = re.search(r'sent (\d+) of (\d+) message', err)
+    unmatched = re.search(r'(\d+) not sent as no subscription matched their topic', err)
+    early = re.search(r'(\d+) not sent while nobody subscribed', err)
+    assert sent and unmatched, err
+    assert received == int(sent.group(1)) > 900, (received, err)
+    # The two topics come in pairs: what was not sent to the heading reader is imu/data, about half.
+    assert abs(int(unmatched.group(1)) - int(sent.group(2)) / 2) <= (int(early.group(1)) if early else 0) + 2, err
+    assert int(sent.group(1)) + int(unmatched.group(1)) + (int(early.group(1)) if early else 0) == int(sent.group(2))
 
 
 def test_an_mcap_with_a_chunk_cut_out_is_reported(node, tmp_path):

@@ -83,17 +83,18 @@ final class PublishSink: StageLogic, InPlaceTransform {
     var changeFilters: [String: HeadingChangeFilter] = [:]
     var pending: [UInt8]?
     /// Frames on its topics; of those: sent, held back by min_change_deg, not sent while nobody
-    /// subscribed, superseded (latest_only) or dropped while stopping, not sent while the only
-    /// subscriber's queue was full (on_slow: drop). They add up. `fellBehind`: times one of several
-    /// subscribers' queues was full (on_slow: drop), each the start of a run of messages it missed,
-    /// which libzmq does not count (see `sendSkippingFullReaders`); `loneReaderFilled`: times the
-    /// only subscriber's queue filled, each the start of a run counted in `missedWhileFull`.
-    var offered = 0, sent = 0, heldBack = 0, withoutSubscriber = 0, dropped = 0, missedWhileFull = 0
-    var fellBehind = 0, loneReaderFilled = 0
-    /// The only subscriber's queue was full at the last send; `lastFullProbe`: when a frame last went
-    /// out to learn whether it has room again (coarse monotonic seconds).
-    var loneReaderFull = false
-    var lastFullProbe = -Double.infinity
+    /// subscribed, not sent because no subscription matched (on_slow: drop), superseded
+    /// (latest_only) or dropped while stopping, not sent while the only subscriber they were for had
+    /// a full queue (on_slow: drop). They add up. `fellBehind`: times one of several subscribers'
+    /// queues was full (on_slow: drop), each the start of a run of messages it missed, which libzmq
+    /// does not count (see `sendSkippingFullReaders`); `loneReaderFilled`: times the queue of a sole
+    /// subscriber filled, each the start of a run counted in `missedWhileFull`.
+    var offered = 0, sent = 0, heldBack = 0, withoutSubscriber = 0, unmatched = 0, dropped = 0
+    var missedWhileFull = 0, fellBehind = 0, loneReaderFilled = 0
+    /// Subscriptions (indices into `subscribers.prefixes`) whose reader's queue was full at the last
+    /// send to it, each with when a frame last went out to learn whether it has room again (coarse
+    /// monotonic seconds). Forgotten whenever the subscriptions change.
+    var fullSubscriptions: [Int: Double] = [:]
     /// Live subscribers.
     var subscribers = ReaderCount()
     /// One message object for every frame the view path sends (libzmq empties it on sending).
@@ -136,8 +137,8 @@ final class PublishSink: StageLogic, InPlaceTransform {
     func apply(_ sample: InPlaceSample, to frame: WireFrame.View, extra: inout [WireFrame]) throws {
         guard settings.topics.contains(frame.topic) else { return }
         offered += 1
-        guard try someoneSubscribes(), !skippedWhileLoneReaderFull() else { return }
-        try sendDropping(frame.encodedBusMessage(reusing: outgoing))
+        guard try someoneSubscribes(), let route = route(UnsafeRawBufferPointer(frame.encoded)) else { return }
+        try sendDropping(frame.encodedBusMessage(reusing: outgoing), route)
     }
 
     /// Brings the subscriber count up to date (at most once a millisecond, by the coarse clock, so
@@ -147,7 +148,7 @@ final class PublishSink: StageLogic, InPlaceTransform {
     func someoneSubscribes() throws -> Bool {
         let now = Clocks.coarseMonotonicSeconds()
         if now - lastSubscriptionCheck >= 0.001 {
-            try subscribers.read(socket, timeoutMilliseconds: 0)
+            if try subscribers.read(socket, timeoutMilliseconds: 0) { fullSubscriptions.removeAll() }
             lastSubscriptionCheck = now
         }
         guard subscribers.value > 0 else {
@@ -161,40 +162,54 @@ final class PublishSink: StageLogic, InPlaceTransform {
         return true
     }
 
-    /// While the only subscriber's queue is full, frames are not even written into messages: it
-    /// would miss them. One a millisecond (by the coarse clock) goes out to learn whether it has read
-    /// its queue down; the rest are counted as missed.
-    func skippedWhileLoneReaderFull() -> Bool {
-        guard loneReaderFull, subscribers.value == 1 else { return false }
-        let now = Clocks.coarseMonotonicSeconds()
-        guard now - lastFullProbe < 0.001 else {
-            lastFullProbe = now
-            return false
-        }
-        missedWhileFull += 1
-        return true
+    /// Whom a frame (its encoded bytes) goes to under on_slow: drop.
+    enum Route {
+        /// One subscription matches it: that reader's, by index.
+        case sole(Int)
+        /// Several do.
+        case several
     }
 
-    /// on_slow: drop. With one subscriber, a no-drop send that fails means its queue is full: it
-    /// misses exactly this message, counted, and its queue stays among those a no-drop send checks,
-    /// so a later send says when it has room. With several, the full one is skipped without a count
-    /// (`sendSkippingFullReaders`).
-    func sendDropping(_ message: BusMessage) throws {
-        guard subscribers.value == 1 else {
-            loneReaderFull = false
+    /// The route of a frame about to be sent, or nil when it is not sent, counted: no subscription
+    /// matches it, or the one that does has a full queue. Then the frame is not even written into a
+    /// message: that reader would miss it. One a millisecond (by the coarse clock) goes out to learn
+    /// whether it has read its queue down.
+    func route(_ encoded: UnsafeRawBufferPointer) -> Route? {
+        let matching = subscribers.subscriptions(matching: encoded)
+        guard matching.count > 0 else {
+            unmatched += 1
+            return nil
+        }
+        guard let sole = matching.sole else { return .several }
+        if !fullSubscriptions.isEmpty, let probed = fullSubscriptions[sole] {
+            let now = Clocks.coarseMonotonicSeconds()
+            guard now - probed >= 0.001 else {
+                missedWhileFull += 1
+                return nil
+            }
+            fullSubscriptions[sole] = now
+        }
+        return .sole(sole)
+    }
+
+    /// on_slow: drop. To a sole subscription, a no-drop send that fails means its reader's queue is
+    /// full: it misses exactly this message, counted, and its queue stays among those a no-drop send
+    /// checks, so a later send says when it has room. With several, a full one is skipped without a
+    /// count (`sendSkippingFullReaders`).
+    func sendDropping(_ message: BusMessage, _ route: Route) throws {
+        guard case .sole(let subscription) = route else {
             if try !socket.sendSkippingFullReaders(message) { fellBehind += 1 }
             sent += 1
             return
         }
         if try socket.send(message, blocking: false) {
-            loneReaderFull = false
+            if !fullSubscriptions.isEmpty { fullSubscriptions[subscription] = nil }
             sent += 1
             return
         }
-        if !loneReaderFull {
-            loneReaderFull = true
+        if fullSubscriptions[subscription] == nil {
+            fullSubscriptions[subscription] = Clocks.coarseMonotonicSeconds()
             loneReaderFilled += 1
-            lastFullProbe = Clocks.coarseMonotonicSeconds()
         }
         missedWhileFull += 1
     }
@@ -228,8 +243,9 @@ final class PublishSink: StageLogic, InPlaceTransform {
         }
         guard try someoneSubscribes() else { return }
         if !settings.latestOnly && !settings.blockOnSlow {
-            guard !skippedWhileLoneReaderFull() else { return }
-            try sendDropping(out.encodedBusMessage())
+            let message = try out.encodedBusMessage()
+            guard let route = route(UnsafeRawBufferPointer(message.bytes)) else { return }
+            try sendDropping(message, route)
             return
         }
         let bytes = out.encoded()
@@ -266,7 +282,7 @@ final class PublishSink: StageLogic, InPlaceTransform {
         // and what is queued for it is given up rather than held for.
         var stuckAtEnd = false
         if subscribers.value > 0 {
-            let lone = subscribers.value == 1 && loneReaderFull
+            let lone = subscribers.value == 1 && !fullSubscriptions.isEmpty
             let deadline = Clocks.monotonicSeconds() + (lone ? 0.05 : 0)
             for topic in settings.topics.sorted() where !stuckAtEnd {
                 let end = WireFrame(topic: topic, type: WireFrame.endOfStreamType, encoding: "none", payload: [])
@@ -285,10 +301,12 @@ final class PublishSink: StageLogic, InPlaceTransform {
         ]
         if heldBack > 0 { parts.append("\(heldBack) held back by min_change_deg") }
         if withoutSubscriber > 0 { parts.append("\(withoutSubscriber) not sent while nobody subscribed") }
+        if unmatched > 0 { parts.append("\(unmatched) not sent as no subscription matched their topic") }
         if dropped > 0 { parts.append("\(dropped) superseded or dropped") }
         if missedWhileFull > 0 {
             parts.append(
-                "\(missedWhileFull) not sent while the only subscriber's queue of \(settings.highWaterMark) was full "
+                "\(missedWhileFull) not sent while the only subscriber they were for had a full queue of "
+                    + "\(settings.highWaterMark) "
                     + "(it filled \(loneReaderFilled) time(s); on_slow: block waits instead)"
                     + (stuckAtEnd ? "; it was not reading at the end, so what was queued for it was given up" : ""))
         }
