@@ -377,17 +377,17 @@ def test_a_subscriber_that_never_reads_does_not_hold_a_replay(node, tmp_path):
     assert held_seconds < 1.5 * alone_seconds + 0.3, (held_seconds, alone_seconds)
 
 
-def test_the_only_subscriber_gets_messages_again_once_it_reads_and_what_it_missed_is_counted(node, tmp_path):
-    """on_slow: drop with one subscriber: while its queue is full the sink skips it (one frame a
-    millisecond goes out to learn whether it has room again); once it reads again it receives every
-    message sent, and the summary's sent and missed counts add up to what was offered."""
+def live_publish(node, tmp_path, subscribe, *, rate_hz, topics, queue='', stall_seconds=0):
+    """Runs a realtime simulator -> fusion -> publish pipeline on an ipc endpoint for a subscriber that
+    `subscribe(ctx, endpoint)` makes, which sleeps `stall_seconds` after the first message and then
+    reads everything until the end of stream. Returns (messages received, the run's stderr)."""
     import zmq
-    endpoint = f'ipc://{tmp_path}/slow-reader'
-    config = tmp_path / 'slow.yaml'
+    endpoint = f'ipc://{tmp_path}/publish'
+    config = tmp_path / 'publish.yaml'
     config.write_text(f"""stages:
   sim:
     type: simulator
-    rate_hz: 5000
+    rate_hz: {rate_hz}
     duration: 3
     realtime: true
   fusion:
@@ -397,16 +397,15 @@ def test_the_only_subscriber_gets_messages_again_once_it_reads_and_what_it_misse
     type: publish
     inputs: [fusion]
     bind: {endpoint}
-    topics: [heading]
+    topics: [{', '.join(topics)}]
     min_change_deg: 0
-    high_water_mark: 100
     wait_for_subscribers: 1
-""")
+{queue}""")
     ctx = zmq.Context()
-    reader = never_reading_subscriber(ctx, endpoint)
+    reader = subscribe(ctx, endpoint)
     run = subprocess.Popen([str(node), '--config', str(config)], stderr=subprocess.PIPE, text=True)
     assert reader.poll(10000), 'nothing arrived'
-    time.sleep(1.5)  # 7,500 headings: far more than its queue and the socket buffers hold
+    time.sleep(stall_seconds)
     received, ended = 0, False
     while not ended and reader.poll(5000):
         frame = reader.recv()
@@ -418,6 +417,16 @@ def test_the_only_subscriber_gets_messages_again_once_it_reads_and_what_it_misse
     reader.close()
     ctx.term()
     assert run.returncode == 0 and ended, err
+    return received, err
+
+
+def test_the_only_subscriber_gets_messages_again_once_it_reads_and_what_it_missed_is_counted(node, tmp_path):
+    """on_slow: drop with one subscriber: while its queue is full the sink skips it (one frame a
+    millisecond goes out to learn whether it has room again); once it reads again it receives every
+    message sent, and the summary's sent and missed counts add up to what was offered."""
+    # Stalled for 1.5 s: 7,500 headings, far more than its queue and the socket buffers hold.
+    received, err = live_publish(node, tmp_path, never_reading_subscriber, rate_hz=5000, topics=['heading'],
+                                 queue='    high_water_mark: 100\n', stall_seconds=1.5)
     missed = re.search(r"(\d+) not sent while the only subscriber they were for had a full queue of 100 "
                        r"\(it filled (\d+) time", err)
     sent = re.search(r'sent (\d+) of (\d+) message', err)
@@ -434,41 +443,13 @@ def test_a_subscriber_to_one_topic_is_counted_only_what_it_is_sent(node, tmp_pat
     """A subscriber to heading alone, on a sink publishing heading and imu/data: the imu/data frames are
     not written for nobody but counted as matching no subscription, so "sent" is what it received."""
     import zmq
-    endpoint = f'ipc://{tmp_path}/one-topic'
-    config = tmp_path / 'one-topic.yaml'
-    config.write_text(f"""stages:
-  sim:
-    type: simulator
-    rate_hz: 500
-    duration: 2
-    realtime: true
-  fusion:
-    type: fusion
-    inputs: [sim]
-  out:
-    type: publish
-    inputs: [fusion]
-    bind: {endpoint}
-    topics: [heading, imu/data]
-    min_change_deg: 0
-    wait_for_subscribers: 1
-""")
-    ctx = zmq.Context()
-    reader = ctx.socket(zmq.SUB)
-    reader.setsockopt(zmq.SUBSCRIBE, b'heading\0')
-    reader.connect(endpoint)
-    run = subprocess.Popen([str(node), '--config', str(config)], stderr=subprocess.PIPE, text=True)
-    received, ended = 0, False
-    while not ended and reader.poll(5000):
-        frame = reader.recv()
-        if b'gyrocompass/end_of_stream' in frame.split(b'\0', 3)[1]:
-            ended = True
-        else:
-            received += 1
-    _, err = run.communicate(timeout=30)
-    reader.close()
-    ctx.term()
-    assert run.returncode == 0 and ended, err
+
+    def heading_reader(ctx, endpoint):
+        reader = ctx.socket(zmq.SUB)
+        reader.setsockopt(zmq.SUBSCRIBE, b'heading\0')
+        reader.connect(endpoint)
+        return reader
+    received, err = live_publish(node, tmp_path, heading_reader, rate_hz=500, topics=['heading', 'imu/data'])
     sent = re.search(r'sent (\d+) of (\d+) message', err)
     unmatched = re.search(r'(\d+) not sent as no subscription matched their topic', err)
     early = re.search(r'(\d+) not sent while nobody subscribed', err)

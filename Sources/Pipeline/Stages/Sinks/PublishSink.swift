@@ -95,6 +95,8 @@ final class PublishSink: StageLogic, InPlaceTransform {
     /// send to it, each with when a frame last went out to learn whether it has room again (coarse
     /// monotonic seconds). Forgotten whenever the subscriptions change.
     var fullSubscriptions: [Int: Double] = [:]
+    /// When each of those queues filled (coarse monotonic seconds).
+    var fullSince: [Int: Double] = [:]
     /// Live subscribers.
     var subscribers = ReaderCount()
     /// One message object for every frame the view path sends (libzmq empties it on sending).
@@ -148,7 +150,10 @@ final class PublishSink: StageLogic, InPlaceTransform {
     func someoneSubscribes() throws -> Bool {
         let now = Clocks.coarseMonotonicSeconds()
         if now - lastSubscriptionCheck >= 0.001 {
-            if try subscribers.read(socket, timeoutMilliseconds: 0) { fullSubscriptions.removeAll() }
+            if try subscribers.read(socket, timeoutMilliseconds: 0) {
+                fullSubscriptions.removeAll()
+                fullSince.removeAll()
+            }
             lastSubscriptionCheck = now
         }
         guard subscribers.value > 0 else {
@@ -203,12 +208,16 @@ final class PublishSink: StageLogic, InPlaceTransform {
             return
         }
         if try socket.send(message, blocking: false) {
-            if !fullSubscriptions.isEmpty { fullSubscriptions[subscription] = nil }
+            if !fullSubscriptions.isEmpty {
+                fullSubscriptions[subscription] = nil
+                fullSince[subscription] = nil
+            }
             sent += 1
             return
         }
         if fullSubscriptions[subscription] == nil {
             fullSubscriptions[subscription] = Clocks.coarseMonotonicSeconds()
+            fullSince[subscription] = fullSubscriptions[subscription]
             loneReaderFilled += 1
         }
         missedWhileFull += 1
@@ -277,13 +286,17 @@ final class PublishSink: StageLogic, InPlaceTransform {
             dropped += 1
         }
         // Subscribers learn that the stream ended: one end-of-stream frame per topic (they filter by
-        // topic). The only subscriber, if its queue is full, gets 50 ms to show that it reads (a full
-        // queue has room again once about a thousand have been read); if it does not, it is stuck,
-        // and what is queued for it is given up rather than held for.
+        // topic). The only subscriber, if its queue is full, has room again once it has read what the
+        // socket buffers hold and part of its queue: it gets a quarter of a second for that (a
+        // reader of 30,000 messages a second drains a local socket's buffers in a fifth of it), or
+        // 50 ms when its queue has been full for over a second (it read nothing in all that time).
+        // If it still has no room, it is stuck, and what is queued for it is given up rather than
+        // held for.
         var stuckAtEnd = false
         if subscribers.value > 0 {
             let lone = subscribers.value == 1 && !fullSubscriptions.isEmpty
-            let deadline = Clocks.monotonicSeconds() + (lone ? 0.05 : 0)
+            let fullFor = Clocks.coarseMonotonicSeconds() - (fullSince.values.min() ?? .infinity)
+            let deadline = Clocks.monotonicSeconds() + (lone ? (fullFor > 1 ? 0.05 : 0.25) : 0)
             for topic in settings.topics.sorted() where !stuckAtEnd {
                 let end = WireFrame(topic: topic, type: WireFrame.endOfStreamType, encoding: "none", payload: [])
                 while try !socket.send(end.encoded(), blocking: false) {
