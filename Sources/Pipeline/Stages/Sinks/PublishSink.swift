@@ -91,12 +91,14 @@ final class PublishSink: StageLogic, InPlaceTransform {
     /// subscriber filled, each the start of a run counted in `missedWhileFull`.
     var offered = 0, sent = 0, heldBack = 0, withoutSubscriber = 0, unmatched = 0, dropped = 0
     var missedWhileFull = 0, fellBehind = 0, loneReaderFilled = 0
-    /// Subscriptions (indices into `subscribers.prefixes`) whose reader's queue was full at the last
-    /// send to it, each with when a frame last went out to learn whether it has room again (coarse
-    /// monotonic seconds). Forgotten whenever the subscriptions change.
-    var fullSubscriptions: [Int: Double] = [:]
-    /// When each of those queues filled (coarse monotonic seconds).
-    var fullSince: [Int: Double] = [:]
+    /// A sole subscription's queue found full: when it filled, and when a frame last went out to
+    /// learn whether it has room again (coarse monotonic seconds).
+    struct FullQueue {
+        let since: Double
+        var probed: Double
+    }
+    /// By subscription (index into `subscribers.prefixes`); forgotten whenever subscriptions change.
+    var fullQueues: [Int: FullQueue] = [:]
     /// Live subscribers.
     var subscribers = ReaderCount()
     /// One message object for every frame the view path sends (libzmq empties it on sending).
@@ -150,10 +152,7 @@ final class PublishSink: StageLogic, InPlaceTransform {
     func someoneSubscribes() throws -> Bool {
         let now = Clocks.coarseMonotonicSeconds()
         if now - lastSubscriptionCheck >= 0.001 {
-            if try subscribers.read(socket, timeoutMilliseconds: 0) {
-                fullSubscriptions.removeAll()
-                fullSince.removeAll()
-            }
+            if try subscribers.read(socket, timeoutMilliseconds: 0) { fullQueues.removeAll() }
             lastSubscriptionCheck = now
         }
         guard subscribers.value > 0 else {
@@ -186,13 +185,13 @@ final class PublishSink: StageLogic, InPlaceTransform {
             return nil
         }
         guard let sole = matching.sole else { return .several }
-        if !fullSubscriptions.isEmpty, let probed = fullSubscriptions[sole] {
+        if !fullQueues.isEmpty, let full = fullQueues[sole] {
             let now = Clocks.coarseMonotonicSeconds()
-            guard now - probed >= 0.001 else {
+            guard now - full.probed >= 0.001 else {
                 missedWhileFull += 1
                 return nil
             }
-            fullSubscriptions[sole] = now
+            fullQueues[sole]?.probed = now
         }
         return .sole(sole)
     }
@@ -208,16 +207,13 @@ final class PublishSink: StageLogic, InPlaceTransform {
             return
         }
         if try socket.send(message, blocking: false) {
-            if !fullSubscriptions.isEmpty {
-                fullSubscriptions[subscription] = nil
-                fullSince[subscription] = nil
-            }
+            if !fullQueues.isEmpty { fullQueues[subscription] = nil }
             sent += 1
             return
         }
-        if fullSubscriptions[subscription] == nil {
-            fullSubscriptions[subscription] = Clocks.coarseMonotonicSeconds()
-            fullSince[subscription] = fullSubscriptions[subscription]
+        if fullQueues[subscription] == nil {
+            let now = Clocks.coarseMonotonicSeconds()
+            fullQueues[subscription] = FullQueue(since: now, probed: now)
             loneReaderFilled += 1
         }
         missedWhileFull += 1
@@ -294,8 +290,8 @@ final class PublishSink: StageLogic, InPlaceTransform {
         // held for.
         var stuckAtEnd = false
         if subscribers.value > 0 {
-            let lone = subscribers.value == 1 && !fullSubscriptions.isEmpty
-            let fullFor = Clocks.coarseMonotonicSeconds() - (fullSince.values.min() ?? .infinity)
+            let lone = subscribers.value == 1 && !fullQueues.isEmpty
+            let fullFor = Clocks.coarseMonotonicSeconds() - (fullQueues.values.map(\.since).min() ?? .infinity)
             let deadline = Clocks.monotonicSeconds() + (lone ? (fullFor > 1 ? 0.05 : 0.25) : 0)
             for topic in settings.topics.sorted() where !stuckAtEnd {
                 let end = WireFrame(topic: topic, type: WireFrame.endOfStreamType, encoding: "none", payload: [])
