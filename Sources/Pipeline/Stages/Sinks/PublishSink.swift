@@ -282,17 +282,18 @@ final class PublishSink: StageLogic, InPlaceTransform {
             dropped += 1
         }
         // Subscribers learn that the stream ended: one end-of-stream frame per topic (they filter by
-        // topic). The only subscriber, if its queue is full, has room again once it has read what the
-        // socket buffers hold and part of its queue: it gets a quarter of a second for that (a
-        // reader of 30,000 messages a second drains a local socket's buffers in a fifth of it), or
+        // topic). The only subscriber, if its queue is full (the last frames may have filled it
+        // without a refused send to say so), has room again once it has read what the
+        // socket buffers hold and part of its queue: it gets half a second for that (a reader of
+        // 30,000 messages a second drains a local socket's buffers in a tenth of it, unloaded), or
         // 50 ms when its queue has been full for over a second (it read nothing in all that time).
         // If it still has no room, it is stuck, and what is queued for it is given up rather than
         // held for.
         var stuckAtEnd = false
         if subscribers.value > 0 {
-            let lone = subscribers.value == 1 && !fullQueues.isEmpty
+            let lone = subscribers.value == 1  // full now, or filled by the last frames sent
             let fullFor = Clocks.coarseMonotonicSeconds() - (fullQueues.values.map(\.since).min() ?? .infinity)
-            let deadline = Clocks.monotonicSeconds() + (lone ? (fullFor > 1 ? 0.05 : 0.25) : 0)
+            let deadline = Clocks.monotonicSeconds() + (lone ? (fullFor > 1 ? 0.05 : 0.5) : 0)
             for topic in settings.topics.sorted() where !stuckAtEnd {
                 let end = WireFrame(topic: topic, type: WireFrame.endOfStreamType, encoding: "none", payload: [])
                 while try !socket.send(end.encoded(), blocking: false) {
