@@ -24,9 +24,9 @@ struct SmootherTests {
         var smoothed: [Step] = []
     }
 
-    static func run(_ samples: [SimulatedSample]) -> Run {
-        var filter = KalmanFilter()
-        var smoother = KalmanSmoother()
+    static func run(_ samples: [SimulatedSample], settings: KalmanFilterSettings = .init()) -> Run {
+        var filter = KalmanFilter(settings: settings)
+        var smoother = KalmanSmoother(settings: settings)
         var r = Run()
         for s in samples {
             if let o = filter.update(imu: s.imu, magnetometer: s.magnetometer) {
@@ -55,6 +55,25 @@ struct SmootherTests {
         // The bias is known from the start: the whole run's data says what it was.
         let early = r.smoothed.first { $0.sample.imu.timestamp > 0.5 }!
         #expect((early.output.gyroBias - early.sample.trueGyroBias).norm < 0.001)
+    }
+
+    @Test("readings the smoothed heading disagrees with are left out: a magnet's slow approach, which the gate lets in")
+    func readingsJudgedAgain() {
+        let magnet = ScheduledDisturbance(
+            startSeconds: 25, durationSeconds: 10, fieldMicrotesla: Vector3(12, 0, 0), frame: .world, rampSeconds: 8)
+        let motion: [MotionSegment] = [
+            .rest(seconds: 5), .turn(degreesPerSecond: 30, seconds: 10), .rest(seconds: 10),
+            .turn(degreesPerSecond: -25, seconds: 10), .rest(seconds: 20), .turn(degreesPerSecond: 20, seconds: 10),
+            .rest(seconds: 10),
+        ]
+        let samples = IMUSimulator.samples(
+            makeScenario(motion, seed: 8, bias: Vector3(0.003, -0.002, 0.004), disturbances: [magnet]))
+        var off = KalmanFilterSettings()
+        off.smootherReadingToleranceDegrees = 0
+        let late: (Step) -> Bool = { $0.sample.imu.timestamp > 3 }
+        let judged = Self.rms(Self.run(samples).smoothed.filter(late).compactMap(headingError))
+        let gated = Self.rms(Self.run(samples, settings: off).smoothed.filter(late).compactMap(headingError))
+        #expect(judged < 0.8 * gated, "heading RMSE \(judged) with readings judged again, \(gated) without")
     }
 
     @Test("one estimate per accepted sample, in order; the last is the forward filter's, nearly")

@@ -64,6 +64,13 @@ public struct KalmanFilterSettings: Sendable, Equatable {
     public var sensorLatencySeconds = 0.0
     /// Longest time step integrated as is, seconds; longer gaps are clamped and counted. Default 0.1.
     public var maximumStepSeconds = 0.1
+    /// Offline smoother only: a magnetometer reading the gate accepted whose heading, seen with the
+    /// smoothed attitude, disagrees with the smoothed heading by more than this many degrees is left
+    /// out, and the recording smoothed again. The causal gate judges a reading before it knows what
+    /// follows (the first readings of a magnet's approach pass it); the smoothed heading, within about
+    /// a degree on the BROAD trials, can tell such readings apart from noise. Default 5 (chosen well
+    /// above that error, not at the BROAD optimum: smaller values score better there). 0 turns it off.
+    public var smootherReadingToleranceDegrees = 5.0
 
     public init() {}
 }

@@ -16,6 +16,10 @@ struct BitSet: Sendable {
         if w >= words.count { words.append(contentsOf: repeatElement(0, count: w - words.count + 1)) }
         words[w] |= 1 << UInt64(i & 63)
     }
+    mutating func remove(_ i: Int) {
+        let w = i >> 6
+        if w < words.count { words[w] &= ~(1 << UInt64(i & 63)) }
+    }
     func contains(_ i: Int) -> Bool {
         let w = i >> 6
         return w < words.count && words[w] & (1 << UInt64(i & 63)) != 0
