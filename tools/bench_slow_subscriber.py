@@ -11,7 +11,7 @@ the medians, and the ratios to the run without a subscriber. `--cpus 0` runs eve
 Usage: tools/.venv/bin/python tools/bench_slow_subscriber.py [--node PATH] [--seconds S] [--rounds R]
        [--cpus LIST]
 """
-import argparse, os, re, resource, socket, statistics, subprocess, sys, tempfile, threading, time
+import argparse, re, resource, socket, statistics, subprocess, sys, tempfile, threading
 from pathlib import Path
 
 import zmq
@@ -69,7 +69,9 @@ def replay(node, bag, subscriber, cpus=None):
                         received[0] += 1
             reader = threading.Thread(target=read, daemon=True)
             reader.start()
-    cmd = ([] if cpus is None else ['taskset', '-c', cpus]) + [str(node), 'replay', str(bag), '--publish', endpoint]
+    cmd = [str(node), 'replay', str(bag), '--publish', endpoint]
+    if cpus is not None:
+        cmd = ['taskset', '-c', cpus] + cmd
     if subscriber:
         cmd += ['--wait-for-subscribers', '1']
     cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -88,8 +90,10 @@ def replay(node, bag, subscriber, cpus=None):
     if not took:
         sys.exit(f'the replay did not say how long it took: {r.stderr[-2000:]}')
     seconds = float(took.group(1))
+    # Episodes: of a queue one of several subscribers shared a message with, or of a sole taker's queue.
     missed = (re.search(r"a slow subscriber's queue of \d+ filled (\d+) time\(s\)", r.stderr)
-              or re.search(r"only subscriber they were for had a full queue of \d+ \(it filled (\d+) time\(s\)", r.stderr))
+              or re.search(r"only subscriber they were for had a full queue of \d+ \(it filled (\d+) time\(s\)",
+                           r.stderr))
     return seconds, cpu, int(missed.group(1)) if missed else 0
 
 

@@ -24,9 +24,9 @@
 /// The magnetic gate's decisions are the forward filter's, less the readings the smoothed heading
 /// disagrees with by more than `smootherReadingToleranceDegrees`: without those, passes (2) and (3)
 /// run once more (on BROAD, heading 1.68 to 1.43 degrees; trial 30, the stationary magnet, 3.41 to
-/// 2.42). (Running the gate backwards in time as
-/// well and using a reading only when both accept it was tried: on the BROAD trials with magnets it
-/// refused long stretches of good readings and the heading got worse, 1.2 to 3.5 degrees on trial 33.)
+/// 2.42). (Running the gate backwards in time as well and using a reading only when both accept it
+/// was tried: on the BROAD trials with magnets it refused long stretches of good readings and the
+/// heading got worse, 1.2 to 3.5 degrees on trial 33.)
 ///
 /// Memory is linear in the recording: the samples (about 100 bytes each), the second pass's
 /// estimates (about 90) and a record per measurement update (about 400 bytes, at most 50 per
@@ -125,7 +125,8 @@ public struct KalmanSmoother: Sendable {
         var kept = used
         var removed = 0
         let tolerance = toleranceDegrees / degreesPerRadian
-        pass.smoothed(wanted: { used.contains($0) && inputs[$0].magnetometer != nil }) { i, s in
+        // `used` holds only samples whose reading the gate judged.
+        pass.smoothed(wanted: { used.contains($0) }) { i, s in
             guard let m = inputs[i].magnetometer else { return }
             // As the filter's heading update sees it: the clockwise angle of the horizontal field from +y.
             let earth = s.orientation.rotationMatrix * m.fieldMicrotesla
