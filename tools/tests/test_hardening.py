@@ -416,7 +416,7 @@ def live_publish(node, tmp_path, subscribe, *, rate_hz, topics, queue='', stall_
     _, err = run.communicate(timeout=30)
     reader.close()
     ctx.term()
-    assert run.returncode == 0 and ended, err
+    assert run.returncode == 0 and ended, (received, err)
     return received, err
 
 

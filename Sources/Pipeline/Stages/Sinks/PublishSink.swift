@@ -99,6 +99,8 @@ final class PublishSink: StageLogic, InPlaceTransform {
     }
     /// By subscription (index into `subscribers.prefixes`); forgotten whenever subscriptions change.
     var fullQueues: [Int: FullQueue] = [:]
+    /// Subscriptions whose full queue later had room again: their readers read.
+    var readDown: Set<Int> = []
     /// Live subscribers.
     var subscribers = ReaderCount()
     /// One message object for every frame the view path sends (libzmq empties it on sending).
@@ -152,7 +154,10 @@ final class PublishSink: StageLogic, InPlaceTransform {
     func someoneSubscribes() throws -> Bool {
         let now = Clocks.coarseMonotonicSeconds()
         if now - lastSubscriptionCheck >= 0.001 {
-            if try subscribers.read(socket, timeoutMilliseconds: 0) { fullQueues.removeAll() }
+            if try subscribers.read(socket, timeoutMilliseconds: 0) {
+                fullQueues.removeAll()
+                readDown.removeAll()
+            }
             lastSubscriptionCheck = now
         }
         guard subscribers.value > 0 else {
@@ -207,7 +212,9 @@ final class PublishSink: StageLogic, InPlaceTransform {
             return
         }
         if try socket.send(message, blocking: false) {
-            if !fullQueues.isEmpty { fullQueues[subscription] = nil }
+            if !fullQueues.isEmpty, fullQueues.removeValue(forKey: subscription) != nil {
+                readDown.insert(subscription)
+            }
             sent += 1
             return
         }
@@ -283,17 +290,18 @@ final class PublishSink: StageLogic, InPlaceTransform {
         }
         // Subscribers learn that the stream ended: one end-of-stream frame per topic (they filter by
         // topic). The only subscriber, if its queue is full (the last frames may have filled it
-        // without a refused send to say so), has room again once it has read what the
-        // socket buffers hold and part of its queue: it gets half a second for that (a reader of
-        // 30,000 messages a second drains a local socket's buffers in a tenth of it, unloaded), or
-        // 50 ms when its queue has been full for over a second (it read nothing in all that time).
-        // If it still has no room, it is stuck, and what is queued for it is given up rather than
-        // held for.
+        // without a refused send to say so), has room again once it has read what the socket buffers
+        // hold and part of its queue: it gets half a second for that (a reader of 30,000 messages a
+        // second drains a local socket's buffers in a tenth of it, unloaded), or 50 ms when its queue
+        // is known full and it has shown no reading: full for over a second, or never read down since
+        // it filled. If it still has no room, it is stuck, and what is queued for it is given up
+        // rather than held for.
         var stuckAtEnd = false
         if subscribers.value > 0 {
             let lone = subscribers.value == 1  // full now, or filled by the last frames sent
-            let fullFor = Clocks.coarseMonotonicSeconds() - (fullQueues.values.map(\.since).min() ?? .infinity)
-            let deadline = Clocks.monotonicSeconds() + (lone ? (fullFor > 1 ? 0.05 : 0.5) : 0)
+            let now = Clocks.coarseMonotonicSeconds()
+            let notReading = fullQueues.contains { now - $0.value.since > 1 || !readDown.contains($0.key) }
+            let deadline = Clocks.monotonicSeconds() + (lone ? (notReading ? 0.05 : 0.5) : 0)
             for topic in settings.topics.sorted() where !stuckAtEnd {
                 let end = WireFrame(topic: topic, type: WireFrame.endOfStreamType, encoding: "none", payload: [])
                 while try !socket.send(end.encoded(), blocking: false) {
