@@ -320,3 +320,75 @@ struct FusionTests {
         #expect(median < 8, "accuracy so loose it says nothing: median \(median) deg")
     }
 }
+
+@Suite("Heading accuracy: a disturbance fixed to the sensor")
+struct SensorFixedDisturbanceAccuracyTests {
+    /// 1.2 uT along the sensor's x axis from the first sample: 2.5 % of the field, inside every
+    /// strength and dip tolerance, so no check catches it and the gate learns its reference with it.
+    static let phone = ScheduledDisturbance(
+        startSeconds: 0, durationSeconds: 1e9, fieldMicrotesla: Vector3(1.2, 0, 0), frame: .sensor)
+
+    /// Walking straight for a minute, then five full turns, then at rest at `endHeading`.
+    static func phases<F: FusionFilter>(_ filter: inout F, endHeading: Double) -> (straight: [Step], turned: [Step]) {
+        let motion: [MotionSegment] =
+            [.rest(seconds: 20), .walking(seconds: 60, stepsPerSecond: 1.8)]
+            + Array(repeating: .turn(degreesPerSecond: 30, seconds: 12), count: 5)
+            + [.moveTo(headingDegrees: endHeading, pitchDegrees: 0, rollDegrees: 0, seconds: 4), .rest(seconds: 20)]
+        let steps = run(&filter, makeScenario(motion, heading: 90, disturbances: [phone]))
+            .filter { $0.output.headingAccuracyDegrees != nil }
+        return (
+            steps.filter { $0.output.timestamp > 30 && $0.output.timestamp < 80 },
+            steps.filter { $0.output.timestamp > 144 }
+        )
+    }
+
+    static func coverage(_ steps: [Step]) -> Double {
+        let covered = steps.filter { abs(headingError($0) ?? 0) <= $0.output.headingAccuracyDegrees! }
+        return Double(covered.count) / Double(steps.count)
+    }
+
+    static func medianBound(_ steps: [Step]) -> Double {
+        percentile(steps.map { $0.output.headingAccuracyDegrees! }, 50)
+    }
+
+    @Test(
+        "the bound covers it while the sensor keeps its heading, and after turning has shown it (both filters)",
+        arguments: [0.0, 90, 180, 270])
+    func coveredBeforeAndAfterTurning(endHeading: Double) {
+        var kf = KalmanFilter()
+        var cf = ComplementaryFilter()
+        let runs = [
+            ("kalman", Self.phases(&kf, endHeading: endHeading)),
+            ("complementary", Self.phases(&cf, endHeading: endHeading)),
+        ]
+        for (name, p) in runs {
+            let straight = Self.coverage(p.straight), turned = Self.coverage(p.turned)
+            print(
+                "\(name) ending at \(endHeading): straight coverage \(straight) bound \(Self.medianBound(p.straight)),"
+                    + " turned coverage \(turned) bound \(Self.medianBound(p.turned))")
+            #expect(straight >= 0.95, "\(name)")
+            #expect(turned >= 0.95, "\(name)")
+        }
+    }
+
+    @Test("turning through all headings exposes it: the share no check has seen falls from 1 to near 0")
+    func turningExposes() {
+        var share = SensorFixedDisturbance()
+        let level = Quaternion(rollRadians: 0, pitchRadians: 0, yawRadians: 0.3)
+        for _ in 0..<100 { share.noteTrusted(eastRow: level.rotationMatrix.row0, headingInnovation: 0, radians: 0) }
+        share.refresh(priorSigmaRadians: 0.06, noiseSigmaRadians: 0.017)
+        #expect(share.unexposedShare == 1, "at rest nothing is exposed")
+        for k in 0..<20 {
+            let turned = Quaternion(rollRadians: 0, pitchRadians: 0, yawRadians: 0.3 + Double(k) * 0.1)
+            share.noteTrusted(eastRow: turned.rotationMatrix.row0, headingInnovation: 0, radians: 0.1)
+        }
+        share.refresh(priorSigmaRadians: 0.06, noiseSigmaRadians: 0.017)
+        #expect(share.unexposedShare > 0.8, "a 110-degree arc leaves most hidden: \(share.unexposedShare)")
+        for k in 20..<63 {
+            let turned = Quaternion(rollRadians: 0, pitchRadians: 0, yawRadians: 0.3 + Double(k) * 0.1)
+            share.noteTrusted(eastRow: turned.rotationMatrix.row0, headingInnovation: 0, radians: 0.1)
+        }
+        share.refresh(priorSigmaRadians: 0.06, noiseSigmaRadians: 0.017)
+        #expect(share.unexposedShare < 0.05, "a full turn exposes it: \(share.unexposedShare)")
+    }
+}

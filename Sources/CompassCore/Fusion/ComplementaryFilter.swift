@@ -22,13 +22,16 @@ public struct ComplementaryFilter: Sendable {
     var elapsed = 0.0
     var lowPassedForceEarth = Vector3.zero
     var secondsSinceCompass = 0.0
-    var radiansTurnedSinceCompass = 0.0
+    /// The gyro's heading change since the compass was last trusted, signed, rad: a scale error
+    /// turns the heading by its fraction of this, so turning back and forth costs nothing.
+    var headingTurnedSinceCompass = 0.0
     var latestRate = Vector3.zero
     var forceWeight = LowPassWeight()
 
     /// Sets the magnetic reference the gate compares strength and dip with.
     public mutating func setMagneticReference(strengthMicrotesla: Double, dipDegrees: Double) {
         magneticGate.setReference(strengthMicrotesla: strengthMicrotesla, dipDegrees: dipDegrees)
+        unseen.forgetTurns()
         refreshUnseenVariance()
     }
 
@@ -53,14 +56,15 @@ public struct ComplementaryFilter: Sendable {
         orientation.predicted(rate: latestRate, seconds: settings.sensorLatencySeconds)
     }
 
-    /// 1-sigma heading uncertainty of the model, degrees: the compass's own plus the drift since it
-    /// was last trusted.
+    /// 1-sigma heading uncertainty of the model, degrees: the compass's own, the unseen disturbance
+    /// and the drift since the compass was last trusted.
     public var headingSigmaDegrees: Double {
-        let drift = driftSigmaDegrees
-        return (unseen.degrees2 + drift * drift).squareRoot()
+        let drift = driftSigmaDegrees, compass = settings.compassHeadingSigmaDegrees
+        return (compass * compass + unseen.degrees2 + drift * drift).squareRoot()
     }
 
-    /// The unseen disturbance's heading variance at the gate's reference dip (60 degrees until known).
+    /// The unseen disturbance's heading variance at the gate's reference dip (60 degrees until known),
+    /// for the share of it turning has not exposed.
     var unseen = UnseenDisturbance.Variance()
 
     @inline(__always)
@@ -73,7 +77,7 @@ public struct ComplementaryFilter: Sendable {
     /// degrees. This, not the static compass uncertainty, widens the gyro-consistency gate.
     var driftSigmaDegrees: Double {
         let drift = settings.residualBiasDegreesPerSecond * secondsSinceCompass
-        let scale = settings.magneticGate.gyroScaleErrorBound * radiansTurnedSinceCompass * degreesPerRadian
+        let scale = settings.magneticGate.gyroScaleErrorBound * abs(headingTurnedSinceCompass) * degreesPerRadian
         return (drift * drift + scale * scale).squareRoot()
     }
 
@@ -98,7 +102,7 @@ public struct ComplementaryFilter: Sendable {
         latestRate = rate
         orientation = (orientation * Quaternion(rotationVector: rate * dt)).normalized
         magneticGate.noteRotation(radians: rate.norm * dt)
-        radiansTurnedSinceCompass += rate.norm * dt
+        headingTurnedSinceCompass += orientation.rotationMatrix.row2.dot(rate) * dt
         secondsSinceCompass += dt
 
         // Inclination: rotate part of the way toward the low-passed gravity direction.
@@ -133,6 +137,7 @@ public struct ComplementaryFilter: Sendable {
                         headingVariance: driftSigmaDegrees * driftSigmaDegrees * radiansPerDegree * radiansPerDegree,
                         dt: magneticDt)
                     flags.formUnion(verdict.flags)
+                    if verdict.flags.contains(.magneticReferenceChanged) { unseen.forgetTurns() }
                     if verdict.use {
                         let learning = magneticGate.isLearning || elapsed < 1
                         let tau = learning ? 0.5 : settings.headingTimeConstantSeconds
@@ -144,8 +149,11 @@ public struct ComplementaryFilter: Sendable {
                         }
                         correction.z = step
                         magneticGate.noteApplied()
+                        unseen.noteTrusted(
+                            eastRow: orientation.rotationMatrix.row0, headingInnovation: alpha,
+                            radians: rate.norm * dt)
                         secondsSinceCompass = 0
-                        radiansTurnedSinceCompass = 0
+                        headingTurnedSinceCompass = 0
                     }
                 }
             }

@@ -20,10 +20,16 @@ public struct ComplementaryFilterSettings: Sendable, Equatable {
     /// Assumed gyro bias residual after learning, degrees per second, for the accuracy estimate: the
     /// heading may drift this fast while the compass is not used. Default 0.05.
     public var residualBiasDegreesPerSecond = 0.05
-    /// 1-sigma strength of the field disturbance no check can see, as a fraction of the field: the
-    /// heading uncertainty of a trusted compass is atan(fraction / cos(dip)) at the reference dip
-    /// (see `UnseenDisturbance`, `KalmanFilterSettings.unseenDisturbanceFraction`). Default 0.022.
+    /// 1-sigma strength of the field disturbance no check can see, as a fraction of the field: it adds
+    /// atan(fraction / cos(dip)) at the reference dip to the heading uncertainty of a trusted compass,
+    /// for the share turning has not exposed (see `UnseenDisturbance`,
+    /// `KalmanFilterSettings.unseenDisturbanceFraction`). Default 0.022.
     public var unseenDisturbanceFraction = 0.022
+    /// 1-sigma heading error of the trusted compass after the filter's averaging, degrees: the
+    /// sensor's noise and the field's inhomogeneity over the space the sensor moves in, which no
+    /// amount of turning removes. It plays the part the Kalman filter's own heading variance plays
+    /// there, whose steady state with that filter's noise densities is about 1 degree. Default 1.
+    public var compassHeadingSigmaDegrees = 1.0
     /// Subtracted from the output heading ("this direction is zero"), degrees. Default 0.
     public var referenceOffsetDegrees = 0.0
     /// Applied to every magnetometer reading before use. Default: none.

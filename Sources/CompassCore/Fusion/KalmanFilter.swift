@@ -62,6 +62,7 @@ public struct KalmanFilter: Sendable {
     /// Sets the magnetic reference the gate compares strength and dip with.
     public mutating func setMagneticReference(strengthMicrotesla: Double, dipDegrees: Double) {
         magneticGate.setReference(strengthMicrotesla: strengthMicrotesla, dipDegrees: dipDegrees)
+        unseen.forgetTurns()
         refreshUnseenVariance()
     }
 
@@ -132,7 +133,8 @@ public struct KalmanFilter: Sendable {
         secondsSinceMagneticUpdate += dt
         if let m = field {
             let magneticDt = validator.magneticStep(at: imu.timestamp, fallback: dt)
-            flags.formUnion(gateMagnetometer(field: m, rotation: r, dt: magneticDt, recorder: &recorder))
+            flags.formUnion(
+                gateMagnetometer(field: m, rotation: r, dt: magneticDt, turned: rate * dt, recorder: &recorder))
         }
         if secondsSinceMagneticUpdate > settings.gyroOnlyAfterSeconds { flags.insert(.gyroOnly) }
 
@@ -325,7 +327,7 @@ public struct KalmanFilter: Sendable {
     /// it raised.
     @inline(__always)
     mutating func gateMagnetometer<Recorder: KalmanStepRecorder>(
-        field m: Vector3, rotation r: Matrix3, dt: Double, recorder: inout Recorder
+        field m: Vector3, rotation r: Matrix3, dt: Double, turned: Double, recorder: inout Recorder
     ) -> FusionFlags {
         let earth = r * m
         let strength = m.norm
@@ -337,6 +339,7 @@ public struct KalmanFilter: Sendable {
         let verdict = magneticGate.assess(
             strengthMicrotesla: strength, dipDegrees: dip, headingInnovation: alpha,
             headingVariance: headingVariance, dt: dt)
+        if verdict.flags.contains(.magneticReferenceChanged) { unseen.forgetTurns() }
         guard recorder.useMagnetometer(gateAccepts: verdict.use) else {
             return verdict.use ? verdict.flags.union(.magnetometerRejected) : verdict.flags
         }
@@ -346,10 +349,12 @@ public struct KalmanFilter: Sendable {
         headingSeconds += weight
         secondsSinceMagneticUpdate = 0
         magneticGate.noteApplied()
+        unseen.noteTrusted(eastRow: r.row0, headingInnovation: alpha, radians: turned)
         return verdict.flags
     }
 
-    /// The unseen disturbance's heading variance at the gate's reference dip (60 degrees until known).
+    /// The unseen disturbance's heading variance at the gate's reference dip (60 degrees until known),
+    /// for the share of it turning has not exposed.
     var unseen = UnseenDisturbance.Variance()
 
     @inline(__always)

@@ -46,10 +46,12 @@ public struct KalmanFilterSettings: Sendable, Equatable {
     // MARK: Output
     /// 1-sigma strength of the field disturbance no check can see, as a fraction of the field
     /// strength (see `UnseenDisturbance`): its heading error, atan(fraction / cos(dip)) at the
-    /// reference dip, is added to the state's own in the reported accuracy. The gate passes a steady
-    /// disturbance of up to `strengthTolerance` (10 %); indoors a few percent is common (BROAD's
-    /// undisturbed lab field is 12 % below the World Magnetic Model's). Default 0.022: 3.6 degrees
-    /// at a dip of 69 degrees, 1.3 at 20 (coverage on the BROAD trials: README, "Accuracy").
+    /// reference dip, is added to the state's own in the reported accuracy, for the share of it that
+    /// turning has not exposed, plus the error the exposed part showed (`SensorFixedDisturbance`).
+    /// The gate passes a steady disturbance of up to `strengthTolerance` (10 %); indoors a few percent
+    /// is common (BROAD's undisturbed lab field is 12 % below the World Magnetic Model's). Default
+    /// 0.022: 3.6 degrees at a dip of 69 degrees, 1.3 at 20 (coverage on the BROAD trials: README,
+    /// "Accuracy").
     public var unseenDisturbanceFraction = 0.022
     /// Subtracted from the output heading ("this direction is zero"), degrees. Default 0.
     public var referenceOffsetDegrees = 0.0

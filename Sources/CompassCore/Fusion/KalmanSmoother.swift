@@ -110,7 +110,8 @@ public struct KalmanSmoother: Sendable {
         pass.headingInSegment = recording.headingInSegment
         recording = SmootherRecording(inclination: [])  // the records' only owner is now `pass`
         Self.smoothBackward(&pass.records)
-        pass.unseenVarianceDegrees2 = f.unseen.degrees2
+        f.unseen.settle()
+        pass.unseen = f.unseen
         pass.filter = f
         return pass
     }
@@ -178,7 +179,8 @@ struct SmoothedPass {
     var sampleOfEstimate = ChunkedStorage<Int32>()
     var records = ChunkedStorage<SmootherRecord>()
     var headingInSegment: [Int: Bool] = [:]
-    var unseenVarianceDegrees2 = 0.0
+    /// The unseen disturbance as the whole recording showed it.
+    var unseen = UnseenDisturbance.Variance()
     var filter = KalmanFilter()
 
     /// Every smoothed estimate with the index of its sample, in order; only those `wanted` says.
@@ -211,7 +213,9 @@ struct SmoothedPass {
             var s = o
             s.orientation = (Quaternion(rotationVector: attitude) * o.orientation).renormalized
             s.gyroBias = o.gyroBias + bias
-            let degrees2 = variance * degreesPerRadian * degreesPerRadian + unseenVarianceDegrees2
+            let degrees2 =
+                variance * degreesPerRadian * degreesPerRadian
+                + unseen.degrees2(eastRow: s.orientation.rotationMatrix.row0)
             if segmentMeasuredHeading {
                 // Every sample of the segment has seen its heading measurements, past and future.
                 s.flags.remove(.initialising)

@@ -22,18 +22,63 @@ public enum UnseenDisturbance {
         return atan(fraction / cos(dip)) * degreesPerRadian
     }
 
-    /// `headingSigmaDegrees` squared, recomputed only when the dip changes: the filters form their
-    /// output every sample, and an arctangent per sample would cost about 10 %.
+    /// The compass heading's noise per radian turned, for `SensorFixedDisturbance`'s regression: about
+    /// the steady-state heading error of the filters (a degree), so only a variation well above it
+    /// counts as seen.
+    public static let compassNoiseRadians = 1 * radiansPerDegree
+
+    /// The unseen disturbance's heading variance, degrees^2: the share of the expected disturbance
+    /// turning has not exposed, plus the error the exposed part showed (`SensorFixedDisturbance`).
+    /// The arctangent is recomputed only when the dip changes: the filters form their output every
+    /// sample, and an arctangent per sample would cost about 10 %.
     struct Variance: Sendable {
         private(set) var degrees2 = 0.0
+        private(set) var sensorFixed = SensorFixedDisturbance()
+        private var priorDegrees2 = 0.0
         private var dip = Double.nan
+        private var notedSinceRefresh = false
+
+        @inline(__always)
+        mutating func noteTrusted(eastRow: Vector3, headingInnovation: Double, radians: Double) {
+            sensorFixed.noteTrusted(eastRow: eastRow, headingInnovation: headingInnovation, radians: radians)
+            notedSinceRefresh = true
+        }
+
+        /// Forgets the orientations seen: the field they were judged against has changed.
+        mutating func forgetTurns() {
+            sensorFixed = SensorFixedDisturbance()
+            notedSinceRefresh = true
+        }
 
         @inline(__always)
         mutating func refresh(fraction: Double, dipDegrees: Double) {
-            guard dipDegrees != dip else { return }
-            dip = dipDegrees
-            let sigma = UnseenDisturbance.headingSigmaDegrees(fraction: fraction, dipDegrees: dipDegrees)
-            degrees2 = sigma * sigma
+            guard dipDegrees != dip || notedSinceRefresh else { return }
+            notedSinceRefresh = false
+            if dipDegrees != dip {
+                dip = dipDegrees
+                let sigma = UnseenDisturbance.headingSigmaDegrees(fraction: fraction, dipDegrees: dipDegrees)
+                priorDegrees2 = sigma * sigma
+            }
+            if sensorFixed.refreshDue { refreshSensorFixed() }
+            let share = sensorFixed.unexposedShare, seen = sensorFixed.seenErrorRadians * degreesPerRadian
+            degrees2 = priorDegrees2 * share * share + seen * seen
+        }
+
+        mutating func refreshSensorFixed() {
+            sensorFixed.refresh(
+                priorSigmaRadians: priorDegrees2.squareRoot() * radiansPerDegree,
+                noiseSigmaRadians: UnseenDisturbance.compassNoiseRadians)
+        }
+
+        /// For the smoother, once the recording has ended: everything the whole recording showed.
+        mutating func settle() { refreshSensorFixed() }
+
+        /// The variance at an orientation with east row `eastRow`, from what has been seen so far
+        /// (the smoother asks this of every smoothed orientation once the recording has ended).
+        func degrees2(eastRow: Vector3) -> Double {
+            let share = sensorFixed.unexposedShare
+            let seen = sensorFixed.seenErrorRadians(eastRow: eastRow) * degreesPerRadian
+            return priorDegrees2 * share * share + seen * seen
         }
     }
 }
