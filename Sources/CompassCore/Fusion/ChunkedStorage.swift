@@ -14,12 +14,20 @@ struct ChunkedStorage<Element>: Sendable where Element: Sendable {
     var last: Element? { count > 0 ? self[count - 1] : nil }
 
     mutating func append(_ element: Element) {
-        if count & Self.chunkMask == 0 {
+        let chunk = count >> Self.chunkShift
+        if chunk == chunks.count {
             chunks.append([])
-            chunks[chunks.count - 1].reserveCapacity(1 << Self.chunkShift)
+            chunks[chunk].reserveCapacity(1 << Self.chunkShift)
         }
-        chunks[chunks.count - 1].append(element)
+        chunks[chunk].append(element)
         count += 1
+    }
+
+    /// Empties the storage but keeps its chunks' memory for what is appended next: refilling then
+    /// touches no fresh pages (the smoother's second pass refills the first one's storage).
+    mutating func removeAllKeepingCapacity() {
+        for i in chunks.indices { chunks[i].removeAll(keepingCapacity: true) }
+        count = 0
     }
 
     subscript(i: Int) -> Element {

@@ -170,3 +170,30 @@ struct SmootherRecording: KalmanStepRecorder, Sendable {
                 posterior: KalmanCovariance(attitude: .identity, cross: .identity, bias: .identity)))
     }
 }
+
+/// The first pass records both: the forces and gate decisions the last pass needs, and the updates
+/// a backward pass needs, so the readings can be judged on its smoothed attitude.
+struct FirstPassRecording: KalmanStepRecorder, Sendable {
+    var inclination = InclinationRecording()
+    var updates = SmootherRecording(inclination: [])
+
+    mutating func started(posterior: KalmanCovariance, at timestamp: Double) {
+        inclination.started(posterior: posterior, at: timestamp)
+        updates.started(posterior: posterior, at: timestamp)
+    }
+    mutating func measured(
+        _ propagation: KalmanPropagation, correction: (attitude: Vector3, bias: Vector3),
+        posterior: KalmanCovariance, headingMeasured: Bool, orientation: Quaternion, at timestamp: Double
+    ) {
+        inclination.measured(
+            propagation, correction: correction, posterior: posterior, headingMeasured: headingMeasured,
+            orientation: orientation, at: timestamp)
+        updates.measured(
+            propagation, correction: correction, posterior: posterior, headingMeasured: headingMeasured,
+            orientation: orientation, at: timestamp)
+    }
+    mutating func reset() { updates.reset() }
+    mutating func propagated(earthForce force: Vector3) { inclination.propagated(earthForce: force) }
+    mutating func inclinationForce(filter: Vector3, orientation: Quaternion) -> Vector3 { filter }
+    mutating func useMagnetometer(gateAccepts: Bool) -> Bool { inclination.useMagnetometer(gateAccepts: gateAccepts) }
+}
