@@ -101,8 +101,9 @@ public struct ComplementaryFilter: Sendable {
         let rate = imu.angularVelocity - gyroBias
         latestRate = rate
         orientation = (orientation * Quaternion(rotationVector: rate * dt)).normalized
-        magneticGate.noteRotation(radians: rate.norm * dt)
-        headingTurnedSinceCompass += orientation.rotationMatrix.row2.dot(rate) * dt
+        let rotation = orientation.rotationMatrix, turned = rate.norm * dt
+        magneticGate.noteRotation(radians: turned)
+        headingTurnedSinceCompass += rotation.row2.dot(rate) * dt
         secondsSinceCompass += dt
 
         // Inclination: rotate part of the way toward the low-passed gravity direction.
@@ -149,9 +150,7 @@ public struct ComplementaryFilter: Sendable {
                         }
                         correction.z = step
                         magneticGate.noteApplied()
-                        unseen.noteTrusted(
-                            eastRow: orientation.rotationMatrix.row0, headingInnovation: alpha,
-                            radians: rate.norm * dt)
+                        unseen.noteTrusted(eastRow: rotation.row0, headingInnovation: alpha, radians: turned)
                         secondsSinceCompass = 0
                         headingTurnedSinceCompass = 0
                     }

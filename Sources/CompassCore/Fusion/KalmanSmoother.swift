@@ -133,7 +133,7 @@ public struct KalmanSmoother: Sendable {
         pass.headingInSegment = recording.headingInSegment
         recording = SmootherRecording(inclination: [])  // the records' only owner is now `pass`
         Self.smoothBackward(&pass.records)
-        f.unseen.settle()
+        f.unseen.refreshSensorFixed()  // with everything the whole recording showed
         pass.unseen = f.unseen
         pass.filter = f
     }
@@ -235,11 +235,11 @@ struct SmoothedPass {
             var s = o
             s.orientation = (Quaternion(rotationVector: attitude) * o.orientation).renormalized
             s.gyroBias = o.gyroBias + bias
-            let degrees2 =
-                variance * degreesPerRadian * degreesPerRadian
-                + unseen.degrees2(eastRow: s.orientation.rotationMatrix.row0)
             if segmentMeasuredHeading {
                 // Every sample of the segment has seen its heading measurements, past and future.
+                let degrees2 =
+                    variance * degreesPerRadian * degreesPerRadian
+                    + unseen.degrees2(eastRow: s.orientation.rotationMatrix.row0)
                 s.flags.remove(.initialising)
                 s.headingVarianceDegrees2 = degrees2.isFinite ? degrees2 : nil
             }

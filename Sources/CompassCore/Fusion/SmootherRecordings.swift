@@ -194,6 +194,8 @@ struct FirstPassRecording: KalmanStepRecorder, Sendable {
     }
     mutating func reset() { updates.reset() }
     mutating func propagated(earthForce force: Vector3) { inclination.propagated(earthForce: force) }
-    mutating func inclinationForce(filter: Vector3, orientation: Quaternion) -> Vector3 { filter }
+    mutating func inclinationForce(filter: Vector3, orientation: Quaternion) -> Vector3 {
+        inclination.inclinationForce(filter: filter, orientation: orientation)
+    }
     mutating func useMagnetometer(gateAccepts: Bool) -> Bool { inclination.useMagnetometer(gateAccepts: gateAccepts) }
 }

@@ -64,14 +64,13 @@ public enum UnseenDisturbance {
             degrees2 = priorDegrees2 * share * share + seen * seen
         }
 
+        /// Solves the regression with every reading noted so far: every 16 readings in real time, and
+        /// once more for the smoother when the recording has ended.
         mutating func refreshSensorFixed() {
             sensorFixed.refresh(
                 priorSigmaRadians: priorDegrees2.squareRoot() * radiansPerDegree,
                 noiseSigmaRadians: UnseenDisturbance.compassNoiseRadians)
         }
-
-        /// For the smoother, once the recording has ended: everything the whole recording showed.
-        mutating func settle() { refreshSensorFixed() }
 
         /// The variance at an orientation with east row `eastRow`, from what has been seen so far
         /// (the smoother asks this of every smoothed orientation once the recording has ended).
