@@ -6,9 +6,10 @@
 #
 # Each run starts from the seed corpus in tools/fuzz/corpus/NAME and the regression cases in
 # tools/fuzz/regressions/NAME (every input that ever crashed a harness: add it there, fix, keep it);
-# new coverage goes to .build/fuzz/corpus/NAME. A crash leaves its input in .build/fuzz/crash-* and
-# fails the run. The module sources are compiled here with coverage instrumentation (SwiftPM cannot
-# build a libFuzzer executable beside the normal ones), into .build/fuzz.
+# new coverage goes to .build/fuzz/corpus/NAME. A crash (or leak) leaves its input in .build/fuzz/crash-*,
+# never in the directory the script was started from, and fails the run. The module sources are compiled
+# here with coverage instrumentation (SwiftPM cannot build a libFuzzer executable beside the normal ones),
+# into .build/fuzz.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds="${1:-5}"
@@ -70,11 +71,11 @@ for h in "${harnesses[@]}"; do
   echo "fuzz: $h for ${seconds} s" >&2
   # Regression cases first, each must run clean; then fuzzing from the seeds.
   if compgen -G "$root/tools/fuzz/regressions/$h/*" >/dev/null; then
-    "$bin" -runs=0 "$root/tools/fuzz/regressions/$h" 2>"$out/$h-regressions.log" || {
+    "$bin" -runs=0 -artifact_prefix="$out/" "$root/tools/fuzz/regressions/$h" 2>"$out/$h-regressions.log" || {
       echo "fuzz: $h: a regression case crashes again:" >&2; tail -20 "$out/$h-regressions.log" >&2; status=1; continue; }
   fi
-  if ! (cd "$out" && "$bin" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
-      -print_final_stats=1 "$corpus" "$root/tools/fuzz/corpus/$h" 2>"$out/$h.log"); then
+  if ! "$bin" -artifact_prefix="$out/" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+      -print_final_stats=1 "$corpus" "$root/tools/fuzz/corpus/$h" 2>"$out/$h.log"; then
     echo "fuzz: $h found a crash:" >&2; tail -30 "$out/$h.log" >&2; status=1; continue
   fi
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$out/$h.log" | grep -o '[0-9]*$' || echo '?')
