@@ -1,6 +1,10 @@
-import Testing
 import CompassCore
 import IMUSimulator
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 typealias FusionFilter = OrientationFilter
 
@@ -371,24 +375,90 @@ struct SensorFixedDisturbanceAccuracyTests {
         }
     }
 
-    @Test("turning through all headings exposes it: the share no check has seen falls from 1 to near 0")
+    /// Readings of a level sensor at `yawRadians`, the field 20 uT north and 43 down, plus `disturbance`
+    /// fixed to the sensor: what the filter would note, heading innovation against the true heading.
+    static func noteLevel(
+        _ sensorFixed: inout SensorFixedDisturbance, yawRadians: Double, turned: Double, disturbance: Vector3
+    ) {
+        let rotation = Quaternion(rollRadians: 0, pitchRadians: 0, yawRadians: yawRadians).rotationMatrix
+        let earth = Vector3(0, 20, -43) + rotation * disturbance
+        sensorFixed.noteTrusted(
+            rotation: rotation, earthField: earth, headingInnovation: atan2(earth.x, earth.y), followedEastRow: .zero,
+            radians: turned)
+    }
+
+    static let prior = 0.06, headingNoise = 0.017, fieldNoise = 0.04
+
+    @Test("turning through all headings exposes it: what is left unseen falls from the prior to near 0")
     func turningExposes() {
-        var share = SensorFixedDisturbance()
-        let level = Quaternion(rollRadians: 0, pitchRadians: 0, yawRadians: 0.3)
-        for _ in 0..<100 { share.noteTrusted(eastRow: level.rotationMatrix.row0, headingInnovation: 0, radians: 0) }
-        share.refresh(priorSigmaRadians: 0.06, noiseSigmaRadians: 0.017)
-        #expect(share.unexposedShare == 1, "at rest nothing is exposed")
-        for k in 0..<20 {
-            let turned = Quaternion(rollRadians: 0, pitchRadians: 0, yawRadians: 0.3 + Double(k) * 0.1)
-            share.noteTrusted(eastRow: turned.rotationMatrix.row0, headingInnovation: 0, radians: 0.1)
+        var sensorFixed = SensorFixedDisturbance()
+        let east = Quaternion(rollRadians: 0, pitchRadians: 0, yawRadians: 0.3).rotationMatrix.row0
+        for _ in 0..<100 { Self.noteLevel(&sensorFixed, yawRadians: 0.3, turned: 0, disturbance: .zero) }
+        sensorFixed.refresh(
+            priorSigmaRadians: Self.prior, headingNoiseRadians: Self.headingNoise, fieldNoiseRadians: Self.fieldNoise)
+        let atRest = sensorFixed.unseenSigmaRadians(eastRow: east)!
+        #expect(abs(atRest - Self.prior) < 1e-12, "at rest nothing is exposed: \(atRest)")
+        for k in 0..<63 {
+            Self.noteLevel(&sensorFixed, yawRadians: 0.3 + Double(k) * 0.1, turned: 0.1, disturbance: .zero)
         }
-        share.refresh(priorSigmaRadians: 0.06, noiseSigmaRadians: 0.017)
-        #expect(share.unexposedShare > 0.8, "a 110-degree arc leaves most hidden: \(share.unexposedShare)")
-        for k in 20..<63 {
-            let turned = Quaternion(rollRadians: 0, pitchRadians: 0, yawRadians: 0.3 + Double(k) * 0.1)
-            share.noteTrusted(eastRow: turned.rotationMatrix.row0, headingInnovation: 0, radians: 0.1)
+        sensorFixed.refresh(
+            priorSigmaRadians: Self.prior, headingNoiseRadians: Self.headingNoise, fieldNoiseRadians: Self.fieldNoise)
+        let turned = sensorFixed.unseenSigmaRadians(eastRow: east)!
+        #expect(turned < 0.2 * Self.prior, "a full turn with a steady field exposes it: \(turned)")
+        #expect(abs(sensorFixed.seenErrorRadians(eastRow: east)) < 0.002, "and shows no error")
+    }
+
+    @Test("a field that varies from place to place is not taken for a disturbance on the sensor")
+    func inconsistentEvidenceIsBelievedLess() {
+        // The same full turn, but every reading's field is off by up to 3 uT in a direction that has
+        // nothing to do with the orientation (walking past steel): the fit says so, and keeps most of
+        // what it does not know.
+        var clean = SensorFixedDisturbance(), varying = SensorFixedDisturbance()
+        var state: UInt64 = 12345
+        func next() -> Double {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Double(state >> 11) / Double(1 << 53) * 2 - 1
         }
-        share.refresh(priorSigmaRadians: 0.06, noiseSigmaRadians: 0.017)
-        #expect(share.unexposedShare < 0.05, "a full turn exposes it: \(share.unexposedShare)")
+        for k in 0..<63 {
+            let yaw = Double(k) * 0.1
+            Self.noteLevel(&clean, yawRadians: yaw, turned: 0.1, disturbance: .zero)
+            let rotation = Quaternion(rollRadians: 0, pitchRadians: 0, yawRadians: yaw).rotationMatrix
+            let earth = Vector3(0, 20, -43) + Vector3(next(), next(), next()) * 3
+            varying.noteTrusted(
+                rotation: rotation, earthField: earth, headingInnovation: atan2(earth.x, earth.y),
+                followedEastRow: .zero, radians: 0.1)
+        }
+        clean.refresh(
+            priorSigmaRadians: Self.prior, headingNoiseRadians: Self.headingNoise, fieldNoiseRadians: Self.fieldNoise)
+        varying.refresh(
+            priorSigmaRadians: Self.prior, headingNoiseRadians: Self.headingNoise, fieldNoiseRadians: Self.fieldNoise)
+        let east = Vector3(1, 0, 0)
+        #expect(clean.inconsistency == 1, "a steady field fits: \(clean.inconsistency)")
+        #expect(varying.inconsistency > 3, "residuals well above the noise: \(varying.inconsistency)")
+        #expect(
+            varying.unseenSigmaRadians(eastRow: east)! > 2 * clean.unseenSigmaRadians(eastRow: east)!,
+            "unseen \(varying.unseenSigmaRadians(eastRow: east)!) against \(clean.unseenSigmaRadians(eastRow: east)!)")
+    }
+
+    @Test("an arc shows the error heading innovations cannot: the field's strength moved as the sensor turned")
+    func arcShowsTheHiddenPart() {
+        // 1.2 uT along the sensor's x axis turns the heading by 3.4 degrees at yaw 0; over an arc of
+        // +-55 degrees about yaw 0 the innovations show only how that varies, the field's north and up
+        // components what it is.
+        var sensorFixed = SensorFixedDisturbance()
+        for k in -55...55 {
+            Self.noteLevel(
+                &sensorFixed, yawRadians: Double(k) * radiansPerDegree, turned: radiansPerDegree,
+                disturbance: Vector3(1.2, 0, 0))
+        }
+        sensorFixed.refresh(
+            priorSigmaRadians: Self.prior, headingNoiseRadians: Self.headingNoise, fieldNoiseRadians: Self.fieldNoise)
+        let east = Quaternion(rollRadians: 0, pitchRadians: 0, yawRadians: 0).rotationMatrix.row0
+        let truth = atan2(east.dot(Vector3(1.2, 0, 0)), 20.0)
+        let seen = sensorFixed.seenErrorRadians(eastRow: east)
+        let unseen = sensorFixed.unseenSigmaRadians(eastRow: east)!
+        #expect(
+            abs(seen - truth) < 0.2 * abs(truth), "seen \(seen * degreesPerRadian), truth \(truth * degreesPerRadian)")
+        #expect(unseen < 0.5 * Self.prior, "unseen \(unseen * degreesPerRadian) deg")
     }
 }

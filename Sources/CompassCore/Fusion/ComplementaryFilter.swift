@@ -150,7 +150,10 @@ public struct ComplementaryFilter: Sendable {
                         }
                         correction.z = step
                         magneticGate.noteApplied()
-                        unseen.noteTrusted(eastRow: rotation.row0, headingInnovation: alpha, radians: turned)
+                        unseen.noteTrusted(
+                            rotation: rotation, earthField: earth, headingInnovation: alpha, radians: turned,
+                            seconds: magneticDt)
+                        unseen.noteHeadingCorrection(gain: alpha == 0 ? min(1, magneticDt / tau) : step / alpha)
                         secondsSinceCompass = 0
                         headingTurnedSinceCompass = 0
                     }

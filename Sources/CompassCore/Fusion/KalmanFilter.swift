@@ -162,6 +162,7 @@ public struct KalmanFilter: Sendable {
             }
             if headingSeconds > 0 {
                 let variance = settings.headingNoiseDensity * settings.headingNoiseDensity / headingSeconds
+                unseen.noteHeadingCorrection(gain: attitudeCovariance.m22 / (attitudeCovariance.m22 + variance))
                 scalarUpdate(2, residual: headingSum / headingSeconds - dTheta.z, variance: variance, &dTheta, &dBias)
                 headingSum = 0
                 headingSeconds = 0
@@ -349,7 +350,8 @@ public struct KalmanFilter: Sendable {
         headingSeconds += weight
         secondsSinceMagneticUpdate = 0
         magneticGate.noteApplied()
-        unseen.noteTrusted(eastRow: r.row0, headingInnovation: alpha, radians: turned)
+        unseen.noteTrusted(
+            rotation: r, earthField: earth, headingInnovation: alpha, radians: turned, seconds: weight)
         return verdict.flags
     }
 

@@ -22,13 +22,16 @@ public enum UnseenDisturbance {
         return atan(fraction / cos(dip)) * degreesPerRadian
     }
 
-    /// The compass heading's noise per radian turned, for `SensorFixedDisturbance`'s regression: about
-    /// the steady-state heading error of the filters (a degree), so only a variation well above it
-    /// counts as seen.
+    /// The heading innovation's noise per independent reading, for `SensorFixedDisturbance`'s
+    /// regression: about the steady-state attitude error of the filters (a degree), so only a variation
+    /// well above it counts as seen (and where the residuals are larger, the regression says so and
+    /// believes the evidence less). An attitude error of that size moves the earth-frame field by as much of the
+    /// whole field, so the north and up components' noise is this over cos(dip) in units of H.
     public static let compassNoiseRadians = 1 * radiansPerDegree
 
-    /// The unseen disturbance's heading variance, degrees^2: the share of the expected disturbance
-    /// turning has not exposed, plus the error the exposed part showed (`SensorFixedDisturbance`).
+    /// The unseen disturbance's heading variance, degrees^2: what a disturbance fixed to the sensor may
+    /// cost the filter's heading, given what turning has shown (`SensorFixedDisturbance`), as a
+    /// variance whose 95 % bound covers the bias seen plus what is still unknown.
     /// The arctangent is recomputed only when the dip changes: the filters form their output every
     /// sample, and an arctangent per sample would cost about 10 %.
     struct Variance: Sendable {
@@ -36,17 +39,45 @@ public enum UnseenDisturbance {
         private(set) var sensorFixed = SensorFixedDisturbance()
         private var priorDegrees2 = 0.0
         private var dip = Double.nan
+        /// The east row the filter's heading error follows: the filter corrects its heading by a share
+        /// of each innovation, so its error is the compass's (r . g) averaged the same way, and
+        /// `followedEastRow . g` is it. Between corrections it stays (the gyro carries an earth-frame
+        /// heading error unchanged).
+        private(set) var followedEastRow = Vector3(1, 0, 0)
+        private var hasFollowed = false
+        /// Time-weighted east rows of the readings awaiting the next heading correction.
+        private var pendingEastRowSum = Vector3.zero
+        private var pendingSeconds = 0.0
         private var notedSinceRefresh = false
 
         @inline(__always)
-        mutating func noteTrusted(eastRow: Vector3, headingInnovation: Double, radians: Double) {
-            sensorFixed.noteTrusted(eastRow: eastRow, headingInnovation: headingInnovation, radians: radians)
+        mutating func noteTrusted(
+            rotation: Matrix3, earthField: Vector3, headingInnovation: Double, radians: Double, seconds: Double
+        ) {
+            sensorFixed.noteTrusted(
+                rotation: rotation, earthField: earthField, headingInnovation: headingInnovation,
+                followedEastRow: hasFollowed ? followedEastRow : rotation.row0, radians: radians)
+            pendingEastRowSum += rotation.row0 * seconds
+            pendingSeconds += seconds
+        }
+
+        /// The filter moved its heading `gain` (0 to 1) of the way to the readings' mean since the last
+        /// correction.
+        @inline(__always)
+        mutating func noteHeadingCorrection(gain: Double) {
+            guard pendingSeconds > 0 else { return }
+            let mean = pendingEastRowSum * (1 / pendingSeconds)
+            followedEastRow += (mean - followedEastRow) * (hasFollowed ? min(max(gain, 0), 1) : 1)
+            hasFollowed = true
+            pendingEastRowSum = .zero
+            pendingSeconds = 0
             notedSinceRefresh = true
         }
 
         /// Forgets the orientations seen: the field they were judged against has changed.
         mutating func forgetTurns() {
             sensorFixed = SensorFixedDisturbance()
+            dip = .nan  // the prior is set again at the next refresh
             notedSinceRefresh = true
         }
 
@@ -58,26 +89,31 @@ public enum UnseenDisturbance {
                 dip = dipDegrees
                 let sigma = UnseenDisturbance.headingSigmaDegrees(fraction: fraction, dipDegrees: dipDegrees)
                 priorDegrees2 = sigma * sigma
+                refreshSensorFixed()
+            } else if sensorFixed.refreshDue {
+                refreshSensorFixed()
             }
-            if sensorFixed.refreshDue { refreshSensorFixed() }
-            let share = sensorFixed.unexposedShare, seen = sensorFixed.seenErrorRadians * degreesPerRadian
-            degrees2 = priorDegrees2 * share * share + seen * seen
+            degrees2 = degrees2(eastRow: followedEastRow)
         }
 
         /// Solves the regression with every reading noted so far: every 16 readings in real time, and
         /// once more for the smoother when the recording has ended.
         mutating func refreshSensorFixed() {
+            let noise = UnseenDisturbance.compassNoiseRadians
+            let steepest = UnseenDisturbance.steepestDipDegrees
+            let cosDip = cos(min(abs(dip.isFinite ? dip : 60), steepest) * radiansPerDegree)
             sensorFixed.refresh(
                 priorSigmaRadians: priorDegrees2.squareRoot() * radiansPerDegree,
-                noiseSigmaRadians: UnseenDisturbance.compassNoiseRadians)
+                headingNoiseRadians: noise, fieldNoiseRadians: noise / cosDip)
         }
 
         /// The variance at an orientation with east row `eastRow`, from what has been seen so far
         /// (the smoother asks this of every smoothed orientation once the recording has ended).
+        @inline(__always)
         func degrees2(eastRow: Vector3) -> Double {
-            let share = sensorFixed.unexposedShare
-            let seen = sensorFixed.seenErrorRadians(eastRow: eastRow) * degreesPerRadian
-            return priorDegrees2 * share * share + seen * seen
+            (sensorFixed.reportedVarianceRadians2(eastRow: eastRow) ?? priorDegrees2 * radiansPerDegree
+                * radiansPerDegree)
+                * degreesPerRadian * degreesPerRadian
         }
     }
 }
