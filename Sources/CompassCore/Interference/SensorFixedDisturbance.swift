@@ -25,11 +25,12 @@
 ///     place, tilt and lag errors of fast motion), the evidence is discounted by that ratio
 ///     (`inconsistency`): the model does not explain what was seen, so it is believed less.
 public struct SensorFixedDisturbance: Sendable, Equatable {
-    /// Angle-weighted sums for one earth axis: of its row of R, of the row's outer product, of the
-    /// axis's value, and of the row times the value.
+    /// Angle-weighted sums for one earth axis: of its row of R, of the row's outer product (symmetric,
+    /// so six sums: xx, yy, zz, xy, xz, yz), of the axis's value, and of the row times the value.
     struct AxisSums: Sendable, Equatable {
         var row = Vector3.zero
-        var rowRow = Matrix3(0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var rowRowDiagonal = Vector3.zero
+        var rowRowOffDiagonal = Vector3.zero
         var value = 0.0
         var rowValue = Vector3.zero
         var valueValue = 0.0
@@ -38,7 +39,8 @@ public struct SensorFixedDisturbance: Sendable, Equatable {
         mutating func add(row r: Vector3, value v: Double, weight w: Double) {
             let rw = r * w
             row += rw
-            rowRow = rowRow + Matrix3.outer(rw, r)
+            rowRowDiagonal += Vector3(rw.x * r.x, rw.y * r.y, rw.z * r.z)
+            rowRowOffDiagonal += Vector3(rw.x * r.y, rw.x * r.z, rw.y * r.z)
             value += v * w
             rowValue += rw * v
             valueValue += v * v * w
@@ -46,7 +48,12 @@ public struct SensorFixedDisturbance: Sendable, Equatable {
 
         /// The centred normal equations' matrix and right-hand side, times the total weight.
         func centred(totalWeight w: Double) -> (matrix: Matrix3, vector: Vector3, squares: Double) {
-            (rowRow - Matrix3.outer(row, row * (1 / w)), rowValue - row * (value / w), valueValue - value * value / w)
+            let d = rowRowDiagonal, o = rowRowOffDiagonal
+            let rowRow = Matrix3(d.x, o.x, o.y, o.x, d.y, o.z, o.y, o.z, d.z)
+            return (
+                rowRow - Matrix3.outer(row, row * (1 / w)), rowValue - row * (value / w),
+                valueValue - value * value / w
+            )
         }
     }
 
