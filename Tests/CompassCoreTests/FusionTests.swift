@@ -461,4 +461,45 @@ struct SensorFixedDisturbanceAccuracyTests {
             abs(seen - truth) < 0.2 * abs(truth), "seen \(seen * degreesPerRadian), truth \(truth * degreesPerRadian)")
         #expect(unseen < 0.5 * Self.prior, "unseen \(unseen * degreesPerRadian) deg")
     }
+
+    @Test("a reading taken while turning fast is worth less: its timing error adds to the compass noise")
+    func fastReadingsCountLess() {
+        #expect(UnseenDisturbance.readingWorth(rateRadiansPerSecond: 0) == 1)
+        let atOne = UnseenDisturbance.readingWorth(rateRadiansPerSecond: 1)
+        let atThree = UnseenDisturbance.readingWorth(rateRadiansPerSecond: 3)
+        #expect(abs(atOne - 0.5) < 0.01, "at 1 rad/s: \(atOne)")
+        #expect(abs(atThree - 0.1) < 0.01, "at 3 rad/s: \(atThree)")
+        // A slow full turn whose readings fit, then the same turn fast with the field off by up to 3 uT
+        // (lag and tilt errors of fast motion): weighted by their worth, the fast readings spoil the fit
+        // less than counted by angle alone.
+        func turns(fastReadingWorth worth: Double) -> SensorFixedDisturbance {
+            var sensorFixed = SensorFixedDisturbance()
+            var state: UInt64 = 777
+            func next() -> Double {
+                state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                return Double(state >> 11) / Double(1 << 53) * 2 - 1
+            }
+            for k in 0..<63 {
+                Self.noteLevel(&sensorFixed, yawRadians: Double(k) * 0.1, turned: 0.1, disturbance: .zero)
+            }
+            for k in 0..<63 {
+                let rotation = Quaternion(rollRadians: 0, pitchRadians: 0, yawRadians: Double(k) * 0.1).rotationMatrix
+                let earth = Vector3(0, 20, -43) + Vector3(next(), next(), next()) * 3
+                sensorFixed.noteTrusted(
+                    rotation: rotation, earthField: earth, headingInnovation: atan2(earth.x, earth.y),
+                    followedEastRow: .zero, radians: 0.1 * worth)
+            }
+            sensorFixed.refresh(
+                priorSigmaRadians: Self.prior, headingNoiseRadians: Self.headingNoise,
+                fieldNoiseRadians: Self.fieldNoise)
+            return sensorFixed
+        }
+        let byAngle = turns(fastReadingWorth: 1), byWorth = turns(fastReadingWorth: atThree)
+        let east = Vector3(1, 0, 0)
+        #expect(byWorth.inconsistency < byAngle.inconsistency, "\(byWorth.inconsistency) \(byAngle.inconsistency)")
+        #expect(
+            byWorth.unseenSigmaRadians(eastRow: east)! < byAngle.unseenSigmaRadians(eastRow: east)!,
+            "unseen \(byWorth.unseenSigmaRadians(eastRow: east)!) against \(byAngle.unseenSigmaRadians(eastRow: east)!)"
+        )
+    }
 }

@@ -101,7 +101,7 @@ public struct ComplementaryFilter: Sendable {
         let rate = imu.angularVelocity - gyroBias
         latestRate = rate
         orientation = (orientation * Quaternion(rotationVector: rate * dt)).normalized
-        let rotation = orientation.rotationMatrix, turned = rate.norm * dt
+        let rotation = orientation.rotationMatrix, rateNorm = rate.norm, turned = rateNorm * dt
         magneticGate.noteRotation(radians: turned)
         headingTurnedSinceCompass += rotation.row2.dot(rate) * dt
         secondsSinceCompass += dt
@@ -152,7 +152,7 @@ public struct ComplementaryFilter: Sendable {
                         magneticGate.noteApplied()
                         unseen.noteTrusted(
                             rotation: rotation, earthField: earth, headingInnovation: alpha, radians: turned,
-                            seconds: magneticDt)
+                            rate: rateNorm, seconds: magneticDt)
                         unseen.noteHeadingCorrection(gain: alpha == 0 ? min(1, magneticDt / tau) : step / alpha)
                         secondsSinceCompass = 0
                         headingTurnedSinceCompass = 0

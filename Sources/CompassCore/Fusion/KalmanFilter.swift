@@ -134,7 +134,8 @@ public struct KalmanFilter: Sendable {
         if let m = field {
             let magneticDt = validator.magneticStep(at: imu.timestamp, fallback: dt)
             flags.formUnion(
-                gateMagnetometer(field: m, rotation: r, dt: magneticDt, turned: rate * dt, recorder: &recorder))
+                gateMagnetometer(
+                    field: m, rotation: r, dt: magneticDt, rate: rate, turned: rate * dt, recorder: &recorder))
         }
         if secondsSinceMagneticUpdate > settings.gyroOnlyAfterSeconds { flags.insert(.gyroOnly) }
 
@@ -328,7 +329,7 @@ public struct KalmanFilter: Sendable {
     /// it raised.
     @inline(__always)
     mutating func gateMagnetometer<Recorder: KalmanStepRecorder>(
-        field m: Vector3, rotation r: Matrix3, dt: Double, turned: Double, recorder: inout Recorder
+        field m: Vector3, rotation r: Matrix3, dt: Double, rate: Double, turned: Double, recorder: inout Recorder
     ) -> FusionFlags {
         let earth = r * m
         let strength = m.norm
@@ -351,7 +352,7 @@ public struct KalmanFilter: Sendable {
         secondsSinceMagneticUpdate = 0
         magneticGate.noteApplied()
         unseen.noteTrusted(
-            rotation: r, earthField: earth, headingInnovation: alpha, radians: turned, seconds: weight)
+            rotation: r, earthField: earth, headingInnovation: alpha, radians: turned, rate: rate, seconds: weight)
         return verdict.flags
     }
 

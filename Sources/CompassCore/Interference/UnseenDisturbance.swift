@@ -29,6 +29,22 @@ public enum UnseenDisturbance {
     /// whole field, so the north and up components' noise is this over cos(dip) in units of H.
     public static let compassNoiseRadians = 1 * radiansPerDegree
 
+    /// How far apart in time the compass and the gyro-carried attitude may see the same motion,
+    /// seconds: about the group delay of a consumer magnetometer's internal filter at a 50 to 100 Hz
+    /// output rate (BROAD's 2.5 ms lag is one part of it). While the sensor turns at w rad/s it adds
+    /// about w times this to a reading's heading and field errors. Default 0.0175: as much as
+    /// `compassNoiseRadians` at 1 rad/s.
+    public static let compassTimingSeconds = 0.0175
+
+    /// The share of a full reading's evidence one taken while turning at `rate` rad/s is worth: its
+    /// noise is `compassNoiseRadians` and the timing error added in quadrature, so its weight falls
+    /// by their ratio (one half at 1 rad/s, a tenth at 3).
+    @inlinable
+    public static func readingWorth(rateRadiansPerSecond rate: Double) -> Double {
+        let timing = rate * compassTimingSeconds, noise = compassNoiseRadians
+        return noise * noise / (noise * noise + timing * timing)
+    }
+
     /// The unseen disturbance's heading variance, degrees^2: what a disturbance fixed to the sensor may
     /// cost the filter's heading, given what turning has shown (`SensorFixedDisturbance`), as a
     /// variance whose 95 % bound covers the bias seen plus what is still unknown.
@@ -50,13 +66,16 @@ public enum UnseenDisturbance {
         private var pendingSeconds = 0.0
         private var notedSinceRefresh = false
 
+        /// Notes one trusted reading, taken after turning `radians` at `rate` rad/s over `seconds`.
         @inline(__always)
         mutating func noteTrusted(
-            rotation: Matrix3, earthField: Vector3, headingInnovation: Double, radians: Double, seconds: Double
+            rotation: Matrix3, earthField: Vector3, headingInnovation: Double, radians: Double, rate: Double,
+            seconds: Double
         ) {
             sensorFixed.noteTrusted(
                 rotation: rotation, earthField: earthField, headingInnovation: headingInnovation,
-                followedEastRow: hasFollowed ? followedEastRow : rotation.row0, radians: radians)
+                followedEastRow: hasFollowed ? followedEastRow : rotation.row0,
+                radians: radians * UnseenDisturbance.readingWorth(rateRadiansPerSecond: rate))
             pendingEastRowSum += rotation.row0 * seconds
             pendingSeconds += seconds
         }
