@@ -414,11 +414,8 @@ struct SensorFixedDisturbanceAccuracyTests {
         // nothing to do with the orientation (walking past steel): the fit says so, and keeps most of
         // what it does not know.
         var clean = SensorFixedDisturbance(), varying = SensorFixedDisturbance()
-        var state: UInt64 = 12345
-        func next() -> Double {
-            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-            return Double(state >> 11) / Double(1 << 53) * 2 - 1
-        }
+        var random = SeededGenerator(seed: 12345)
+        func next() -> Double { random.nextUniform() * 2 - 1 }
         for k in 0..<63 {
             let yaw = Double(k) * 0.1
             Self.noteLevel(&clean, yawRadians: yaw, turned: 0.1, disturbance: .zero)
@@ -474,11 +471,8 @@ struct SensorFixedDisturbanceAccuracyTests {
         // less than counted by angle alone.
         func turns(fastReadingWorth worth: Double) -> SensorFixedDisturbance {
             var sensorFixed = SensorFixedDisturbance()
-            var state: UInt64 = 777
-            func next() -> Double {
-                state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-                return Double(state >> 11) / Double(1 << 53) * 2 - 1
-            }
+            var random = SeededGenerator(seed: 777)
+            func next() -> Double { random.nextUniform() * 2 - 1 }
             for k in 0..<63 {
                 Self.noteLevel(&sensorFixed, yawRadians: Double(k) * 0.1, turned: 0.1, disturbance: .zero)
             }

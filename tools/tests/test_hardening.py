@@ -307,11 +307,12 @@ def test_stages_in_two_network_namespaces_replay_over_tcp_with_curve(node, bag, 
         ip('netns', 'del', b)
 
 
-def never_reading_subscriber(ctx, endpoint):
-    """A SUB socket that subscribes to everything and never reads, with the smallest queues."""
+def never_reading_subscriber(ctx, endpoint, receive_queue=1):
+    """A SUB socket that subscribes to everything, with the smallest socket buffer and a receive queue
+    of `receive_queue` messages (by default the smallest): left alone, it never reads."""
     import zmq
     sleeper = ctx.socket(zmq.SUB)
-    sleeper.setsockopt(zmq.RCVHWM, 1)
+    sleeper.setsockopt(zmq.RCVHWM, receive_queue)
     sleeper.setsockopt(zmq.RCVBUF, 4096)
     sleeper.setsockopt(zmq.SUBSCRIBE, b'')
     sleeper.connect(endpoint)
@@ -319,18 +320,12 @@ def never_reading_subscriber(ctx, endpoint):
 
 
 def stalling_subscriber(ctx, endpoint):
-    """A SUB socket that subscribes to everything, with libzmq's default receive queue (1000) and the
-    smallest socket buffer: it stalls, then reads everything to the end of the stream. Its queue is not
-    the smallest: with a receive queue of 1, the frames a subscriber's libzmq still held when the
-    publisher closed were lost in 6 of 12 runs on a loaded machine (0 to 21 frames and the end of
-    stream, every one of them sent), against none of 10 with 1000."""
-    import zmq
-    reader = ctx.socket(zmq.SUB)
-    reader.setsockopt(zmq.RCVHWM, 1000)
-    reader.setsockopt(zmq.RCVBUF, 4096)
-    reader.setsockopt(zmq.SUBSCRIBE, b'')
-    reader.connect(endpoint)
-    return reader
+    """The never-reading subscriber with libzmq's default receive queue (1000), for a reader that
+    stalls, then reads everything to the end of the stream. With a receive queue of 1, the frames a
+    subscriber's libzmq still held when the publisher closed were lost in 6 of 12 runs on a loaded
+    machine (0 to 21 frames and the end of stream, every one of them sent), against none of 10 with
+    1000."""
+    return never_reading_subscriber(ctx, endpoint, receive_queue=1000)
 
 
 def test_sigterm_ends_a_replay_held_by_a_subscriber_that_never_reads(node, bag, tmp_path):
