@@ -115,6 +115,45 @@ def test_replay_errors_name_the_cause_and_keep_existing_outputs(node, bag, tmp_p
     assert wrong.returncode == 1 and "did you mean '/imu/mag'" in wrong.stderr
 
 
+def test_replay_from_a_start_time_keeps_the_rest_and_a_looping_bag_plays_again(node, bag, tmp_path):
+    whole, part = tmp_path / 'whole.csv', tmp_path / 'part.csv'
+    assert run(node, 'replay', bag, '--csv', whole, '--quiet').returncode == 0
+    r = run(node, 'replay', bag, '--start', 2, '--csv', part, '--quiet')
+    assert r.returncode == 0, r.stderr                  # it once replayed, then called 2 s past the end
+    stamps = lambda f: [float(line.split(',')[0]) for line in f.read_text().splitlines()[1:]]
+    w, p = stamps(whole), stamps(part)
+    assert abs(p[0] - (w[0] + 2)) < 0.011 and p[-1] == w[-1] and len(p) == len(w) - 200, (p[0], w[0], len(p))
+
+    looped = tmp_path / 'loop.csv'
+    config = tmp_path / 'loop.yaml'
+    config.write_text(f"""stages:
+  bag:
+    type: bag
+    path: {bag}
+    loop: true
+  fusion:
+    type: fusion
+    inputs: [bag]
+  csv:
+    type: csv
+    inputs: [fusion]
+    path: {looped}
+""")
+    proc = subprocess.Popen([str(node), '--config', str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and proc.poll() is None:
+        if looped.exists() and looped.stat().st_size > 3 * whole.stat().st_size:
+            break
+        time.sleep(0.05)
+    ended_alone = proc.poll() is not None               # a loop ends only when asked to
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert not ended_alone, err
+    assert proc.returncode == 130 and 'stopped on request' in err, err
+    assert len(looped.read_text().splitlines()) > 2 * len(w), err
+
+
 def test_replay_without_outputs_ends_with_a_readable_summary(node, bag):
     r = run(node, 'replay', bag)
     assert r.returncode == 0, r.stderr

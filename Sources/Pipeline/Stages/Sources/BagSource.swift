@@ -7,7 +7,7 @@ import MessageBus
 
 /// A recorded bag as a source: its IMU and magnetometer messages (and fixes, if asked), remapped to
 /// the pipeline's topics, forwarded as stored (no re-encoding), paced by log time when `rate` > 0.
-final class BagSource: StageLogic, SourceLogic {
+final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
     struct Settings {
         /// rosbag2 directory, or a .mcap / .db3 file.
         var path = ""
@@ -158,6 +158,7 @@ final class BagSource: StageLogic, SourceLogic {
                 }
                 batch.append(
                     WireFrame(topic: pipelineTopic(m.topic), type: m.type, encoding: m.encoding, payload: payload))
+                emitted += 1
                 progress.advance()
                 if settings.rate > 0 {
                     // Paced by log time; time spent paused for a missing reader is left out.
