@@ -94,7 +94,7 @@ import ROS2DDS
         var got: [SerializedSample] = []
         #expect(
             waitUntil {
-                try? reader.take(into: &got)
+                _ = try? reader.take(into: &got)
                 return got.contains {
                     (try? TFMessage(cdrBytes: $0.bytes))?.transforms.first?.childFrameId == "\(stem)_imu"
                 }

@@ -4,7 +4,7 @@ import MessageBus
 
 /// Writes t,qw,qx,qy,qz for every imu/data message (the BROAD scorer's contract) and, if asked,
 /// t,heading_deg,accuracy_deg,flags for every heading message.
-final class CSVSink: StageLogic, TransformLogic {
+final class CSVSink: StageLogic, TransformLogic, @unchecked Sendable {
     struct Settings {
         /// Output file for the orientations.
         var path = ""

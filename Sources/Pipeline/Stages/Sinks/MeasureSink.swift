@@ -4,7 +4,7 @@ import MessageBus
 
 /// Counts messages on a topic and, when their header stamps are wall-clock times (the simulator's
 /// `stamp: wall`), the latency from the source to here. Reports count, rate, p50/p99/max latency.
-final class MeasureSink: StageLogic, InPlaceTransform {
+final class MeasureSink: StageLogic, InPlaceTransform, @unchecked Sendable {
     struct Settings {
         /// Topic to count.
         var topic = PipelineTopics.heading

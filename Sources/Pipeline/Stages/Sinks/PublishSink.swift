@@ -12,7 +12,7 @@ import MessageBus
 /// subscriber and counts what it replaced. It follows the subscriptions (XPUB, verbose both ways): a
 /// message offered while nobody subscribes is not sent and is counted as such, so "published" only
 /// counts messages a subscriber could receive.
-final class PublishSink: StageLogic, InPlaceTransform {
+final class PublishSink: StageLogic, InPlaceTransform, @unchecked Sendable {
     struct Settings {
         /// Address subscribers connect to.
         var bind = "tcp://127.0.0.1:5600"

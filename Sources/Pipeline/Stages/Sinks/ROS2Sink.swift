@@ -11,7 +11,7 @@ import ROS2DDS
 ///                       vertical (true north when known), for users without gyrocompass_msgs
 ///   /tf                 tf2_msgs/msg/TFMessage fixed_frame -> the IMU frame (publish_tf)
 /// With world_frame enu and no offsets the Imu bytes go out exactly as the fusion stage made them.
-final class ROS2Sink: StageLogic, TransformLogic {
+final class ROS2Sink: StageLogic, TransformLogic, @unchecked Sendable {
     struct Settings {
         var domainId = 0
         var namespace = "/"

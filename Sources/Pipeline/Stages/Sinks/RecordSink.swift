@@ -12,7 +12,7 @@ import Foundation
 /// summary, and stays readable with `--salvage`; it is flushed every second. On a live stream the
 /// replacement first reads again what its input still holds and records, per topic, only what
 /// follows the killed split's last message (`ResumePoint`).
-final class RecordSink: StageLogic, TransformLogic {
+final class RecordSink: StageLogic, TransformLogic, @unchecked Sendable {
     struct Settings {
         /// rosbag2 directory (or .mcap / .db3 file) to create.
         var path = ""

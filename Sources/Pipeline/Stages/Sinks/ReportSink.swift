@@ -7,7 +7,7 @@ import MessageBus
 /// summary table, heading with its accuracy band, flags as shaded spans, field strength and dip,
 /// the magnetometer points before and after calibration in three projections, and the gyro bias.
 /// Reads fusion's outputs and, for the raw magnetometer points, the source's imu/mag.
-final class ReportSink: StageLogic, TransformLogic {
+final class ReportSink: StageLogic, TransformLogic, @unchecked Sendable {
     struct Settings {
         /// The HTML file to write.
         var path = ""

@@ -4,7 +4,7 @@ import WireFormat
 import MessageBus
 
 /// Prints headings as text lines, or messages as JSON lines, on stdout.
-final class StdoutSink: StageLogic, TransformLogic {
+final class StdoutSink: StageLogic, TransformLogic, @unchecked Sendable {
     struct Settings {
         /// JSON lines instead of text.
         var json = false

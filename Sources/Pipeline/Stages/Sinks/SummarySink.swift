@@ -6,7 +6,7 @@ import MessageBus
 /// A summary a person can read at the end of a run: duration, final and mean heading with their
 /// accuracy, the share of headings per flag and the calibrations accepted. `replay` adds it when no
 /// output is asked for; its lines are the stage's notes.
-final class SummarySink: StageLogic, TransformLogic {
+final class SummarySink: StageLogic, TransformLogic, @unchecked Sendable {
     struct Settings {
         /// The heading topic to summarise.
         var topic = PipelineTopics.heading

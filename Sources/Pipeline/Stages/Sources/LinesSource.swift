@@ -7,7 +7,7 @@ import MessageBus
 ///   t,gx,gy,gz,ax,ay,az,mx,my,mz      (seconds, rad/s, m/s^2, tesla)
 /// or the same fields as an NMEA-style sentence "$GCIMU,t,...,mz*HH" with the usual XOR checksum.
 /// Malformed lines are counted and logged with their line number.
-final class LinesSource: StageLogic, SourceLogic {
+final class LinesSource: StageLogic, SourceLogic, @unchecked Sendable {
     struct Settings {
         /// "-" for stdin, or a serial device such as /dev/ttyUSB0.
         var device = "-"

@@ -10,7 +10,7 @@ import ROS2DDS
 /// waits until every other sensor topic has shown one stamped no earlier, or the window passes), so
 /// a driver publishing imu and mag together fuses as a replay of its recording would, even when DDS
 /// delivers one topic late (a retransmission); samples of a sensor pair stamped alike go at once.
-final class ROS2Source: StageLogic, SourceLogic {
+final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
     struct Settings {
         /// DDS domain (ROS_DOMAIN_ID).
         var domainId = 0

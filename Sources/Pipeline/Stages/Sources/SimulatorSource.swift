@@ -8,7 +8,7 @@ import MessageBus
 
 /// The seeded IMU and magnetometer simulator as a source: imu/data_raw and imu/mag, paced to the
 /// wall clock or as fast as the pipeline takes them.
-final class SimulatorSource: StageLogic, SourceLogic {
+final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
     struct Settings {
         /// Motion script: default | figure_eight | walking | rest | plausible_disturbance.
         var scenario = "default"

@@ -5,7 +5,7 @@ import MessageBus
 /// Magnetometer calibration as a stage: fixed, or learned online from normal motion
 /// (`OnlineCalibrator`), persisted to a file; publishes calibration/status (progress, fit quality,
 /// the figure-eight prompt); measures the gyro bias at rest and removes it before fusion.
-final class CalibrationStage: StageLogic, InPlaceTransform {
+final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable {
     struct Settings {
         /// Fixed calibration: hard-iron offset (microtesla) subtracted, then the soft-iron matrix applied.
         var fixed = MagnetometerCalibration(hardIronOffsetMicrotesla: .zero, fieldRadiusMicrotesla: 0)

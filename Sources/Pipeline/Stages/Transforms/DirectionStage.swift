@@ -6,7 +6,7 @@ import MessageBus
 /// The best direction of travel: the GPS course (from successive fixes) when moving fast and straight
 /// with a good course accuracy, the compass heading when its accuracy is good, otherwise nothing.
 /// Publishes gyrocompass_msgs/Heading on `direction` with `source` saying which.
-final class DirectionStage: StageLogic, TransformLogic {
+final class DirectionStage: StageLogic, TransformLogic, @unchecked Sendable {
     struct Settings {
         /// GPS course only above this speed, m/s.
         var minimumSpeedMetresPerSecond = 2.0

@@ -4,7 +4,7 @@ import MessageBus
 
 /// The fusion filter as a stage: imu/data_raw + imu/mag in, heading (gyrocompass_msgs/Heading, with
 /// true north when a position is known) and imu/data (sensor_msgs/Imu with the orientation) out.
-final class FusionStage: StageLogic, InPlaceTransform {
+final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
     struct Settings {
         /// Which filter fuses: kalman | complementary.
         var filter = FilterKind.kalman

@@ -6,7 +6,7 @@ import MessageBus
 /// magnetometer sample is flagged for strength, dip and consistency with the gyro (the disturbance
 /// that keeps strength and dip still turns the compass against the gyro). Counts and durations go out
 /// on interference/status; with `drop`, flagged samples do not reach fusion.
-final class GatingStage: StageLogic, InPlaceTransform {
+final class GatingStage: StageLogic, InPlaceTransform, @unchecked Sendable {
     struct Settings {
         /// Expected field strength (microtesla) and dip (degrees); nil = from the position below, else
         /// the calibration radius, else learned.
