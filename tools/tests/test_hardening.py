@@ -384,7 +384,9 @@ def test_a_subscriber_that_never_reads_does_not_hold_a_replay(node, tmp_path):
     assert 'it was not reading at the end, so what was queued for it was given up' in held.stderr, held.stderr
     print(f'replay with a never-reading subscriber: {held_seconds:.2f} s, without: {alone_seconds:.2f} s, '
           f'ratio {held_seconds / alone_seconds:.2f}')
-    assert held_seconds < 1.5 * alone_seconds + 0.3, (held_seconds, alone_seconds)
+    # A stall holds the replay until the subscriber goes (the 120 s timeout here). Idle, the ratio is 0.9 to
+    # 1.2; with both cores busy it reached 2.6, so the bound leaves room for a loaded machine.
+    assert held_seconds < 3 * alone_seconds + 1, (held_seconds, alone_seconds)
 
 
 def live_publish(node, tmp_path, subscribe, *, rate_hz, topics, queue='', stall_seconds=0):
