@@ -20,7 +20,7 @@ public struct CurveKeyPair: Sendable, Equatable {
             throw KeyError(message: "libzmq cannot make CURVE keys (built without libsodium?)")
         }
         return CurveKeyPair(
-            publicKey: String(cString: publicKey), secretKey: String(cString: secretKey))
+            publicKey: text(ofNullTerminated: publicKey), secretKey: text(ofNullTerminated: secretKey))
     }
 
     /// Writes NAME.key and NAME.key_secret; refuses to replace either.
@@ -42,7 +42,7 @@ public struct CurveKeyPair: Sendable, Equatable {
         defer { fclose(f) }
         var buffer = [CChar](repeating: 0, count: 256)
         while fgets(&buffer, 256, f) != nil {
-            let line = String(cString: buffer).trimmingWhitespace
+            let line = text(ofNullTerminated: buffer).trimmingWhitespace
             if line.isEmpty || line.hasPrefix("#") { continue }
             guard isZ85Key(line) else { throw KeyError(message: "\(path) does not hold a 40-character Z85 CURVE key") }
             return line
@@ -124,4 +124,9 @@ extension String {
         while let l = s.last, l == " " || l == "\t" || l == "\r" || l == "\n" { s = s.dropLast() }
         return String(s)
     }
+}
+
+/// The text of a C buffer up to its first NUL (the whole buffer if it has none).
+func text(ofNullTerminated buffer: [CChar]) -> String {
+    String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }

@@ -98,7 +98,7 @@ public final class ZapHandler: @unchecked Sendable {
             if mechanism == "CURVE", request.count >= 7, request[6].count == 32 {
                 var text = [CChar](repeating: 0, count: 41)
                 _ = request[6].withUnsafeBufferPointer { zmq_z85_encode(&text, $0.baseAddress, 32) }
-                key = String(cString: text)
+                key = MessageBus.text(ofNullTerminated: text)
             }
             let ok = allowed.contains(key)
             let address = String(decoding: request[3], as: UTF8.self)

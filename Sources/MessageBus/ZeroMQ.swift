@@ -120,7 +120,7 @@ public final class BusSocket: @unchecked Sendable {
         var buffer = [CChar](repeating: 0, count: 256)
         var size = buffer.count
         zmq_getsockopt(handle, ZMQ_LAST_ENDPOINT, &buffer, &size)
-        return String(cString: buffer)
+        return text(ofNullTerminated: buffer)
     }
 
     /// Subscribes a SUB socket to a topic prefix ([] = everything).
