@@ -375,6 +375,33 @@ struct SensorFixedDisturbanceAccuracyTests {
         }
     }
 
+    @Test("the accuracy's parts add up to the reported bound and show what turning exposed (both filters)")
+    func accuracyPartsExplainTheBound() {
+        func check<F: FusionFilter>(_ name: String, _ make: () -> F) {
+            // Straight on: nothing exposed, the disturbance's part is the prior's.
+            var straight = make()
+            let walked = run(
+                &straight,
+                makeScenario(
+                    [.rest(seconds: 20), .walking(seconds: 60, stepsPerSecond: 1.8)], disturbances: [Self.phone]))
+            let before = straight.headingAccuracyParts
+            #expect(abs(before.boundDegrees - walked.last!.output.headingAccuracyDegrees!) < 1e-9, "\(name)")
+            #expect(
+                before.disturbanceUnknownSigmaDegrees > 0.9 * before.disturbancePriorSigmaDegrees, "\(name) \(before)")
+            // Five full turns show most of it.
+            var turning = make()
+            let turned = Self.phases(&turning, endHeading: 0).turned
+            let after = turning.headingAccuracyParts
+            print("\(name): straight \(before.description); turned \(after.description)")
+            #expect(abs(after.boundDegrees - turned.last!.output.headingAccuracyDegrees!) < 1e-9, "\(name)")
+            #expect(after.disturbanceUnknownSigmaDegrees < 0.5 * after.disturbancePriorSigmaDegrees, "\(name) \(after)")
+            #expect(after.turnedRadians > 5 * 2 * Double.pi * 0.9, "\(name) \(after)")
+            #expect(after.filterSigmaDegrees > 0 && after.fitInconsistency >= 1, "\(name) \(after)")
+        }
+        check("kalman") { KalmanFilter() }
+        check("complementary") { ComplementaryFilter() }
+    }
+
     /// Readings of a level sensor at `yawRadians`, the field 20 uT north and 43 down, plus `disturbance`
     /// fixed to the sensor: what the filter would note, heading innovation against the true heading.
     static func noteLevel(

@@ -2,7 +2,7 @@
 name the cause (and the nearest valid word), one table of exit codes, nothing silent, outputs left alone
 by a run that fails before it starts, live output that streams, the README's generated reference.
 """
-import json, os, re, signal, subprocess, sys, time
+import json, math, os, re, signal, subprocess, sys, time
 from pathlib import Path
 
 import pytest
@@ -160,6 +160,15 @@ def test_replay_without_outputs_ends_with_a_readable_summary(node, bag):
     for words in ['final heading', 'mean heading', 'share of headings per flag', 'calibrations accepted',
                   '--csv OUT.csv']:
         assert words in r.stderr, r.stderr
+    # The fusion stage says where the final bound comes from, and its parts add up to the bound shown.
+    parts = re.search(r'heading accuracy at the end \+-([0-9.]+) \(95 %\): filter ([0-9.]+), disturbance seen '
+                      r'([0-9.]+), unknown ([0-9.]+) of ([0-9.]+) \(1-sigma degrees', r.stderr)
+    final = re.search(r'final heading [0-9.]+ deg \(\w+\) \+-([0-9.]+)', r.stderr)
+    assert parts and final, r.stderr
+    bound, filt, seen, unknown, prior = map(float, parts.groups())
+    assert bound == float(final.group(1)), r.stderr
+    assert abs(1.96 * math.hypot(filt, seen / 1.96 + unknown) - bound) < 0.25, r.stderr
+    assert 0 < unknown <= prior + 0.05, r.stderr
 
 
 def test_bag_echo_names_a_missing_topic_and_accepts_both_spellings(node, bag):

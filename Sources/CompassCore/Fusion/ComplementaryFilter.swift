@@ -63,6 +63,14 @@ public struct ComplementaryFilter: Sendable {
         return (compass * compass + unseen.degrees2 + drift * drift).squareRoot()
     }
 
+    /// Where the reported heading accuracy comes from now: the compass's noise and the drift as the
+    /// filter's own part.
+    public var headingAccuracyParts: HeadingAccuracyParts {
+        let drift = driftSigmaDegrees, compass = settings.compassHeadingSigmaDegrees
+        return unseen.accuracyParts(
+            filterSigmaDegrees: (compass * compass + drift * drift).squareRoot(), eastRow: unseen.followedEastRow)
+    }
+
     /// The unseen disturbance's heading variance at the gate's reference dip (60 degrees until known),
     /// for the share of it turning has not exposed.
     var unseen = UnseenDisturbance.Variance()

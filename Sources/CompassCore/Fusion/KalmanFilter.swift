@@ -214,6 +214,12 @@ public struct KalmanFilter: Sendable {
     /// 1-sigma heading uncertainty from the state alone, degrees.
     public var headingSigmaDegrees: Double { headingVariance.squareRoot() * degreesPerRadian }
 
+    /// Where the reported heading accuracy comes from now (the bound of the latest output, whatever
+    /// its flags).
+    public var headingAccuracyParts: HeadingAccuracyParts {
+        unseen.accuracyParts(filterSigmaDegrees: headingSigmaDegrees, eastRow: unseen.followedEastRow)
+    }
+
     /// The heading (earth z) variance now, rad^2: the stored value plus the pending propagation's
     /// share of it, (A + B G^T + G B^T + G C G^T + Q)_22.
     @inline(__always)

@@ -50,6 +50,14 @@ public struct KalmanSmoother: Sendable {
         filter = KalmanFilter(settings: settings)
     }
 
+    /// Where the last smoothed estimate's heading accuracy comes from, once `finish` has run: the
+    /// disturbance as the whole recording showed it, at the last orientation (there the smoothed
+    /// covariance is the filter's).
+    public var headingAccuracyParts: HeadingAccuracyParts {
+        filter.unseen.accuracyParts(
+            filterSigmaDegrees: filter.headingSigmaDegrees, eastRow: filter.orientation.rotationMatrix.row0)
+    }
+
     /// Sets the magnetic reference the gate compares strength and dip with (see `KalmanFilter`).
     public mutating func setMagneticReference(strengthMicrotesla: Double, dipDegrees: Double) {
         filter.setMagneticReference(strengthMicrotesla: strengthMicrotesla, dipDegrees: dipDegrees)

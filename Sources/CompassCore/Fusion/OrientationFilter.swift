@@ -6,6 +6,8 @@ public protocol OrientationFilter: Sendable {
     var skipped: SkippedSampleCounts { get }
     var gyroBias: Vector3 { get }
     var orientation: Quaternion { get }
+    /// Where the latest output's heading accuracy comes from.
+    var headingAccuracyParts: HeadingAccuracyParts { get }
 }
 
 extension KalmanFilter: OrientationFilter {}

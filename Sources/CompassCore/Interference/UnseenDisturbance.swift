@@ -126,6 +126,23 @@ public enum UnseenDisturbance {
                 headingNoiseRadians: noise, fieldNoiseRadians: noise / cosDip)
         }
 
+        /// At an orientation with east row `eastRow`, degrees: the error turning has shown (a bias),
+        /// the 1-sigma part still unknown, and the prior's 1 sigma (`HeadingAccuracyParts`).
+        func partsDegrees(eastRow r: Vector3) -> (seen: Double, unknown: Double, prior: Double) {
+            let prior = priorDegrees2.squareRoot()
+            guard let unknown = sensorFixed.unseenSigmaRadians(eastRow: r) else { return (0, prior, prior) }
+            return (abs(sensorFixed.seenErrorRadians(eastRow: r)) * degreesPerRadian, unknown * degreesPerRadian, prior)
+        }
+
+        /// Where the reported accuracy comes from, with the filter's own 1-sigma heading uncertainty.
+        func accuracyParts(filterSigmaDegrees: Double, eastRow r: Vector3) -> HeadingAccuracyParts {
+            let parts = partsDegrees(eastRow: r)
+            return HeadingAccuracyParts(
+                filterSigmaDegrees: filterSigmaDegrees, disturbanceSeenDegrees: parts.seen,
+                disturbanceUnknownSigmaDegrees: parts.unknown, disturbancePriorSigmaDegrees: parts.prior,
+                fitInconsistency: sensorFixed.inconsistency, turnedRadians: sensorFixed.radians)
+        }
+
         /// The variance at an orientation with east row `eastRow`, from what has been seen so far
         /// (the smoother asks this of every smoothed orientation once the recording has ended).
         @inline(__always)

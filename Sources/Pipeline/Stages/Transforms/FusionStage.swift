@@ -231,6 +231,8 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
                 }
             }
         }
+        let parts = smoother?.headingAccuracyParts ?? filter.headingAccuracyParts
+        notes.append("heading accuracy at the end \(parts.description)")
         let k = smoother?.skipped ?? filter.skipped
         if k.total > 0 || k.stateResets > 0 || k.timelineRestarts > 0 {
             notes.append("filter skipped \(k.total) sample(s): \(k.reasons)")
