@@ -12,6 +12,9 @@ enum BenchCommand {
         options: [
             OptionHelp("--filter", "NAME", "kalman or complementary", default: "kalman"),
             OptionHelp("--repeat", "N", "runs; the best is reported", default: "5"),
+            OptionHelp(
+                "--lever-arm-s", "SECONDS", "kalman: memory of the lever-arm fit (fusion.lever_arm_s; 0 = off)",
+                default: "0"),
             OptionHelp("--imu-topic", "TOPIC", "bag topic with sensor_msgs/msg/Imu", default: "/imu/data_raw"),
             OptionHelp("--mag-topic", "TOPIC", "bag topic with sensor_msgs/msg/MagneticField", default: "/imu/mag"),
         ],
@@ -60,11 +63,13 @@ enum BenchCommand {
             let (imu, mag) = try loadSamples(
                 a.positionals[0], imuTopic: a.string("--imu-topic") ?? "/imu/data_raw",
                 magTopic: a.string("--mag-topic") ?? "/imu/mag")
+            var settings = KalmanFilterSettings()
+            settings.leverArmSeconds = try a.double("--lever-arm-s", minimum: 0, maximum: 3600) ?? 0
             var best = Double.infinity
             var checksum = 0.0
             for _ in 0..<repeats {
                 let t0 = Clocks.monotonicSeconds()
-                checksum += runFilter(kind, imu, mag)
+                checksum += runFilter(kind, imu, mag, kalman: settings)
                 best = min(best, Clocks.monotonicSeconds() - t0)
             }
             print(
@@ -116,7 +121,9 @@ enum BenchCommand {
 
     /// Runs a concrete filter type (no existential dispatch in the loop); returns a checksum so the
     /// work cannot be optimised away.
-    static func runFilter(_ kind: FilterKind, _ imu: [ImuSample], _ mag: [MagnetometerSample?]) -> Double {
+    static func runFilter(
+        _ kind: FilterKind, _ imu: [ImuSample], _ mag: [MagnetometerSample?], kalman: KalmanFilterSettings = .init()
+    ) -> Double {
         func loop<F: OrientationFilter>(_ f: inout F) -> Double {
             var sum = 0.0
             for i in imu.indices { if let o = f.update(imu: imu[i], magnetometer: mag[i]) { sum += o.orientation.w } }
@@ -124,7 +131,7 @@ enum BenchCommand {
         }
         switch kind {
         case .kalman:
-            var f = KalmanFilter()
+            var f = KalmanFilter(settings: kalman)
             return loop(&f)
         case .complementary:
             var f = ComplementaryFilter()

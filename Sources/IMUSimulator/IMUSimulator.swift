@@ -35,6 +35,7 @@ public struct IMUSimulator: Sequence, IteratorProtocol, Sendable {
     private var index = 0
     private var bias: Vector3
     private var previousOrientation: Quaternion
+    private var previousTrueRate = Vector3.zero
     private var segmentIndex = 0
     private var segmentStartTime = 0.0
     private var segmentStartOrientation: Quaternion
@@ -95,7 +96,11 @@ public struct IMUSimulator: Sequence, IteratorProtocol, Sendable {
 
         // Accelerometer: specific force = linear acceleration minus gravity (gravity points down).
         let specificWorld = pose.linearAcceleration + Vector3(0, 0, standardGravity)
-        let accel = q.inverseRotate(specificWorld) + noise(sensors.accelerometerNoise)
+        let r = scenario.leverArmMeters
+        let rateChange = index == 0 ? Vector3.zero : (trueRate - previousTrueRate) / dt
+        previousTrueRate = trueRate
+        let rotational = rateChange.cross(r) + trueRate.cross(trueRate.cross(r))
+        let accel = q.inverseRotate(specificWorld) + rotational + noise(sensors.accelerometerNoise)
 
         // Magnetometer: earth + world disturbances rotated into the sensor, sensor disturbances,
         // then soft iron, hard iron and noise.

@@ -114,6 +114,11 @@ public struct SimulationScenario: Sendable, Equatable {
     public var motion: [MotionSegment] = [.rest(seconds: 10)]
     public var disturbances: [ScheduledDisturbance] = []
     public var sensors = SensorErrorModel()
+    /// Where the accelerometer sits relative to the point the motion turns about, sensor frame, metres:
+    /// the sensor then feels the rotation's tangential and centripetal acceleration, w' x r + w x (w x r),
+    /// as a handheld turned at the wrist or an IMU mounted off a vehicle's centre does. Default zero
+    /// (turning about the sensor itself).
+    public var leverArmMeters = Vector3.zero
     /// Repeat the motion forever (disturbance times then refer to the whole run).
     public var loops = false
 

@@ -58,6 +58,8 @@ public struct KalmanFilter: Sendable {
     var secondsSinceMeasurementUpdate = 0.0
     var headingSum = 0.0, headingSeconds = 0.0
     var forceWeight = LowPassWeight()
+    /// The rotation's share of the specific force (see `LeverArmEstimator`).
+    public private(set) var leverArm = LeverArmEstimator()
 
     /// Sets the magnetic reference the gate compares strength and dip with.
     public mutating func setMagneticReference(strengthMicrotesla: Double, dipDegrees: Double) {
@@ -116,8 +118,12 @@ public struct KalmanFilter: Sendable {
         accumulatePropagation(rotation: r, dt: dt, rate: rate)
         magneticGate.noteRotation(radians: rate * dt)
 
-        // The earth-frame low-passed specific force: linear accelerations that come and go cancel.
-        let force = r * imu.specificForce
+        // The earth-frame low-passed specific force: linear accelerations that come and go cancel. The
+        // rotation's own share (a lever arm about a pivot) would not, so it is taken out first.
+        let rotational = leverArm.rotationalAcceleration(
+            rate: latestRate, specificForce: imu.specificForce, gravity: r.row2 * standardGravity, dt: dt,
+            settings: settings)
+        let force = r * (imu.specificForce - rotational)
         recorder.propagated(earthForce: force)
         lowPassedForceEarth +=
             (force - lowPassedForceEarth) * forceWeight(dt, tau: settings.accelerometerLowPassSeconds)

@@ -35,6 +35,17 @@ enum KalmanParameters {
                 help: "kalman: accelerometer ignored while the low-passed force differs from g by more (fraction)",
                 range: 0.001...1),
             Parameter(
+                name: "lever_arm_s", keyPath: \.leverArmSeconds,
+                help: "kalman: memory of the lever-arm fit (rotation's share of the force), seconds; 0 = off",
+                range: 0...3600),
+            Parameter(
+                name: "lever_arm_prior_m", keyPath: \.leverArmPriorMeters,
+                help: "kalman: prior 1-sigma length of the lever arm from the pivot to the sensor, metres",
+                range: 1e-3...10),
+            Parameter(
+                name: "pivot_acceleration_noise_density", keyPath: \.pivotAccelerationNoiseDensity,
+                help: "kalman: density of the force the rotation does not explain, m/s^2*sqrt(s)", range: 1e-3...100),
+            Parameter(
                 name: "heading_noise_density", keyPath: \.headingNoiseDensity,
                 help: "kalman: noise density of the horizontal field direction, rad*sqrt(s)", range: 1e-5...10),
             Parameter(
