@@ -154,8 +154,9 @@ int main(int argc, char **argv) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     // This side matching is not the other side matching: a volatile reader that has not yet matched this
-    // writer drops what it sends. Discovery between two implementations was seen to take a few hundred ms.
-    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    // writer drops what it sends. Discovery between two implementations was seen to take a few hundred ms
+    // idle, and in a CI run a reader matched 1.07 s after this side had (its first 72 samples were lost).
+    std::this_thread::sleep_for(std::chrono::milliseconds(3000));
 
     std::map<std::string, size_t> got;
     auto take_all = [&]() {
