@@ -47,6 +47,15 @@ struct HostileInputTests {
         check(&f)
     }
 
+    @Test("Kalman filter with the lever-arm fit") func kalmanWithLeverArm() {
+        var settings = KalmanFilterSettings()
+        settings.leverArmSeconds = 10
+        var f = KalmanFilter(settings: settings)
+        check(&f)
+        #expect(
+            f.leverArm.leverArmMeters.isFinite && f.leverArm.leverArmMeters.norm < 1, "\(f.leverArm.leverArmMeters)")
+    }
+
     @Test("complementary filter") func complementary() {
         var f = ComplementaryFilter()
         check(&f)
