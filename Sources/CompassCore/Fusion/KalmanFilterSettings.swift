@@ -28,9 +28,10 @@ public struct KalmanFilterSettings: Sendable, Equatable {
     /// acceleration out of the specific force (`LeverArmEstimator`). A grip on a handheld, a joint, a
     /// vehicle's mounting: seconds to forever. 0 turns the fit off. Default 0 (off): on the BROAD
     /// trials 10 s lowers the mean inclination error from 0.62 to 0.58 degrees (eight trials gain, one
-    /// ties), but it changes which readings the magnetic gate lets through near trial 30's magnet and
-    /// raises that trial's heading error from 1.8 to 3.0 (README, "Accuracy"). Worth turning on where
-    /// the sensor swings about a pivot and inclination matters more than a magnet's neighbourhood.
+    /// ties), but near trial 30's magnet, where the gate lets disturbed readings through and their
+    /// headings move with the tilt, it raises that trial's heading error from 1.8 to 3.0 (README,
+    /// "Accuracy"). Worth turning on where the sensor swings about a pivot and inclination matters more
+    /// than a magnet's neighbourhood.
     public var leverArmSeconds = 0.0
     /// Prior 1-sigma length of the lever arm, metres: a handheld turned at the wrist or the elbow, an
     /// IMU mounted off a vehicle's centre. Default 0.3.
