@@ -392,7 +392,7 @@ struct SensorFixedDisturbanceAccuracyTests {
             var turning = make()
             let turned = Self.phases(&turning, endHeading: 0).turned
             let after = turning.headingAccuracyParts
-            print("\(name): straight \(before.description); turned \(after.description)")
+            print("\(name): straight \(before); turned \(after)")
             #expect(abs(after.boundDegrees - turned.last!.output.headingAccuracyDegrees!) < 1e-9, "\(name)")
             #expect(after.disturbanceUnknownSigmaDegrees < 0.5 * after.disturbancePriorSigmaDegrees, "\(name) \(after)")
             #expect(after.turnedRadians > 5 * 2 * Double.pi * 0.9, "\(name) \(after)")

@@ -59,16 +59,19 @@ public struct ComplementaryFilter: Sendable {
     /// 1-sigma heading uncertainty of the model, degrees: the compass's own, the unseen disturbance
     /// and the drift since the compass was last trusted.
     public var headingSigmaDegrees: Double {
-        let drift = driftSigmaDegrees, compass = settings.compassHeadingSigmaDegrees
-        return (compass * compass + unseen.degrees2 + drift * drift).squareRoot()
+        let own = ownHeadingSigmaDegrees
+        return (own * own + unseen.degrees2).squareRoot()
     }
 
-    /// Where the reported heading accuracy comes from now: the compass's noise and the drift as the
-    /// filter's own part.
-    public var headingAccuracyParts: HeadingAccuracyParts {
+    /// The filter's own part of it, degrees: the compass's noise and the drift.
+    var ownHeadingSigmaDegrees: Double {
         let drift = driftSigmaDegrees, compass = settings.compassHeadingSigmaDegrees
-        return unseen.accuracyParts(
-            filterSigmaDegrees: (compass * compass + drift * drift).squareRoot(), eastRow: unseen.followedEastRow)
+        return (compass * compass + drift * drift).squareRoot()
+    }
+
+    /// Where the reported heading accuracy comes from now.
+    public var headingAccuracyParts: HeadingAccuracyParts {
+        unseen.accuracyParts(filterSigmaDegrees: ownHeadingSigmaDegrees, eastRow: unseen.followedEastRow)
     }
 
     /// The unseen disturbance's heading variance at the gate's reference dip (60 degrees until known),

@@ -39,18 +39,4 @@ public struct HeadingAccuracyParts: Sendable, Equatable {
         let disturbance = disturbanceSeenDegrees / 1.96 + disturbanceUnknownSigmaDegrees
         return 1.96 * (filterSigmaDegrees * filterSigmaDegrees + disturbance * disturbance).squareRoot()
     }
-
-    /// One line for a summary: "+-7.4 (95 %): filter 1.2, disturbance seen 0.2, unknown 3.5 of 3.6
-    /// (1-sigma degrees; 14 rad turned, fit 5.2 x its noise)".
-    public var description: String {
-        func f(_ x: Double) -> String {
-            let r = (x * 10).rounded() / 10
-            guard r.isFinite else { return "\(r)" }
-            return r == r.rounded() ? "\(Int(r)).0" : "\(r)"
-        }
-        return "+-\(f(boundDegrees)) (95 %): filter \(f(filterSigmaDegrees)), disturbance seen "
-            + "\(f(disturbanceSeenDegrees)), unknown \(f(disturbanceUnknownSigmaDegrees)) of "
-            + "\(f(disturbancePriorSigmaDegrees)) (1-sigma degrees; \(f(turnedRadians)) rad turned, fit "
-            + "\(f(fitInconsistency)) x its noise)"
-    }
 }

@@ -206,6 +206,15 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         output.append(cdrFrame(FusionMessages.imu(o, header: header, sample: imu), topic: PipelineTopics.imuFused))
     }
 
+    /// The parts of a bound in one line: "+-7.4 (95 %): filter 1.0, disturbance seen 0.4, unknown 3.5 of
+    /// 3.6 (1-sigma degrees; 47.5 rad turned, fit 5.2 x its noise)".
+    static func describe(_ p: HeadingAccuracyParts) -> String {
+        "+-\(format(p.boundDegrees, 1)) (95 %): filter \(format(p.filterSigmaDegrees, 1)), disturbance seen "
+            + "\(format(p.disturbanceSeenDegrees, 1)), unknown \(format(p.disturbanceUnknownSigmaDegrees, 1)) of "
+            + "\(format(p.disturbancePriorSigmaDegrees, 1)) (1-sigma degrees; \(format(p.turnedRadians, 1)) rad "
+            + "turned, fit \(format(p.fitInconsistency, 1)) x its noise)"
+    }
+
     func finish() throws -> [WireFrame] {
         var out: [WireFrame] = []
         try finish { out += $0 }
@@ -231,8 +240,9 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
                 }
             }
         }
-        let parts = smoother?.headingAccuracyParts ?? filter.headingAccuracyParts
-        notes.append("heading accuracy at the end \(parts.description)")
+        notes.append(
+            "heading accuracy at the end "
+                + Self.describe(smoother?.headingAccuracyParts ?? filter.headingAccuracyParts))
         let k = smoother?.skipped ?? filter.skipped
         if k.total > 0 || k.stateResets > 0 || k.timelineRestarts > 0 {
             notes.append("filter skipped \(k.total) sample(s): \(k.reasons)")
