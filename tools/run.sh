@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: install what is needed, build fusion-node (release) and run the default pipeline
-# (the seeded simulator through calibration, gating and fusion) for a few seconds.
+# (the seeded simulator through online calibration and fusion) for a few seconds.
 # Usage: tools/run.sh [SECONDS]   (default 5)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

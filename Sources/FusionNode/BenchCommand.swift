@@ -28,7 +28,7 @@ enum BenchCommand {
 
     static let pipelineHelp = CommandHelp(
         path: "bench pipeline",
-        summary: "Simulator -> calibration -> gating -> fusion -> sink in one process and in five processes over ipc, "
+        summary: "Simulator -> calibration -> fusion -> sink in one process and in four processes over ipc, "
             + "next to raw libzmq measured in the same round; then latency at a steady 1 kHz.",
         options: [
             OptionHelp("--samples", "N", "samples per throughput round", default: "600000"),

@@ -5,7 +5,7 @@ import MessageBus
 import Pipeline
 import YAML
 
-/// `fusion-node bench curve`: what CurveZMQ costs. The five-stage pipeline with every stage in its own
+/// `fusion-node bench curve`: what CurveZMQ costs. The four-stage pipeline with every stage in its own
 /// process over tcp loopback, plain and with a `security` block, in interleaved rounds: steady-state
 /// throughput, then latency at a steady 1 kHz.
 enum CurveBench {
@@ -40,7 +40,7 @@ enum CurveBench {
         try CurveKeyPair.generate().write(name: dir + "/client")
         let security =
             "security:\n  server_key: \(dir)/server\n  client_key: \(dir)/client\n  allowed_clients: \(dir)/allowed\n"
-        let stages = ["source", "calibration", "gating", "fusion", "sink"]
+        let stages = ["source", "calibration", "fusion", "sink"]
         var port = 20_000 + Int(getpid() % 2000) * 10
 
         /// CPU seconds (user and system) of every child process waited for so far.
@@ -50,8 +50,8 @@ enum CurveBench {
             func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
             return seconds(usage.ru_utime) + seconds(usage.ru_stime)
         }
-        /// One run of the five processes: the sink's report (rate, p99 latency in microseconds) and the
-        /// CPU time the five used, in microseconds per sample (steadier than the rate on a shared
+        /// One run of the four processes: the sink's report (rate, p99 latency in microseconds) and the
+        /// CPU time the four used, in microseconds per sample (steadier than the rate on a shared
         /// machine: it does not count time spent waiting for the CPU).
         func once(curve: Bool, samples: Int, rate: Double, realtime: Bool) throws -> (
             rate: Double, p99: Double?, cpuMicroseconds: Double
@@ -82,7 +82,7 @@ enum CurveBench {
             curveP99.append(curveLatency.p99 ?? .nan)
             cpuRatios.append(secured.cpuMicroseconds / plain.cpuMicroseconds)
             print(
-                "round \(round): five processes over tcp: plain \(format(plain.rate, 0)) samples/s, CURVE "
+                "round \(round): four processes over tcp: plain \(format(plain.rate, 0)) samples/s, CURVE "
                     + "\(format(secured.rate, 0)) samples/s (\(format(secured.rate / plain.rate, 3)) x); CPU "
                     + "\(format(plain.cpuMicroseconds, 2)) / \(format(secured.cpuMicroseconds, 2)) us per sample "
                     + "(\(format(cpuRatios.last!, 3)) x); 1 kHz p99 "

@@ -9,7 +9,7 @@ import Pipeline
 enum DefaultPipelineCommand {
     static let help = CommandHelp(
         path: "",
-        summary: "Run the built-in pipeline: the seeded IMU simulator through calibration, gating and fusion, "
+        summary: "Run the built-in pipeline: the seeded IMU simulator through online calibration and fusion, "
             + "one heading line per update (100 Hz) until Ctrl-C or the duration has passed.",
         options: [
             OptionHelp("--duration", "SECONDS", "stop after this long; 0 = until Ctrl-C", default: "0"),

@@ -6,15 +6,15 @@ import Pipeline
 import YAML
 import CZeroMQ
 
-/// `fusion-node bench pipeline`: source -> calibration -> gating -> fusion -> sink, in one process
+/// `fusion-node bench pipeline`: source -> calibration -> fusion -> sink, in one process
 /// and with every stage in its own process over ipc, next to raw libzmq one-hop throughput measured
-/// in the same run; then source-to-sink latency at a steady 1 kHz across five processes.
+/// in the same run; then source-to-sink latency at a steady 1 kHz across four processes.
 enum PipelineBench {
     static func pipelineText(
         samples: Int, rate: Double, realtime: Bool, directory: String?, report: String, cpus: [Int] = [],
         tcpBasePort: Int? = nil, header: String = ""
     ) -> String {
-        let names = ["source", "calibration", "gating", "fusion"]
+        let names = ["source", "calibration", "fusion"]
         func endpoint(_ name: String) -> String {
             if let port = tcpBasePort { return "\n    endpoint: tcp://127.0.0.1:\(port + names.firstIndex(of: name)!)" }
             return directory.map { "\n    endpoint: ipc://\($0)/\(name)" } ?? ""
@@ -32,12 +32,9 @@ enum PipelineBench {
                 type: calibration
                 inputs: [source]
                 hard_iron_ut: [1, -2, 0.5]\(endpoint("calibration"))
-              gating:
-                type: gating
-                inputs: [calibration]\(endpoint("gating"))
               fusion:
                 type: fusion
-                inputs: [gating]\(endpoint("fusion"))
+                inputs: [calibration]\(endpoint("fusion"))
               sink:
                 type: measure
                 inputs: [fusion]
@@ -109,7 +106,7 @@ enum PipelineBench {
         }
         let dir = String(cString: dirPointer)
 
-        let stages = ["source", "calibration", "gating", "fusion", "sink"]
+        let stages = ["source", "calibration", "fusion", "sink"]
         let multiPath = dir + "/multi.yaml", multiReport = dir + "/multi.json", oneReport = dir + "/one.json"
         let w = try BufferedFileWriter(path: multiPath)
         try w.write(pipelineText(samples: samples, rate: 1000, realtime: false, directory: dir, report: multiReport))
@@ -140,7 +137,7 @@ enum PipelineBench {
                     + "\(format(ipc, 0)) msg/s; "
                     + "one process, 5 stages (inproc) \(format(oneRate, 0)) samples/s steady state (end to end "
                     + "\(format(Double(fused) / oneSeconds, 0))); "
-                    + "five processes (ipc) \(format(multiRate, 0)) samples/s steady state (end to end with "
+                    + "four processes (ipc) \(format(multiRate, 0)) samples/s steady state (end to end with "
                     + "process start-up \(format(Double(samples) / multiSeconds, 0)))"
             )
         }
@@ -151,7 +148,7 @@ enum PipelineBench {
                 + "round(s) (\(range(oneRates))); "
                 + "\(format(median(oneRatio), 3)) x the raw inproc one-hop message rate of the same round")
         print(
-            "five processes (ipc): median \(format(median(multiRates), 0)) samples/s (\(range(multiRates))); "
+            "four processes (ipc): median \(format(median(multiRates), 0)) samples/s (\(range(multiRates))); "
                 + "\(format(median(multiRatio), 3)) x the raw ipc one-hop message rate of the same round")
 
         mkdir(dir + "/l", 0o755)
@@ -185,7 +182,7 @@ enum PipelineBench {
             try l.close()
             _ = try runProcesses(latencyPath, stages: stages)
             let lat = sinkReport(latencyReport)
-            // The same five processes with every thread on CPU 0 (the pipeline's `cpus` setting).
+            // The same four processes with every thread on CPU 0 (the pipeline's `cpus` setting).
             let pinnedPath = dir + "/pinned.yaml", pinnedReport = dir + "/pinned-\(run).json"
             let p = try BufferedFileWriter(path: pinnedPath)
             try p.write(
@@ -196,7 +193,7 @@ enum PipelineBench {
             _ = try runProcesses(pinnedPath, stages: stages)
             let pinned = sinkReport(pinnedReport)
             print(
-                "latency at a steady 1 kHz (source stamp to sink arrival, 10 s after a 1 s warm-up): across five "
+                "latency at a steady 1 kHz (source stamp to sink arrival, 10 s after a 1 s warm-up): across four "
                     + "processes "
                     + "p50 \(format(lat.p50 ?? .nan, 0)) us, p99 \(format(lat.p99 ?? .nan, 0)) us, max "
                     + "\(format(lat.max ?? .nan, 0)) us; "

@@ -2,8 +2,8 @@ import CompassCore
 import YAML
 import Pipeline
 
-/// `fusion-node replay BAG [...]`: builds the replay pipeline (bag -> fusion -> csv / record / publish
-/// sinks, or a summary when no output is asked for) from the command line and runs it in this
+/// `fusion-node replay BAG [...]`: builds the replay pipeline (bag -> calibration -> fusion -> csv /
+/// record / publish sinks, or a summary when no output is asked for) from the command line and runs it in this
 /// process: the same stages and code path as a pipeline file. Each option becomes the setting of its
 /// stage and is checked like a file's, so an error names the option.
 enum ReplayCommand {
@@ -38,6 +38,7 @@ enum ReplayCommand {
                 default: "drop"),
             OptionHelp("--insecure", nil, "allow --publish on an address other hosts can reach (no encryption)"),
             OptionHelp("--filter", "NAME", "kalman or complementary", default: "kalman"),
+            ProcessingGraph.noCalibrationOption,
             OptionHelp(
                 "--sensor-latency", "SECONDS", "predict the orientation this far ahead (the IMU's output latency)",
                 default: "0"),
@@ -73,10 +74,9 @@ enum ReplayCommand {
         try a.requirePositionals(1...1)
         let bagPath = a.positionals[0]
         // The graph; every value the user gave is an override below, so its error names the option.
-        var stages: [(String, YAMLValue)] = [
-            ("bag", .mapping([("type", .string("bag")), ("path", .string(bagPath))])),
-            ("fusion", .mapping([("type", .string("fusion")), ("inputs", .sequence([.string("bag")]))])),
-        ]
+        var stages: [(String, YAMLValue)] =
+            [("bag", .mapping([("type", .string("bag")), ("path", .string(bagPath))]))]
+            + ProcessingGraph.stages(after: "bag", calibrate: !a.has("--no-calibration"))
         var overrides: [SettingOverride] = []
         func set(_ stage: String, _ setting: String, _ option: String, _ value: String? = nil) {
             guard let v = value ?? a.string(option) else { return }

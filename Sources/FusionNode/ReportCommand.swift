@@ -1,8 +1,8 @@
 import Pipeline
 import YAML
 
-/// `fusion-node report BAG -o report.html`: replays the bag through online calibration, gating and
-/// fusion (or fusion alone) and writes one self-contained HTML file with what the filter did.
+/// `fusion-node report BAG -o report.html`: replays the bag through the processing `replay` runs
+/// (`ProcessingGraph`) and writes one self-contained HTML file with what the filter did.
 enum ReportCommand {
     static let help = CommandHelp(
         path: "report", summary: "Replay a bag and write one self-contained HTML report (inline SVG plots).",
@@ -14,7 +14,7 @@ enum ReportCommand {
             OptionHelp("--mag-topic", "TOPIC", "bag topic with sensor_msgs/msg/MagneticField", default: "/imu/mag"),
             OptionHelp("--start", "SECONDS", "skip this long from the start of the bag", default: "0"),
             OptionHelp("--duration", "SECONDS", "replay only this long; 0 = all", default: "0"),
-            OptionHelp("--no-calibration", nil, "fusion alone: no online calibration and gating stages"),
+            ProcessingGraph.noCalibrationOption,
             OptionHelp(
                 "--truth", "FILE", "reference orientation, BROAD-style t,qw,qx,qy,qz[,movement] (.csv or .csv.gz)"),
         ],
@@ -38,23 +38,9 @@ enum ReportCommand {
         }
         let bag = a.positionals[0]
         let calibrate = !a.has("--no-calibration")
-        var stages: [(String, YAMLValue)] = [("bag", .mapping([("type", .string("bag")), ("path", .string(bag))]))]
-        var upstream = "bag"
-        if calibrate {
-            stages.append(
-                (
-                    "calibration",
-                    .mapping([
-                        ("type", .string("calibration")), ("inputs", .sequence([.string("bag")])),
-                        ("online", .string("true")),
-                        ("prompt", .string("false")),
-                    ])
-                ))
-            stages.append(
-                ("gating", .mapping([("type", .string("gating")), ("inputs", .sequence([.string("calibration")]))])))
-            upstream = "gating"
-        }
-        stages.append(("fusion", .mapping([("type", .string("fusion")), ("inputs", .sequence([.string(upstream)]))])))
+        var stages: [(String, YAMLValue)] =
+            [("bag", .mapping([("type", .string("bag")), ("path", .string(bag))]))]
+            + ProcessingGraph.stages(after: "bag", calibrate: calibrate)
         stages.append(
             (
                 "report",

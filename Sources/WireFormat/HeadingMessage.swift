@@ -34,7 +34,9 @@ public struct HeadingMessage: RosMessage, Equatable {
 
     /// The names of the bits set in `flags` (fusion flags, then the true-north bits).
     public static func flagNames(_ flags: UInt16) -> [String] {
-        FusionFlags.names.filter { FusionFlags(rawValue: flags & 0x3FF).contains($0.0) }.map(\.1)
+        FusionFlags.names.filter {
+            FusionFlags(rawValue: flags & ~(flagNoPosition | flagModelOutOfRange | flagModelCautionZone)).contains($0.0)
+        }.map(\.1)
             + [
                 (flagNoPosition, "no_position"), (flagModelOutOfRange, "model_out_of_range"),
                 (flagModelCautionZone, "model_caution_zone"),
@@ -109,6 +111,7 @@ public struct HeadingMessage: RosMessage, Equatable {
         uint16 FLAG_NO_POSITION=1024
         uint16 FLAG_WMM_OUT_OF_RANGE=2048
         uint16 FLAG_WMM_CAUTION_ZONE=4096
+        uint16 FLAG_MAGNETOMETER_UNCALIBRATED=8192
         std_msgs/Header header
         float64 magnetic_heading
         float64 true_heading

@@ -68,7 +68,7 @@ stages:
     truth_gz = tmp_path / 'truth.csv.gz'
     truth_gz.write_bytes(gzip.compress(truth_csv.read_bytes()))
     html, estimate = tmp_path / 'r.html', tmp_path / 'e.csv'
-    r = subprocess.run([str(node), 'report', str(bag), '-o', str(html), '--truth', str(truth_gz), '--no-calibration'],
+    r = subprocess.run([str(node), 'report', str(bag), '-o', str(html), '--truth', str(truth_gz)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert subprocess.run([str(node), 'replay', str(bag), '--csv', str(estimate), '--quiet']).returncode == 0

@@ -26,6 +26,26 @@ public struct OnlineCalibrationSettings: Sendable, Equatable {
     public var degradedResidualMicrotesla = 3.0
     /// See `degradedResidualMicrotesla`. Default 5.
     public var degradedSeconds = 5.0
+    /// The gyro-aided hard-iron fit, tried while no calibration is accepted or the readings miss the
+    /// current one (see `degradedResidualMicrotesla`).
+    public var gyroAided = GyroAidedFitSettings()
+    /// A new hard iron leaves the earth's field as it was: a gyro-aided fit whose field strength
+    /// differs from the accepted calibration's radius by more than this fraction is an external
+    /// disturbance, not a new hard iron. Default 0.1 (the gate's strength tolerance).
+    public var maximumStrengthChange = 0.1
+    /// Likewise for the dip against the dip seen with the accepted calibration, degrees. Default 5.
+    public var maximumDipChangeDegrees = 5.0
+    /// A gyro-aided fit is accepted only when its RMS residual per axis is at most this, microtesla:
+    /// about twice the per-axis noise of a consumer magnetometer (0.6 uT measured at rest on the
+    /// BROAD sensor), leaving room for a degree of gyro integration error. Fast turning (a gyro scale
+    /// error) and a field that changes with position both raise it. Default 1.25.
+    public var maximumGyroAidedResidualMicrotesla = 1.25
+    /// What a gyro-aided offset can resolve, microtesla (its error on real recordings is about 1 uT;
+    /// 2 uT turn the heading by 7 degrees at a 16 uT horizontal field). A first gyro-aided fit whose
+    /// offset is smaller finds the readings calibrated already and applies none; a sphere or
+    /// ellipsoid fit whose offset differs from the latest gyro-aided one by more is refused (fitted to
+    /// part of the sphere it can wander, the gyro-aided one cannot). Default 2.
+    public var maximumOffsetDisagreementMicrotesla = 2.0
     public init() {}
 }
 
@@ -50,6 +70,22 @@ public struct OnlineCalibrator: Sendable {
     var lastFitTime: Double?
     var residualLowPass = 0.0
     var degradedSince: Double?
+    /// True while new readings miss the accepted calibration (the gyro-aided fit then runs).
+    public private(set) var misfitting = false
+    var gyroFit = GyroAidedHardIronFit()
+    /// The latest specific force, m/s^2, sensor frame (for the dip).
+    var latestForce: Vector3?
+    /// The dip seen with the accepted calibration while it fits, degrees (low-passed).
+    public private(set) var calibratedDipDegrees: Double?
+    /// Gyro-aided fits accepted.
+    public private(set) var gyroAidedFits = 0
+    /// The offset of the latest gyro-aided fit, microtesla.
+    var gyroAidedOffset: Vector3?
+    /// After a new hard iron, the offsets of the windows since (their mean is applied, each window's
+    /// error being independent), until `gyroAidedRefinements` windows agree.
+    var changeOffsets: [Vector3] = []
+    /// Windows averaged after a new hard iron. Default 8.
+    public var gyroAidedRefinements = 8
 
     public init(settings: OnlineCalibrationSettings = .init(), initial: MagnetometerCalibration? = nil) {
         self.settings = settings
@@ -57,6 +93,22 @@ public struct OnlineCalibrator: Sendable {
             calibration = initial
             state = .calibrated
         }
+        gyroFit = GyroAidedHardIronFit(settings: settings.gyroAided)
+    }
+
+    /// Feeds the gyro (rad/s) and the specific force (m/s^2), sensor frame, over `dt` seconds, for
+    /// the gyro-aided fit. Without it only the sphere and ellipsoid fits run.
+    public mutating func addMotion(rate: Vector3, specificForce: Vector3, dt: Double) {
+        guard rate.isFinite, specificForce.isFinite, dt > 0 else { return }
+        latestForce = specificForce
+        gyroFit.rotate(rate: rate, specificForce: specificForce, dt: dt)
+    }
+
+    /// True while the gyro-aided fit collects readings.
+    var wantsGyroFit: Bool {
+        latestForce != nil
+            && (calibration == nil || misfitting
+                || (!changeOffsets.isEmpty && changeOffsets.count < gyroAidedRefinements))
     }
 
     /// Fraction of direction bins holding recent readings (0...1). Zero while the recent readings hardly
@@ -88,8 +140,14 @@ public struct OnlineCalibrator: Sendable {
         insert(raw, time: time, centre: centreEstimate ?? calibration?.hardIronOffsetMicrotesla ?? meanSum / meanCount)
         trackDegradation(raw, time: time)
         if state == .uncalibrated { state = .collecting }
+        if wantsGyroFit {
+            gyroFit.add((calibration?.softIronCorrection ?? .identity) * raw, time: time)
+        } else if gyroFit.startTime != nil {
+            gyroFit.reset()
+        }
         guard time - (lastFitTime ?? -.infinity) >= settings.refitSeconds else { return nil }
         lastFitTime = time
+        if wantsGyroFit, let fit = tryGyroAidedFit() { return fit }
         // Directions are judged from the sphere the recent readings describe, not from their mean
         // (after a long rest the mean is a point on the sphere).
         let oldest = latestTime - settings.maximumReadingAgeSeconds
@@ -137,9 +195,15 @@ public struct OnlineCalibrator: Sendable {
 
     mutating func trackDegradation(_ raw: Vector3, time: Double) {
         guard let cal = calibration, let fit else { return }
-        let miss = abs(cal.apply(raw).norm - cal.fieldRadiusMicrotesla)
+        let calibrated = cal.apply(raw)
+        let miss = abs(calibrated.norm - cal.fieldRadiusMicrotesla)
         residualLowPass += (miss - residualLowPass) * 0.02
         let limit = max(settings.degradedResidualMicrotesla, 3 * fit.rmsResidualMicrotesla)
+        misfitting = residualLowPass > limit
+        if !misfitting, let up = latestForce?.normalized, let direction = calibrated.normalized {
+            let dip = -asin(min(1, max(-1, up.dot(direction)))) * degreesPerRadian
+            calibratedDipDegrees = calibratedDipDegrees.map { $0 + (dip - $0) * 0.002 } ?? dip
+        }
         if residualLowPass > limit {
             if degradedSince == nil { degradedSince = time }
             if time - degradedSince! >= settings.degradedSeconds && state == .calibrated {
@@ -157,6 +221,70 @@ public struct OnlineCalibrator: Sendable {
         }
     }
 
+    /// The gyro-aided fit's offset, accepted when it explains the readings to the noise a sphere fit
+    /// is held to and, when a calibration was accepted before, keeps its field strength and dip (a
+    /// magnet attached changes the offset, not the earth's field). The soft iron is kept; the readings
+    /// binned before describe the old offset and are dropped.
+    mutating func tryGyroAidedFit() -> CalibrationFit? {
+        defer { if gyroFit.seconds >= settings.gyroAided.windowSeconds { gyroFit.reset() } }
+        guard let s = gyroFit.solve() else { return nil }
+        let strength = s.field.norm
+        guard s.rmsResidualMicrotesla <= settings.maximumGyroAidedResidualMicrotesla,
+            settings.plausibleRadiusMicrotesla.contains(strength)
+        else { return nil }
+        if let previous = calibration {
+            guard abs(strength / previous.fieldRadiusMicrotesla - 1) <= settings.maximumStrengthChange else {
+                return nil
+            }
+            if let dip = calibratedDipDegrees, let seen = s.dipDegrees,
+                abs(seen - dip) > settings.maximumDipChangeDegrees
+            {
+                return nil
+            }
+        }
+        let softIron = calibration?.softIronCorrection ?? .identity
+        guard let inverse = softIron.inverse else { return nil }
+        var offset = inverse * s.correctedOffset
+        let refining = !misfitting && !changeOffsets.isEmpty
+        if refining {
+            // A further window after a new hard iron: it must agree with the change, then the mean applies.
+            guard let current = calibration,
+                (offset - current.hardIronOffsetMicrotesla).norm <= 2 * settings.maximumOffsetDisagreementMicrotesla
+            else { return nil }
+            changeOffsets.append(offset)
+            offset = changeOffsets.reduce(Vector3.zero, +) / Double(changeOffsets.count)
+        } else if calibration == nil && offset.norm <= settings.maximumOffsetDisagreementMicrotesla {
+            offset = .zero  // the readings are calibrated already, as far as the fit can tell
+            changeOffsets = []
+        } else {
+            changeOffsets = [offset]
+        }
+        let accepted = MagnetometerCalibration(
+            hardIronOffsetMicrotesla: offset, softIronCorrection: softIron,
+            fieldRadiusMicrotesla: calibration?.fieldRadiusMicrotesla ?? strength)
+        let result = CalibrationFit(
+            model: .gyroAided, calibration: accepted, rmsResidualMicrotesla: s.rmsResidualMicrotesla,
+            meanResultantLength: .nan, directionCoverage: .nan, readingCount: s.readingCount)
+        if calibration != nil && !refining {
+            bins = Array(repeating: [], count: bins.count)
+            nextSlot = Array(repeating: 0, count: bins.count)
+            meanSum = .zero
+            meanCount = 0
+        }
+        // After a new hard iron the directions are judged from its offset; otherwise as before.
+        if calibration != nil && !refining { centreEstimate = accepted.hardIronOffsetMicrotesla }
+        calibration = accepted
+        fit = result
+        state = .calibrated
+        residualLowPass = 0
+        degradedSince = nil
+        misfitting = false
+        gyroAidedFits += 1
+        gyroAidedOffset = accepted.hardIronOffsetMicrotesla
+        gyroFit.reset()
+        return result
+    }
+
     mutating func tryFit() -> CalibrationFit? {
         let oldest = latestTime - settings.maximumReadingAgeSeconds
         let readings = bins.flatMap { $0.filter { $0.time >= oldest }.map(\.field) }
@@ -172,6 +300,11 @@ public struct OnlineCalibrator: Sendable {
             })
             .min(by: { $0.rmsResidualMicrotesla < $1.rmsResidualMicrotesla })
         else { return nil }
+        if let g = gyroAidedOffset,
+            (best.calibration.hardIronOffsetMicrotesla - g).norm > settings.maximumOffsetDisagreementMicrotesla
+        {
+            return nil
+        }
         // Keep the current calibration unless the new fit is at least as good (or the current is degraded).
         if let current = fit, state != .degraded, best.rmsResidualMicrotesla > current.rmsResidualMicrotesla * 1.05 {
             return nil

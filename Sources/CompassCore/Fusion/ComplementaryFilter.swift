@@ -35,6 +35,29 @@ public struct ComplementaryFilter: Sendable {
         refreshUnseenVariance()
     }
 
+    /// True while the calibration owner says no calibration is applied to the readings.
+    public private(set) var magnetometerUncalibrated = false
+
+    /// The calibration applied to the readings changed (see `KalmanFilter.noteCalibration(_:)`). A
+    /// change that can have turned the compass by more than the filter's own uncertainty makes the
+    /// next usable reading set the heading whole.
+    public mutating func noteCalibration(_ notice: MagnetometerCalibrationNotice) {
+        magnetometerUncalibrated = !notice.calibrated
+        guard notice.calibrated else { return }
+        // A refinement smaller than the consistency gate only moves the expected strength: the gate's
+        // verdicts (an external disturbance it is rejecting) stand.
+        if notice.headingShiftRadians < settings.magneticGate.consistencyGateDegrees * radiansPerDegree,
+            let strength = notice.fieldStrengthMicrotesla, !magneticGate.isLearning
+        {
+            magneticGate.refineReference(strengthMicrotesla: strength)
+        } else {
+            magneticGate.renewReference(strengthMicrotesla: notice.fieldStrengthMicrotesla)
+        }
+        if notice.headingShiftRadians * degreesPerRadian > 3 * ownHeadingSigmaDegrees { headingFixed = false }
+        unseen.forgetTurns()
+        refreshUnseenVariance()
+    }
+
     /// Samples skipped so far, by reason.
     public var skipped: SkippedSampleCounts { validator.skipped }
 
@@ -188,8 +211,10 @@ public struct ComplementaryFilter: Sendable {
     mutating func restarted(at imu: ImuSample) -> FusionOutput? {
         var checks = validator
         checks.countReset()
+        let uncalibrated = magnetometerUncalibrated
         self = ComplementaryFilter(settings: settings)
         validator = checks
+        magnetometerUncalibrated = uncalibrated
         return output(imu.timestamp, flags: [.initialising, .filterReset])
     }
 
@@ -205,10 +230,16 @@ public struct ComplementaryFilter: Sendable {
     /// Always inlined: as a call it copied the whole filter per sample.
     @inline(__always)
     func output(_ timestamp: Double, flags: FusionFlags) -> FusionOutput {
-        FusionOutput(
+        var flags = flags
+        var variance = headingSigmaDegrees * headingSigmaDegrees
+        if magnetometerUncalibrated {
+            flags.insert(.magnetometerUncalibrated)
+            variance = max(variance, MagnetometerCalibrationNotice.uncalibratedVarianceDegrees2)
+        }
+        return FusionOutput(
             timestamp: timestamp, orientation: reportedOrientation,
             referenceOffsetDegrees: settings.referenceOffsetDegrees,
-            headingVarianceDegrees2: flags.contains(.initialising) ? nil : headingSigmaDegrees * headingSigmaDegrees,
+            headingVarianceDegrees2: flags.contains(.initialising) ? nil : variance,
             gyroBias: gyroBias, flags: flags)
     }
 }

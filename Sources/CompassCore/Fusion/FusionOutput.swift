@@ -23,6 +23,10 @@ public struct FusionFlags: OptionSet, Sendable, Hashable, CustomStringConvertibl
     public static let magneticReferenceChanged = FusionFlags(rawValue: 1 << 8)
     /// The state became non-finite and the filter started again at this sample (counted in `stateResets`).
     public static let filterReset = FusionFlags(rawValue: 1 << 9)
+    /// The calibration owner says no accepted calibration is applied to the magnetometer yet: the
+    /// compass heading can be off by any angle, and the reported accuracy says so (180 degrees).
+    /// Bit 13: bits 10-12 are the heading message's true-north flags.
+    public static let magnetometerUncalibrated = FusionFlags(rawValue: 1 << 13)
 
     /// Each flag with its name, as descriptions, JSON `flag_names` and the README spell it.
     public static let names: [(FusionFlags, String)] = [
@@ -31,6 +35,7 @@ public struct FusionFlags: OptionSet, Sendable, Hashable, CustomStringConvertibl
         (.magneticStrengthDisturbed, "magnetic_strength"), (.magneticDipDisturbed, "magnetic_dip"),
         (.magneticGyroInconsistent, "magnetic_gyro_inconsistent"),
         (.magneticReferenceChanged, "magnetic_reference_changed"), (.filterReset, "filter_reset"),
+        (.magnetometerUncalibrated, "magnetometer_uncalibrated"),
     ]
 
     /// Flag names, separated by "|" ("" when none).

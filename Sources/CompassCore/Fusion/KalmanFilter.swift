@@ -68,6 +68,35 @@ public struct KalmanFilter: Sendable {
         refreshUnseenVariance()
     }
 
+    /// True while the calibration owner says no calibration is applied to the readings.
+    public private(set) var magnetometerUncalibrated = false
+
+    /// The calibration applied to the readings changed. Uncalibrated readings still steer the heading
+    /// (nothing better is known) but the accuracy says 180 degrees. A new calibration renews the
+    /// magnetic reference (its radius; the dip is learned again unless the model gave it) and widens
+    /// the heading uncertainty by as far as the change can have turned the compass, so the next
+    /// readings correct a heading taken from the old calibration.
+    public mutating func noteCalibration(_ notice: MagnetometerCalibrationNotice) {
+        magnetometerUncalibrated = !notice.calibrated
+        guard notice.calibrated else { return }
+        // A refinement smaller than the consistency gate only moves the expected strength: the gate's
+        // verdicts (an external disturbance it is rejecting) stand.
+        if notice.headingShiftRadians < settings.magneticGate.consistencyGateDegrees * radiansPerDegree,
+            let strength = notice.fieldStrengthMicrotesla, !magneticGate.isLearning
+        {
+            // Within what the heading measurements average out anyway: no reason to trust them more.
+            magneticGate.refineReference(strengthMicrotesla: strength)
+        } else {
+            magneticGate.renewReference(strengthMicrotesla: notice.fieldStrengthMicrotesla)
+            if started {
+                applyPendingPropagation()
+                attitudeCovariance.m22 += notice.headingShiftRadians * notice.headingShiftRadians
+            }
+        }
+        unseen.forgetTurns()
+        refreshUnseenVariance()
+    }
+
     /// Samples skipped so far, by reason.
     public var skipped: SkippedSampleCounts { validator.skipped }
 
@@ -202,8 +231,10 @@ public struct KalmanFilter: Sendable {
     mutating func restarted(at imu: ImuSample) -> FusionOutput? {
         var checks = validator
         checks.countReset()
+        let uncalibrated = magnetometerUncalibrated
         self = KalmanFilter(settings: settings)
         validator = checks
+        magnetometerUncalibrated = uncalibrated
         return output(imu.timestamp, flags: [.initialising, .filterReset])
     }
 
@@ -381,7 +412,12 @@ public struct KalmanFilter: Sendable {
     /// Always inlined: as a call it copied the whole filter (1.5 KB) per sample.
     @inline(__always)
     func output(_ timestamp: Double, flags: FusionFlags) -> FusionOutput {
-        let variance = headingVariance * degreesPerRadian * degreesPerRadian + unseen.degrees2
+        var flags = flags
+        var variance = headingVariance * degreesPerRadian * degreesPerRadian + unseen.degrees2
+        if magnetometerUncalibrated {
+            flags.insert(.magnetometerUncalibrated)
+            variance = max(variance, MagnetometerCalibrationNotice.uncalibratedVarianceDegrees2)
+        }
         return FusionOutput(
             timestamp: timestamp, orientation: reportedOrientation,
             referenceOffsetDegrees: settings.referenceOffsetDegrees,

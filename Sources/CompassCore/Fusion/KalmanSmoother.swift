@@ -64,6 +64,15 @@ public struct KalmanSmoother: Sendable {
         reference = (strengthMicrotesla, dipDegrees)
     }
 
+    /// Calibration changes with the index of the first sample they apply to, replayed by every pass.
+    var calibrationNotices: [(inputIndex: Int, notice: MagnetometerCalibrationNotice)] = []
+
+    /// The calibration applied to the samples added from now on changed (see `KalmanFilter`).
+    public mutating func noteCalibration(_ notice: MagnetometerCalibrationNotice) {
+        calibrationNotices.append((inputs.count, notice))
+        filter.noteCalibration(notice)
+    }
+
     /// Samples skipped so far, by reason.
     public var skipped: SkippedSampleCounts { filter.skipped }
 
@@ -129,7 +138,12 @@ public struct KalmanSmoother: Sendable {
         pass.sampleOfEstimate.removeAllKeepingCapacity()
         var f = KalmanFilter(settings: filter.settings)
         if let r = reference { f.setMagneticReference(strengthMicrotesla: r.0, dipDegrees: r.1) }
+        var nextNotice = 0
         for i in inputs.indices {
+            while nextNotice < calibrationNotices.count && calibrationNotices[nextNotice].inputIndex <= i {
+                f.noteCalibration(calibrationNotices[nextNotice].notice)
+                nextNotice += 1
+            }
             recording.sampleIndex = pass.forward.count
             recording.inputIndex = i
             if let o = f.step(imu: inputs[i].imu, magnetometer: inputs[i].magnetometer, recorder: &recording) {

@@ -54,6 +54,10 @@ public struct MagneticDisturbanceGate: Sendable {
     public private(set) var isRejecting = false
 
     var learningSeconds = 0.0
+    /// True when the dip came from the settings or `setReference` (the model), not from the readings.
+    var dipGiven = false
+    /// True when the strength came from the settings (a user's expected field): calibrations keep it.
+    var strengthGiven = false
     var learnedStrengthSum = 0.0, learnedDipSum = 0.0, learnedCount = 0
     var strengthLowPass = 0.0, dipLowPass = 0.0
     /// Sum of the heading corrections the filter applied, rad: innovation + this = compass minus
@@ -72,6 +76,8 @@ public struct MagneticDisturbanceGate: Sendable {
         referenceDipDegrees = settings.referenceDipDegrees
         if let s = referenceFieldMicrotesla { strengthLowPass = s }
         if let d = referenceDipDegrees { dipLowPass = d }
+        dipGiven = referenceDipDegrees != nil
+        strengthGiven = referenceFieldMicrotesla != nil
     }
 
     /// True until both reference values are known.
@@ -93,6 +99,7 @@ public struct MagneticDisturbanceGate: Sendable {
         headingVariance: Double, dt: Double
     ) -> (use: Bool, flags: FusionFlags) {
         guard let refStrength = referenceFieldMicrotesla, let refDip = referenceDipDegrees else {
+            // Learns whichever value is missing; a known one (the model's, a calibration's) is kept.
             learnedStrengthSum += strength
             learnedDipSum += dip
             learnedCount += 1
@@ -100,8 +107,8 @@ public struct MagneticDisturbanceGate: Sendable {
             strengthLowPass = strength
             dipLowPass = dip
             if learningSeconds >= settings.learningSeconds {
-                referenceFieldMicrotesla = learnedStrengthSum / Double(learnedCount)
-                referenceDipDegrees = learnedDipSum / Double(learnedCount)
+                referenceFieldMicrotesla = referenceFieldMicrotesla ?? learnedStrengthSum / Double(learnedCount)
+                referenceDipDegrees = referenceDipDegrees ?? learnedDipSum / Double(learnedCount)
                 strengthLowPass = referenceFieldMicrotesla!
                 dipLowPass = referenceDipDegrees!
             }
@@ -165,12 +172,43 @@ public struct MagneticDisturbanceGate: Sendable {
         return (true, flags)
     }
 
-    /// Sets the reference strength and dip (from a calibration, the World Magnetic Model or a user).
+    /// Sets the reference strength and dip (from the World Magnetic Model or a user); the dip is then
+    /// kept when a calibration renews the reference.
     public mutating func setReference(strengthMicrotesla: Double, dipDegrees: Double) {
         referenceFieldMicrotesla = strengthMicrotesla
         referenceDipDegrees = dipDegrees
         strengthLowPass = strengthMicrotesla
         dipLowPass = dipDegrees
+        dipGiven = true
+    }
+
+    /// The readings now come through a different calibration: what was learned from the old readings
+    /// no longer describes them. The strength becomes `strengthMicrotesla` (the calibrated field's
+    /// radius; nil learns it again), the dip is learned again from the next readings unless it was
+    /// given, and the consistency check starts afresh (the change itself turns the compass heading,
+    /// which is no disturbance).
+    public mutating func renewReference(strengthMicrotesla: Double?) {
+        if !strengthGiven {
+            referenceFieldMicrotesla = strengthMicrotesla
+            if let s = strengthMicrotesla { strengthLowPass = s }
+        }
+        if !dipGiven { referenceDipDegrees = nil }
+        learningSeconds = 0
+        learnedStrengthSum = 0
+        learnedDipSum = 0
+        learnedCount = 0
+        isRejecting = false
+        passingSeconds = 0
+        candidateSeconds = 0
+        compassMinusGyroPrimed = false
+        radiansTurnedSinceAccepted = 0
+    }
+
+    /// A calibration refinement: the expected strength becomes the refined radius unless the strength
+    /// was given; the dip, the consistency check and the current verdict stand.
+    public mutating func refineReference(strengthMicrotesla: Double) {
+        guard !strengthGiven else { return }
+        referenceFieldMicrotesla = strengthMicrotesla
     }
 
     /// Tells the gate a reading was used (resets the scale-error allowance).

@@ -8,6 +8,12 @@ public protocol OrientationFilter: Sendable {
     var orientation: Quaternion { get }
     /// Where the latest output's heading accuracy comes from.
     var headingAccuracyParts: HeadingAccuracyParts { get }
+    /// The disturbance gate: the one verdict on each magnetometer reading, and the magnetic reference.
+    var magneticGate: MagneticDisturbanceGate { get }
+    /// Sets the magnetic reference (the World Magnetic Model's strength and dip at the site).
+    mutating func setMagneticReference(strengthMicrotesla: Double, dipDegrees: Double)
+    /// The calibration applied to the readings changed.
+    mutating func noteCalibration(_ notice: MagnetometerCalibrationNotice)
 }
 
 extension KalmanFilter: OrientationFilter {}

@@ -1,6 +1,6 @@
 /// The default graph, defined here once: the seeded simulator (rest, a turn, tilting, walking, a
-/// magnet near the sensor at 16-19 s, a figure-eight; looping) through calibration, interference
-/// gating and fusion, one heading line per update on stdout. `fusion-node` with no configuration
+/// magnet near the sensor at 16-19 s, a figure-eight; looping) through online calibration and fusion
+/// (whose gate judges every magnetometer reading), one heading line per update on stdout. `fusion-node` with no configuration
 /// runs it as is; `Pipelines/default.yaml` is `defaultText` with variables and a publisher for
 /// subscribers (`fusion-node --print-default-pipeline` writes it; a test keeps the file equal).
 public enum BuiltInPipelines {
@@ -23,12 +23,10 @@ public enum BuiltInPipelines {
                   calibration:
                     type: calibration
                     inputs: [source]
-                  gating:
-                    type: gating
-                    inputs: [calibration]
+                    online: true
                   fusion:
                     type: fusion
-                    inputs: [gating]
+                    inputs: [calibration]
                     filter: \(filter)
 
                 """
@@ -71,8 +69,9 @@ public enum BuiltInPipelines {
         seed: "${SEED:-1}",
         minimumChangeDegrees: "${MIN_CHANGE_DEG:-1}", publish: "${PUBLISH:-tcp://127.0.0.1:5600}",
         header: """
-            # The default pipeline: the seeded simulator through calibration, interference gating and fusion,
-            # headings printed to stdout and published for subscribers. Run: fusion-node --config Pipelines/default.yaml
+            # The default pipeline: the seeded simulator through online calibration and fusion (its gate judges
+            # every magnetometer reading), headings printed to stdout and published for subscribers.
+            # Run: fusion-node --config Pipelines/default.yaml
             # Written by `fusion-node --print-default-pipeline` from the built-in graph (BuiltInPipelines.swift).
             name: default
             # cpus: [0]    # pin every stage to one CPU: on a small virtual machine the shortest latency tail

@@ -231,6 +231,9 @@ public struct PipelineConfig: Sendable {
             guard let typeNode = body["type"] else {
                 throw fail(body, "stage '\(name)' has no 'type' (one of \(typeNames))")
             }
+            if let typeName = typeNode.scalar, let why = StageRegistry.retired[typeName] {
+                throw fail(typeNode, "stage '\(name)': type '\(typeName)' no longer exists: \(why)")
+            }
             guard let typeName = typeNode.scalar, let type = StageType.named(typeName) else {
                 throw fail(
                     typeNode,

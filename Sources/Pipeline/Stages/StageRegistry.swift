@@ -10,7 +10,6 @@ public enum StageRegistry {
         ROS2Source.type,
         // Transforms
         CalibrationStage.type,
-        GatingStage.type,
         FusionStage.type,
         DirectionStage.type,
         // Sinks
@@ -22,5 +21,13 @@ public enum StageRegistry {
         MeasureSink.type,
         SummarySink.type,
         ReportSink.type,
+    ]
+
+    /// Stage types that no longer exist, with what replaces them (the load error says it).
+    public static let retired: [String: String] = [
+        "gating":
+            "the disturbance verdict is made once, by the fusion filter's gate: remove the stage, connect its "
+            + "inputs to fusion, and give strength_tolerance, dip_tolerance_deg, expected_strength_ut, "
+            + "expected_dip_deg or the site (latitude, longitude, height_km, date) to the fusion stage"
     ]
 }

@@ -42,7 +42,6 @@ struct StageRegistryTests {
             ("fusion", "latitude: 91", "between -90 and 90"),
             ("fusion", "latitude: 52.5", "needs a longitude"),
             ("fusion", "date: 1492", "between 1900 and 2200"),
-            ("gating", "latitude: 52\n    longitude: 13\n    date: 2031", "World Magnetic Model refuses it"),
             ("stdout", "format: yaml", "one of text, json"),
             ("record", "path: x\n    compression: brotli", "one of zstd, lz4, none"),
             ("calibration", "status_seconds: 0", "between 0.001 and 86400"),

@@ -16,7 +16,7 @@ struct PipelineRunTests {
         return d
     }()
 
-    @Test("simulator -> calibration -> gating -> fusion -> csv + record, in one process, loses nothing")
+    @Test("simulator -> calibration -> fusion -> csv + record, in one process, loses nothing")
     func oneProcess() async throws {
         PipelineSignals.requestStop(false)
         let config = try PipelineConfig.parse(
@@ -29,12 +29,10 @@ struct PipelineRunTests {
               cal:
                 type: calibration
                 inputs: [sim]
-              gate:
-                type: gating
-                inputs: [cal]
+                online: true
               fusion:
                 type: fusion
-                inputs: [gate]
+                inputs: [cal]
               csv:
                 type: csv
                 inputs: [fusion]
@@ -48,7 +46,7 @@ struct PipelineRunTests {
         let reports = try await PipelineRunner.runAll(config, log: { _ in })
         let byName = Dictionary(uniqueKeysWithValues: reports.map { ($0.stage, $0) })
         #expect(byName["sim"]!.published == 1000)  // 500 IMU + 500 magnetometer
-        // Calibration and gating add their status messages, which fusion passes on to the sinks.
+        // Calibration adds its status messages, which fusion passes on to the sinks with its own.
         #expect(byName["cal"]!.received == 1000 && byName["cal"]!.published > 1000)
         #expect(byName["fusion"]!.received > 1000 && byName["fusion"]!.published > 1000)
         #expect(reports.allSatisfy { $0.malformed == 0 && $0.unexpected == 0 && $0.dropped == 0 })

@@ -3,8 +3,10 @@ import WireFormat
 import MessageBus
 
 /// Magnetometer calibration as a stage: fixed, or learned online from normal motion
-/// (`OnlineCalibrator`), persisted to a file; publishes calibration/status (progress, fit quality,
-/// the figure-eight prompt); measures the gyro bias at rest and removes it before fusion.
+/// (`OnlineCalibrator`, with the gyro's help for a new hard iron), persisted to a file; publishes
+/// calibration/status (progress, fit quality, the figure-eight prompt) on every accepted fit, so
+/// fusion renews its magnetic reference with it. It owns the calibration and nothing else: the gyro
+/// passes through untouched (its bias is a state of the fusion filter).
 final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable {
     struct Settings {
         /// Fixed calibration: hard-iron offset (microtesla) subtracted, then the soft-iron matrix applied.
@@ -17,8 +19,6 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         var prompt = true
         /// Publish calibration/status this often (stream seconds), and on every change.
         var statusSeconds = 1.0
-        /// Measure the gyro bias at rest and remove it before fusion.
-        var removeGyroBias = true
 
         static let specs: [SettingSpec] = [
             SettingSpec(
@@ -37,7 +37,6 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             SettingSpec(
                 "status_seconds", .number, "1", "publish calibration/status this often (and on every change)",
                 range: 0.001...86_400),
-            SettingSpec("gyro_bias", .bool, "true", "measure the gyro bias at rest and remove it before fusion"),
         ]
 
         init(_ s: StageSettings) {
@@ -50,13 +49,12 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             file = s.string("file")
             prompt = s.bool("prompt")
             statusSeconds = s.number("status_seconds")
-            removeGyroBias = s.bool("gyro_bias")
         }
     }
 
     static let type = StageType(
         name: "calibration", role: .transform,
-        summary: "hard- and soft-iron calibration (fixed or online, persisted) and gyro bias removal at rest",
+        summary: "hard- and soft-iron calibration (fixed or online, persisted; a new hard iron found with the gyro)",
         settings: Settings.specs, outputTopics: [PipelineTopics.calibrationStatus]
     ) { s, context in CalibrationStage(Settings(s), log: context.log) }
 
@@ -65,8 +63,6 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
     let settings: Settings
     let log: @Sendable (String) -> Void
     var online: OnlineCalibrator?
-    var rest = RestDetector()
-    var gyroBias: Vector3?
     var lastImuTime: Double?
     var throttle: StatusThrottle<StatusState>
     var savedResidual: Double?
@@ -75,10 +71,12 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
     var implausible = 0
     var lastLogged: CalibrationFit?
 
-    /// What a status change is: the calibrator's state and whether the prompt is shown.
+    /// What a status change is: the calibrator's state, whether the prompt is shown, and how many
+    /// fits were accepted (every accepted fit is published at once).
     struct StatusState: Equatable {
         var state: OnlineCalibrator.State
         var prompt: Bool
+        var fits: Int
     }
 
     init(_ settings: Settings, log: @escaping @Sendable (String) -> Void) {
@@ -108,7 +106,9 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
     }
 
     var current: MagnetometerCalibration { online?.calibration ?? settings.fixed }
-    var isIdentity: Bool { online == nil && !settings.removeGyroBias && settings.fixed == Self.identity }
+    var isIdentity: Bool { online == nil && settings.fixed == Self.identity }
+    /// True while the online calibrator learns (the gyro-aided fit reads the IMU).
+    var learning: Bool { settings.online && online != nil }
 
     /// In place: the vectors of little-endian payloads are overwritten where they are; an identity
     /// calibration passes messages on unread.
@@ -116,7 +116,9 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
 
     func inPlaceSample(_ frame: WireFrame.View) -> InPlaceSample? {
         switch frame.topic {
-        case PipelineTopics.imuRaw where settings.removeGyroBias, PipelineTopics.magnetometer where !isIdentity:
+        case PipelineTopics.imuRaw where learning:
+            return decodeInPlace(frame)
+        case PipelineTopics.magnetometer where !isIdentity:
             // A big-endian payload has no offset to patch: the general path re-encodes it.
             guard let sample = decodeInPlace(frame), sample.offset != nil else { return nil }
             return sample
@@ -127,10 +129,8 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
 
     func apply(_ sample: InPlaceSample, to frame: WireFrame.View, extra: inout [WireFrame]) {
         switch sample {
-        case .imu(let header, let w, let a, let offset):
-            if let corrected = gyroCorrected(header, w, a), let offset {
-                CDRSamples.overwrite(corrected, at: offset, in: frame.payload)
-            }
+        case .imu(let header, let w, let a, _):
+            observeMotion(header, w, a)
         case .magnetometer(let header, let field, let offset):
             let value = calibrated(header, field)
             if let offset { CDRSamples.overwrite(value, at: offset, in: frame.payload) }
@@ -142,20 +142,10 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
 
     func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
         switch frame.topic {
-        case PipelineTopics.imuRaw where settings.removeGyroBias:
+        case PipelineTopics.imuRaw where learning:
             let m = try imuSample(frame)
-            guard let corrected = gyroCorrected(m.header, m.angularVelocity, m.linearAcceleration) else {
-                output.append(frame)
-                return
-            }
-            if let offset = m.angularVelocityOffset {
-                CDRSamples.overwrite(corrected, at: offset, in: &frame.payload)  // unique here: no copy
-                output.append(frame)
-            } else {
-                var full = try decoded(frame, as: ImuMessage.self)  // big endian: re-encoded as little endian
-                full.angularVelocity = corrected
-                output.append(cdrFrame(full, topic: PipelineTopics.imuRaw))
-            }
+            observeMotion(m.header, m.angularVelocity, m.linearAcceleration)
+            output.append(frame)
         case PipelineTopics.magnetometer where !isIdentity:
             let m = try magneticSample(frame)
             let calibrated = calibrated(m.header, m.field)
@@ -173,21 +163,17 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         }
     }
 
-    /// Rest detection on one IMU sample; the angular velocity with the bias removed, or nil while no
-    /// bias is known yet.
-    func gyroCorrected(_ header: RosHeader, _ angularVelocity: Vector3, _ linearAcceleration: Vector3) -> Vector3? {
-        // An impossible reading must not become the bias: it passes on unchanged (fusion skips it).
+    /// One IMU sample for the gyro-aided fit (read only: it passes on unchanged).
+    func observeMotion(_ header: RosHeader, _ angularVelocity: Vector3, _ linearAcceleration: Vector3) {
+        // An impossible reading must not turn the fit's frame: fusion skips it too.
         guard SampleValidator.isPlausible(angularVelocity: angularVelocity, specificForce: linearAcceleration) else {
             implausible += 1
-            return nil
+            return
         }
         let t = header.stamp.seconds
         let dt = lastImuTime.map { min(0.1, max(0, t - $0)) } ?? 0
         lastImuTime = t
-        if rest.update(rate: angularVelocity, specificForce: linearAcceleration, dt: dt) {
-            gyroBias = rest.lowPassedRate
-        }
-        return gyroBias.map { angularVelocity - $0 }
+        online?.addMotion(rate: angularVelocity, specificForce: linearAcceleration, dt: dt)
     }
 
     /// One magnetometer sample (tesla) through the online calibrator; the calibrated field, tesla.
@@ -238,7 +224,9 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
     func status(_ header: RosHeader, into output: inout [WireFrame], force: Bool = false) {
         let state = online?.state ?? (settings.fixed == Self.identity ? .uncalibrated : .calibrated)
         let prompt = settings.prompt && (online?.needsMotion ?? false)
-        guard throttle.due(StatusState(state: state, prompt: prompt), at: header.stamp.seconds, force: force) else {
+        let due = throttle.due(
+            StatusState(state: state, prompt: prompt, fits: refitsAccepted), at: header.stamp.seconds, force: force)
+        guard due else {
             return
         }
         let fit = online?.fit
@@ -249,7 +237,7 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             coverage: online?.coverage ?? .nan, rmsResidual: fit?.rmsResidualMicrotesla ?? .nan,
             fieldStrength: fit?.calibration.fieldRadiusMicrotesla ?? .nan, hardIron: c.hardIronOffsetMicrotesla,
             softIron: Covariance9([w.m00, w.m01, w.m02, w.m10, w.m11, w.m12, w.m20, w.m21, w.m22]),
-            gyroBias: gyroBias ?? Vector3(.nan, .nan, .nan))
+            gyroBias: Vector3(.nan, .nan, .nan))
         output.append(cdrFrame(message, topic: PipelineTopics.calibrationStatus))
     }
 
@@ -257,13 +245,10 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         if implausible > 0 {
             notes.append("\(implausible) implausible reading(s) passed on without learning from them")
         }
-        if let b = gyroBias {
-            notes.append("gyro bias at rest \(format(b.x, 5)), \(format(b.y, 5)), \(format(b.z, 5)) rad/s")
-        }
         if let o = online {
             notes.append(
                 "calibration \(o.state) (progress \(format(o.progressPercent, 0)) %), \(refitsAccepted) fit(s) accepted"
-            )
+                    + (o.gyroAidedFits > 0 ? " (\(o.gyroAidedFits) gyro-aided)" : ""))
         }
         return []
     }

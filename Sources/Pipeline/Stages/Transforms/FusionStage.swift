@@ -1,9 +1,16 @@
+import Foundation
 import CompassCore
 import WireFormat
 import MessageBus
 
 /// The fusion filter as a stage: imu/data_raw + imu/mag in, heading (gyrocompass_msgs/Heading, with
 /// true north when a position is known) and imu/data (sensor_msgs/Imu with the orientation) out.
+///
+/// It owns the one verdict on each magnetometer reading (its filter's `MagneticDisturbanceGate`,
+/// published on interference/status), the magnetic reference that verdict compares with (the World
+/// Magnetic Model at the site, else the accepted calibration's radius and the dip seen since, else
+/// learned), the gyro bias (a state of the filter) and the site. The calibration it reads from
+/// calibration/status: a new calibration renews the reference and widens the heading uncertainty.
 final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
     struct Settings {
         /// Which filter fuses: kalman | complementary.
@@ -23,6 +30,10 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         var smooth = false
         /// The Kalman filter's model (its defaults, the common options, the stage's parameters).
         var kalman = KalmanFilterSettings()
+        /// The disturbance gate of either filter (tolerances; an expected field when given).
+        var gate = MagneticGateSettings()
+        /// Publish interference/status this often (stream seconds), and on every change.
+        var statusSeconds = 1.0
 
         static let specs: [SettingSpec] =
             [
@@ -38,9 +49,28 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
                     "smooth", .bool, "false",
                     "smooth offline (kalman only): every estimate uses the whole recording, past and future; "
                         + "outputs come when the source has ended (for bag replays)"),
+                SettingSpec(
+                    "expected_strength_ut", .number, "0",
+                    "expected field strength, microtesla; 0 = the World Magnetic Model's at the site, else the "
+                        + "accepted calibration's radius, else learned", range: 0...1000),
+                SettingSpec(
+                    "expected_dip_deg", .number, "0", "expected dip, degrees; used with expected_strength_ut",
+                    range: -90...90),
+                SettingSpec(
+                    "strength_tolerance", .number, "0.1",
+                    "a reading whose strength differs from the expected by "
+                        + "more (fraction) is disturbed", range: 0.001...10),
+                SettingSpec(
+                    "dip_tolerance_deg", .number, "5",
+                    "a reading whose dip differs from the expected by more "
+                        + "(degrees) is disturbed", range: 0.01...180),
+                SettingSpec(
+                    "status_seconds", .number, "1", "publish interference/status this often (and on every change)",
+                    range: 0.001...86_400),
             ]
             + SettingSpec.position(
-                latitudeHelp: "WGS-84 latitude for the declination (true heading); '' = from fix messages if any",
+                latitudeHelp: "the site: WGS-84 latitude for the declination (true heading) and the expected field; "
+                    + "'' = from fix messages if any",
                 dateHelp:
                     "decimal year for the model; '' = the date of each sample; outside 2025 to 2030 the heading is "
                     + "flagged model_out_of_range"
@@ -54,11 +84,19 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
             position = MagneticModelLookup.Position(s)
             decimalYear = s.optionalNumber("date")
             smooth = s.bool("smooth")
+            if s.number("expected_strength_ut") > 0 {
+                gate.referenceFieldMicrotesla = s.number("expected_strength_ut")
+                gate.referenceDipDegrees = s.number("expected_dip_deg")
+            }
+            gate.strengthTolerance = s.number("strength_tolerance")
+            gate.dipToleranceDegrees = s.number("dip_tolerance_deg")
+            statusSeconds = s.number("status_seconds")
             kalman = KalmanParameters.apply(
                 s,
                 to: KalmanFilterSettings(
                     CommonFilterOptions(
                         sensorLatencySeconds: sensorLatencySeconds, referenceOffsetDegrees: referenceOffsetDegrees)))
+            kalman.magneticGate = gate
         }
 
         static func check(_ s: StageSettings) -> SettingProblem? {
@@ -73,8 +111,9 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
     static let type = StageType(
         name: "fusion", role: .transform,
         summary: "the orientation filter: heading with its accuracy, true north and the fused orientation",
-        settings: Settings.specs, outputTopics: [PipelineTopics.heading, PipelineTopics.imuFused],
-        passesOn: .only([PipelineTopics.fix, PipelineTopics.calibrationStatus, PipelineTopics.interferenceStatus]),
+        settings: Settings.specs,
+        outputTopics: [PipelineTopics.heading, PipelineTopics.imuFused, PipelineTopics.interferenceStatus],
+        passesOn: .only([PipelineTopics.fix, PipelineTopics.calibrationStatus]),
         check: Settings.check
     ) { s, _ in FusionStage(Settings(s)) }
 
@@ -91,15 +130,87 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
     var smoother: KalmanSmoother?
     var held: [HeldSample] = []
     var frameIds: [String] = []
+    /// The verdicts told on interference/status.
+    var tally: InterferenceTally
+    /// The site the magnetic reference was taken at; nil = none yet.
+    var referenceSite: MagneticModelLookup.Position?
+    /// The calibration last read from calibration/status.
+    var calibration: CalibrationStatusMessage?
+    var lastHeader = RosHeader(stamp: RosTime(sec: 0, nanosec: 0), frameId: "")
 
     init(_ settings: Settings) {
         self.settings = settings
-        let options = CommonFilterOptions(
-            sensorLatencySeconds: settings.sensorLatencySeconds, referenceOffsetDegrees: settings.referenceOffsetDegrees
-        )
-        filter = settings.filter == .kalman ? KalmanFilter(settings: settings.kalman) : settings.filter.make(options)
+        switch settings.filter {
+        case .kalman:
+            filter = KalmanFilter(settings: settings.kalman)
+        case .complementary:
+            var c = ComplementaryFilterSettings()
+            c.sensorLatencySeconds = settings.sensorLatencySeconds
+            c.referenceOffsetDegrees = settings.referenceOffsetDegrees
+            c.magneticGate = settings.gate
+            filter = ComplementaryFilter(settings: c)
+        }
         position = settings.position
         if settings.smooth { smoother = KalmanSmoother(settings: settings.kalman) }
+        tally = InterferenceTally(statusSeconds: settings.statusSeconds)
+    }
+
+    /// The gate whose reference interference/status reports; while the smoother hands out its
+    /// estimates, the forward filter's gate as the recording left it (the smoother is busy then).
+    var gate: MagneticDisturbanceGate { finalGate ?? smoother?.filter.magneticGate ?? filter.magneticGate }
+    var finalGate: MagneticDisturbanceGate?
+
+    /// The World Magnetic Model's strength and dip at the site become the reference, once per site
+    /// (a fix that moves by more than 0.1 degrees is a new site); an expected field given in the
+    /// settings wins.
+    func takeReference(at time: Double) {
+        guard settings.gate.referenceFieldMicrotesla == nil, let p = position,
+            referenceSite.map({
+                abs($0.latitudeDegrees - p.latitudeDegrees) > 0.1 || abs($0.longitudeDegrees - p.longitudeDegrees) > 0.1
+            }) ?? true,
+            let year = settings.decimalYear ?? decimalYear(unixSeconds: time),
+            case .success(let e) = model.elements(at: p, decimalYear: year)
+        else { return }
+        referenceSite = p
+        let strength = e.totalNanotesla / 1000
+        if smoother != nil {
+            smoother!.setMagneticReference(strengthMicrotesla: strength, dipDegrees: e.inclinationDegrees)
+        } else {
+            filter.setMagneticReference(strengthMicrotesla: strength, dipDegrees: e.inclinationDegrees)
+        }
+    }
+
+    /// A calibration/status that changes the calibration becomes a notice to the filter: how far the
+    /// change can have turned the compass is the change of the calibrated field (offset, and the
+    /// soft-iron change times the radius) over the horizontal field at the reference dip.
+    func noteCalibration(_ c: CalibrationStatusMessage) {
+        let calibrated =
+            c.state == OnlineCalibrator.State.calibrated.rawValue || c.state == OnlineCalibrator.State.degraded.rawValue
+        let previous = calibration
+        calibration = c
+        let wasCalibrated =
+            previous.map {
+                $0.state == OnlineCalibrator.State.calibrated.rawValue
+                    || $0.state == OnlineCalibrator.State.degraded.rawValue
+            } ?? false
+        // A first status that is already calibrated (a file, fixed values) changed nothing.
+        var shift = 0.0
+        if let p = previous {
+            let softIronChange = zip(p.softIron.array, c.softIron.array).reduce(0.0) {
+                $0 + ($1.0 - $1.1) * ($1.0 - $1.1)
+            }
+            let radius = c.fieldStrength.isFinite ? c.fieldStrength : 50
+            let moved = (p.hardIron - c.hardIron).norm + softIronChange.squareRoot() * radius
+            let sameStrength = p.fieldStrength == c.fieldStrength || (p.fieldStrength.isNaN && c.fieldStrength.isNaN)
+            if calibrated == wasCalibrated && !(moved > 1e-9) && sameStrength { return }
+            let dip = (gate.referenceDipDegrees ?? 60) * radiansPerDegree
+            let horizontal = max(radius * cos(dip), 1e-3)
+            shift = moved.isFinite ? min(Double.pi, moved / horizontal) : .pi
+        }
+        let notice = MagnetometerCalibrationNotice(
+            calibrated: calibrated, fieldStrengthMicrotesla: c.fieldStrength.isFinite ? c.fieldStrength : nil,
+            headingShiftRadians: shift)
+        if smoother != nil { smoother!.noteCalibration(notice) } else { filter.noteCalibration(notice) }
     }
 
     /// Declination (degrees east) and true-north flags for a time.
@@ -128,9 +239,11 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
                 position = .init(
                     latitudeDegrees: f.latitude, longitudeDegrees: f.longitude,
                     heightKilometres: f.altitude.isFinite ? f.altitude / 1000 : 0)
+                takeReference(at: f.header.stamp.seconds)
             }
             output.append(frame)  // the direction stage uses the fixes too
-        case PipelineTopics.calibrationStatus, PipelineTopics.interferenceStatus:
+        case PipelineTopics.calibrationStatus:
+            if let c = try? CalibrationStatusMessage(cdrBytes: frame.payload) { noteCalibration(c) }
             output.append(frame)  // status travels on to the sinks
         default:
             throw UnexpectedFrame(
@@ -178,6 +291,7 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
             head = 0
         }
         if !settings.frameId.isEmpty { header.frameId = settings.frameId }
+        if referenceSite == nil, position != nil { takeReference(at: header.stamp.seconds) }
         let north = trueNorth(at: header.stamp.seconds)
         if smoother != nil {
             smoother!.add(imu: pair.imu, magnetometer: pair.magnetometer)
@@ -204,6 +318,13 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         h.flags |= north.flags
         output.append(cdrFrame(h, topic: PipelineTopics.heading))
         output.append(cdrFrame(FusionMessages.imu(o, header: header, sample: imu), topic: PipelineTopics.imuFused))
+        lastHeader = header
+        if field != nil {
+            tally.count(o.flags, at: header.stamp.seconds)
+            if let status = tally.status(header, gate: gate) {
+                output.append(cdrFrame(status, topic: PipelineTopics.interferenceStatus))
+            }
+        }
     }
 
     /// The parts of a bound in one line: "+-7.4 (95 %): filter 1.0, disturbance seen 0.4, unknown 3.5 of
@@ -228,6 +349,7 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
             // The backward pass, then every sample's outputs in order, a batch at a time.
             let samples = held
             held = []
+            finalGate = smoother!.filter.magneticGate
             try smoother!.finish { i, o, imu, magnetometer in
                 let h = samples[i]
                 let header = RosHeader(stamp: h.stamp, frameId: frameIds[Int(h.frameIndex)])
@@ -240,6 +362,11 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
                 }
             }
         }
+        // The closing status, when there was a reading to judge (an IMU-only stream has none).
+        if tally.assessed > 0, let status = tally.status(lastHeader, gate: gate, force: true) {
+            out.append(cdrFrame(status, topic: PipelineTopics.interferenceStatus))
+        }
+        notes.append(tally.summary)
         notes.append(
             "heading accuracy at the end "
                 + Self.describe(smoother?.headingAccuracyParts ?? filter.headingAccuracyParts))

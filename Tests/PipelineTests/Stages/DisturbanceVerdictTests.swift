@@ -6,8 +6,8 @@ import Bags
 @testable import Pipeline
 
 extension PipelineRunTests {
-    @Test("the gating stage flags the plausible disturbance within 1 s by gyro consistency, and counts it")
-    func gatingStage() async throws {
+    @Test("fusion's gate flags the plausible disturbance within 1 s by gyro consistency, and counts it")
+    func disturbanceVerdict() async throws {
         PipelineSignals.requestStop(false)
         let config = try PipelineConfig.parse(
             """
@@ -18,25 +18,21 @@ extension PipelineRunTests {
                 duration: 40
                 realtime: false
                 rate_hz: 100
-              gating:
-                type: gating
+              fusion:
+                type: fusion
                 inputs: [sim]
                 expected_strength_ut: 48
                 expected_dip_deg: 66
-                drop: true
-              fusion:
-                type: fusion
-                inputs: [gating]
               rec:
                 type: record
                 inputs: [fusion]
-                path: \(dir)/gating
+                path: \(dir)/verdict
                 topics: [interference/status, heading]
             """, file: "t.yaml", environment: [:])
         let reports = try await PipelineRunner.runAll(config, log: { _ in })
         var statuses: [InterferenceStatusMessage] = []
         var headings: [HeadingMessage] = []
-        try BagReader(path: "\(dir)/gating").forEachMessage { m in
+        try BagReader(path: "\(dir)/verdict").forEachMessage { m in
             if m.topic == "/interference/status" { statuses.append(try InterferenceStatusMessage(cdrBytes: m.data)) }
             if m.topic == "/heading" { headings.append(try HeadingMessage(cdrBytes: m.data)) }
         }
@@ -49,11 +45,33 @@ extension PipelineRunTests {
                 && !FusionFlags(rawValue: first.flags).contains(.magneticDipDisturbed))
         let last = statuses.last!
         #expect(last.disturbedPeriods >= 1 && last.samplesFlagged > 0 && last.disturbedSeconds >= 9)
-        // With the flagged samples dropped, fusion keeps its heading.
+        // Fusion does not use the readings its gate flags: it keeps its heading.
         let worst = headings.filter { $0.header.stamp.seconds > onset - 5 }.map {
             abs(signedDegrees($0.magneticHeading - 30))
         }.max()!
         #expect(worst < 2, "fused heading moved \(worst) deg")
-        #expect(reports.first { $0.stage == "gating" }!.notes.contains { $0.contains("disturbed period") })
+        #expect(reports.first { $0.stage == "fusion" }!.notes.contains { $0.contains("disturbed period") })
+    }
+}
+
+@Suite("Pipeline files")
+struct RetiredStageTests {
+    @Test("a pipeline file with the retired gating stage is refused with what to do instead, at its line")
+    func retiredGating() throws {
+        let text = """
+            stages:
+              sim:
+                type: simulator
+              gating:
+                type: gating
+                inputs: [sim]
+            """
+        #expect {
+            _ = try PipelineConfig.parse(text, file: "old.yaml", environment: [:])
+        } throws: { error in
+            let message = "\(error)"
+            return message.contains("old.yaml:5") && message.contains("no longer exists")
+                && message.contains("strength_tolerance")
+        }
     }
 }

@@ -1,0 +1,26 @@
+/// What the owner of the magnetometer calibration tells a filter when the calibration applied to the
+/// readings it receives changes. The filter's magnetic reference, its disturbance gate and its
+/// heading uncertainty follow from it (see `KalmanFilter.noteCalibration(_:)`).
+public struct MagnetometerCalibrationNotice: Sendable, Equatable {
+    /// True when an accepted calibration is applied to the readings; false while none is, so a
+    /// heading taken from them can be off by any angle.
+    public var calibrated: Bool
+    /// Strength of the calibrated field (the fit's radius), microtesla; nil when not known.
+    public var fieldStrengthMicrotesla: Double?
+    /// How far the change can have turned the compass heading, rad, in [0, pi]: the change of the
+    /// calibrated field over its horizontal part (pi when nothing bounds it).
+    public var headingShiftRadians: Double
+
+    public init(calibrated: Bool, fieldStrengthMicrotesla: Double?, headingShiftRadians: Double) {
+        self.calibrated = calibrated
+        self.fieldStrengthMicrotesla = fieldStrengthMicrotesla
+        self.headingShiftRadians = min(Double.pi, max(0, headingShiftRadians))
+    }
+
+    /// 95 % bound reported while no calibration is applied, degrees: any heading is possible.
+    public static let uncalibratedBoundDegrees = 180.0
+
+    /// The variance whose 95 % bound (1.96 sigma) is `uncalibratedBoundDegrees`, degrees^2.
+    public static let uncalibratedVarianceDegrees2 =
+        (uncalibratedBoundDegrees / 1.96) * (uncalibratedBoundDegrees / 1.96)
+}
