@@ -2,7 +2,8 @@
 """Accuracy on the BROAD recordings: GyroCompass's filters against the peers, in one run.
 
 For every trial bag in DATA/bags it runs `fusion-node replay BAG --csv ...` (the real path: bag reader,
-CDR decoding, sample alignment, filter) for the Kalman and the complementary filter and the offline
+CDR decoding, sample alignment, the default graph of online calibration and fusion) for the Kalman and
+the complementary filter, the Kalman filter alone (`--no-calibration`) and the offline
 smoother (`--smooth`) with their default parameters, scores the CSVs with the shared BROAD scorer
 (`broad_score.py`, mean of per-trial RMSE over the scored samples), judges the reported heading accuracy
 as `accuracy_score.py` does (coverage of the true heading error, mean interval score),
@@ -14,7 +15,7 @@ imu_filter_madgwick starts). Prints a Markdown table.
 Usage: tools/.venv/bin/python tools/broad_benchmark.py [--data ../shared/data/broad] [--bench ../shared/bench]
                                                        [--no-build] [--no-peers] [--out DIR]
 """
-import argparse, importlib.util, os, subprocess, sys, tempfile
+import argparse, importlib.util, subprocess, sys, tempfile
 from pathlib import Path
 
 import numpy as np
@@ -120,10 +121,10 @@ def main():
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix='gyrocompass-broad-'))
     out.mkdir(parents=True, exist_ok=True)
 
-    # name -> (filter or 'calibrated' for the pipeline file, extra replay arguments)
+    # name -> (filter, extra replay arguments); replay runs the default graph (online calibration, fusion),
+    # the same processing as the files in Pipelines/ (tools/tests/test_default_graph.py holds that).
     estimators = {'GyroCompass Kalman': ('kalman', []), 'GyroCompass complementary': ('complementary', []),
-                  'GyroCompass Kalman + online calibration and gating (Pipelines/replay-bag-calibrated.yaml)':
-                      ('calibrated', []),
+                  'GyroCompass Kalman, fusion alone (replay --no-calibration)': ('kalman', ['--no-calibration']),
                   'GyroCompass Kalman smoother (replay --smooth, offline)': ('kalman', ['--smooth'])}
     if args.sensor_latency is not None:
         latency = ['--sensor-latency', str(args.sensor_latency)]
@@ -141,14 +142,6 @@ def main():
             folder = out / '-'.join([kind] + [a.strip('-') for a in extra])
             folder.mkdir(exist_ok=True)
             quat, accuracy = folder / f'{tid}.csv', folder / f'{tid}.accuracy.csv'
-            if kind == 'calibrated':
-                # The whole pipeline file: bag, online calibration, gating, fusion, direction, CSV.
-                env = dict(os.environ, BAG=str(bag), CSV=str(quat), RECORD=str(folder / f'{tid}.mcap'))
-                subprocess.run([str(node), '--config', str(ROOT / 'Pipelines' / 'replay-bag-calibrated.yaml')], check=True, env=env,
-                               stderr=subprocess.DEVNULL)
-                t, q_ref, movement = scorer.read_truth(data / 'truth' / f'{tid}.csv.gz')
-                results[name][tid] = scorer.errors(scorer.read_estimate(quat, t), q_ref, movement)
-                continue
             subprocess.run([str(node), 'replay', str(bag), '--filter', kind, '--csv', str(quat),
                             '--accuracy-csv', str(accuracy), '--quiet', *extra], check=True)
             t, q_ref, movement = scorer.read_truth(data / 'truth' / f'{tid}.csv.gz')

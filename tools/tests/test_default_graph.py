@@ -1,31 +1,28 @@
 """One default graph: `fusion-node replay --csv` and `Pipelines/replay-bag.yaml` run the same processing
 (online calibration, then fusion) and write byte-identical CSVs for the same bag; `--no-calibration`
 removes the calibration stage and so changes the output of a sensor with hard iron."""
-import socket, subprocess
+import subprocess
 from pathlib import Path
 
 from test_bag_interop import node  # noqa: F401  (fixture)
+from test_pipeline_interop import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
-def simulated_bag(node, tmp_path, hard_iron='[25, -30, 12]'):
+def simulated_bag(node, tmp_path, duration=60, extra='hard_iron_ut: [25, -30, 12]'):
+    """The seeded simulator's IMU and magnetometer recorded as tmp_path/sim.mcap; `extra` is more
+    simulator settings (one per line, as in a pipeline file)."""
     bag = tmp_path / 'sim.mcap'
     config = tmp_path / 'sim.yaml'
+    settings = ''.join(f'\n    {line}' for line in extra.splitlines())
     config.write_text(f"""
 stages:
   sim:
     type: simulator
     scenario: default
-    duration: 60
-    realtime: false
-    hard_iron_ut: {hard_iron}
+    duration: {duration}
+    realtime: false{settings}
   rec:
     type: record
     inputs: [sim]

@@ -9,6 +9,7 @@ import pytest
 from rosbags.rosbag2 import StoragePlugin
 
 from test_bag_interop import make_messages, node, write_rosbags  # noqa: F401  (fixture)
+from test_default_graph import simulated_bag
 
 CHROMIUM = shutil.which('chromium') or shutil.which('chromium-browser')
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason='chromium is not installed (tools/setup.sh installs it)')
@@ -48,23 +49,8 @@ def test_the_report_scores_against_truth_exactly_as_the_shared_scorer(node, tmp_
     spec = importlib.util.spec_from_file_location('broad_score', scorer_path)
     scorer = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(scorer)
-    truth_csv, bag = tmp_path / 'truth.csv', tmp_path / 'sim.mcap'
-    config = tmp_path / 'sim.yaml'
-    config.write_text(f"""
-stages:
-  sim:
-    type: simulator
-    scenario: default
-    duration: 40
-    realtime: false
-    truth_path: {truth_csv}
-  rec:
-    type: record
-    inputs: [sim]
-    path: {bag}
-    topics: [imu/data_raw, imu/mag]
-""")
-    assert subprocess.run([str(node), '--config', str(config)], capture_output=True).returncode == 0
+    truth_csv = tmp_path / 'truth.csv'
+    bag = simulated_bag(node, tmp_path, duration=40, extra=f'truth_path: {truth_csv}')
     truth_gz = tmp_path / 'truth.csv.gz'
     truth_gz.write_bytes(gzip.compress(truth_csv.read_bytes()))
     html, estimate = tmp_path / 'r.html', tmp_path / 'e.csv'

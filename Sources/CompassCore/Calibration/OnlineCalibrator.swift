@@ -46,6 +46,8 @@ public struct OnlineCalibrationSettings: Sendable, Equatable {
     /// ellipsoid fit whose offset differs from the latest gyro-aided one by more is refused (fitted to
     /// part of the sphere it can wander, the gyro-aided one cannot). Default 2.
     public var maximumOffsetDisagreementMicrotesla = 2.0
+    /// Gyro-aided windows averaged after a new hard iron. Default 8.
+    public var gyroAidedRefinements = 8
     public init() {}
 }
 
@@ -82,10 +84,8 @@ public struct OnlineCalibrator: Sendable {
     /// The offset of the latest gyro-aided fit, microtesla.
     var gyroAidedOffset: Vector3?
     /// After a new hard iron, the offsets of the windows since (their mean is applied, each window's
-    /// error being independent), until `gyroAidedRefinements` windows agree.
+    /// error being independent), until `settings.gyroAidedRefinements` windows agree.
     var changeOffsets: [Vector3] = []
-    /// Windows averaged after a new hard iron. Default 8.
-    public var gyroAidedRefinements = 8
 
     public init(settings: OnlineCalibrationSettings = .init(), initial: MagnetometerCalibration? = nil) {
         self.settings = settings
@@ -108,7 +108,7 @@ public struct OnlineCalibrator: Sendable {
     var wantsGyroFit: Bool {
         latestForce != nil
             && (calibration == nil || misfitting
-                || (!changeOffsets.isEmpty && changeOffsets.count < gyroAidedRefinements))
+                || (!changeOffsets.isEmpty && changeOffsets.count < settings.gyroAidedRefinements))
     }
 
     /// Fraction of direction bins holding recent readings (0...1). Zero while the recent readings hardly
@@ -204,16 +204,12 @@ public struct OnlineCalibrator: Sendable {
             let dip = -asin(min(1, max(-1, up.dot(direction)))) * degreesPerRadian
             calibratedDipDegrees = calibratedDipDegrees.map { $0 + (dip - $0) * 0.002 } ?? dip
         }
-        if residualLowPass > limit {
+        if misfitting {
             if degradedSince == nil { degradedSince = time }
             if time - degradedSince! >= settings.degradedSeconds && state == .calibrated {
                 // The readings collected so far describe a sensor that has changed: start afresh.
                 state = .degraded
-                bins = Array(repeating: [], count: bins.count)
-                nextSlot = Array(repeating: 0, count: bins.count)
-                meanSum = .zero
-                meanCount = 0
-                centreEstimate = nil
+                forgetReadings(centre: nil)
             }
         } else {
             degradedSince = nil
@@ -265,14 +261,9 @@ public struct OnlineCalibrator: Sendable {
         let result = CalibrationFit(
             model: .gyroAided, calibration: accepted, rmsResidualMicrotesla: s.rmsResidualMicrotesla,
             meanResultantLength: .nan, directionCoverage: .nan, readingCount: s.readingCount)
-        if calibration != nil && !refining {
-            bins = Array(repeating: [], count: bins.count)
-            nextSlot = Array(repeating: 0, count: bins.count)
-            meanSum = .zero
-            meanCount = 0
-        }
-        // After a new hard iron the directions are judged from its offset; otherwise as before.
-        if calibration != nil && !refining { centreEstimate = accepted.hardIronOffsetMicrotesla }
+        // After a new hard iron the readings binned before describe the old offset, and directions are
+        // judged from the new one.
+        if calibration != nil && !refining { forgetReadings(centre: accepted.hardIronOffsetMicrotesla) }
         calibration = accepted
         fit = result
         state = .calibrated
@@ -283,6 +274,16 @@ public struct OnlineCalibrator: Sendable {
         gyroAidedOffset = accepted.hardIronOffsetMicrotesla
         gyroFit.reset()
         return result
+    }
+
+    /// Drops every binned reading (they describe a sensor that has changed); directions are judged from
+    /// `centre` until a sphere fit gives one.
+    mutating func forgetReadings(centre: Vector3?) {
+        bins = Array(repeating: [], count: bins.count)
+        nextSlot = Array(repeating: 0, count: bins.count)
+        meanSum = .zero
+        meanCount = 0
+        centreEstimate = centre
     }
 
     mutating func tryFit() -> CalibrationFit? {

@@ -23,4 +23,12 @@ public struct MagnetometerCalibrationNotice: Sendable, Equatable {
     /// The variance whose 95 % bound (1.96 sigma) is `uncalibratedBoundDegrees`, degrees^2.
     public static let uncalibratedVarianceDegrees2 =
         (uncalibratedBoundDegrees / 1.96) * (uncalibratedBoundDegrees / 1.96)
+
+    /// What a filter reports while no calibration is applied: the flag, and at least the variance of
+    /// the 180-degree bound (degrees^2).
+    @inline(__always)
+    static func markUncalibrated(_ flags: inout FusionFlags, _ varianceDegrees2: inout Double) {
+        flags.insert(.magnetometerUncalibrated)
+        varianceDegrees2 = max(varianceDegrees2, uncalibratedVarianceDegrees2)
+    }
 }

@@ -44,15 +44,7 @@ public struct ComplementaryFilter: Sendable {
     public mutating func noteCalibration(_ notice: MagnetometerCalibrationNotice) {
         magnetometerUncalibrated = !notice.calibrated
         guard notice.calibrated else { return }
-        // A refinement smaller than the consistency gate only moves the expected strength: the gate's
-        // verdicts (an external disturbance it is rejecting) stand.
-        if notice.headingShiftRadians < settings.magneticGate.consistencyGateDegrees * radiansPerDegree,
-            let strength = notice.fieldStrengthMicrotesla, !magneticGate.isLearning
-        {
-            magneticGate.refineReference(strengthMicrotesla: strength)
-        } else {
-            magneticGate.renewReference(strengthMicrotesla: notice.fieldStrengthMicrotesla)
-        }
+        _ = magneticGate.follow(notice)
         if notice.headingShiftRadians * degreesPerRadian > 3 * ownHeadingSigmaDegrees { headingFixed = false }
         unseen.forgetTurns()
         refreshUnseenVariance()
@@ -232,10 +224,7 @@ public struct ComplementaryFilter: Sendable {
     func output(_ timestamp: Double, flags: FusionFlags) -> FusionOutput {
         var flags = flags
         var variance = headingSigmaDegrees * headingSigmaDegrees
-        if magnetometerUncalibrated {
-            flags.insert(.magnetometerUncalibrated)
-            variance = max(variance, MagnetometerCalibrationNotice.uncalibratedVarianceDegrees2)
-        }
+        if magnetometerUncalibrated { MagnetometerCalibrationNotice.markUncalibrated(&flags, &variance) }
         return FusionOutput(
             timestamp: timestamp, orientation: reportedOrientation,
             referenceOffsetDegrees: settings.referenceOffsetDegrees,

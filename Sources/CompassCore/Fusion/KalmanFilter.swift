@@ -79,19 +79,11 @@ public struct KalmanFilter: Sendable {
     public mutating func noteCalibration(_ notice: MagnetometerCalibrationNotice) {
         magnetometerUncalibrated = !notice.calibrated
         guard notice.calibrated else { return }
-        // A refinement smaller than the consistency gate only moves the expected strength: the gate's
-        // verdicts (an external disturbance it is rejecting) stand.
-        if notice.headingShiftRadians < settings.magneticGate.consistencyGateDegrees * radiansPerDegree,
-            let strength = notice.fieldStrengthMicrotesla, !magneticGate.isLearning
-        {
-            // Within what the heading measurements average out anyway: no reason to trust them more.
-            magneticGate.refineReference(strengthMicrotesla: strength)
-        } else {
-            magneticGate.renewReference(strengthMicrotesla: notice.fieldStrengthMicrotesla)
-            if started {
-                applyPendingPropagation()
-                attitudeCovariance.m22 += notice.headingShiftRadians * notice.headingShiftRadians
-            }
+        // A refinement is within what the heading measurements average out anyway: no reason to trust
+        // them more; a renewal widens the heading by as far as the change can have turned it.
+        if magneticGate.follow(notice), started {
+            applyPendingPropagation()
+            attitudeCovariance.m22 += notice.headingShiftRadians * notice.headingShiftRadians
         }
         unseen.forgetTurns()
         refreshUnseenVariance()
@@ -414,10 +406,7 @@ public struct KalmanFilter: Sendable {
     func output(_ timestamp: Double, flags: FusionFlags) -> FusionOutput {
         var flags = flags
         var variance = headingVariance * degreesPerRadian * degreesPerRadian + unseen.degrees2
-        if magnetometerUncalibrated {
-            flags.insert(.magnetometerUncalibrated)
-            variance = max(variance, MagnetometerCalibrationNotice.uncalibratedVarianceDegrees2)
-        }
+        if magnetometerUncalibrated { MagnetometerCalibrationNotice.markUncalibrated(&flags, &variance) }
         return FusionOutput(
             timestamp: timestamp, orientation: reportedOrientation,
             referenceOffsetDegrees: settings.referenceOffsetDegrees,

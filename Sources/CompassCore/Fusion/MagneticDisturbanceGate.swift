@@ -211,6 +211,20 @@ public struct MagneticDisturbanceGate: Sendable {
         referenceFieldMicrotesla = strengthMicrotesla
     }
 
+    /// Follows a change of the calibration applied to the readings. One that can have turned the compass
+    /// by less than the consistency floor only refines the expected strength, so a disturbance being
+    /// rejected stays rejected; a larger one renews the reference. Returns true when it renewed.
+    public mutating func follow(_ notice: MagnetometerCalibrationNotice) -> Bool {
+        if notice.headingShiftRadians < settings.consistencyGateDegrees * radiansPerDegree,
+            let strength = notice.fieldStrengthMicrotesla, !isLearning
+        {
+            refineReference(strengthMicrotesla: strength)
+            return false
+        }
+        renewReference(strengthMicrotesla: notice.fieldStrengthMicrotesla)
+        return true
+    }
+
     /// Tells the gate a reading was used (resets the scale-error allowance).
     public mutating func noteApplied() { radiansTurnedSinceAccepted = 0 }
 

@@ -29,16 +29,22 @@ public enum FilterKind: String, Sendable, CaseIterable {
         case .kalman:
             return KalmanFilter(settings: KalmanFilterSettings(options))
         case .complementary:
-            var s = ComplementaryFilterSettings()
-            s.sensorLatencySeconds = options.sensorLatencySeconds
-            s.referenceOffsetDegrees = options.referenceOffsetDegrees
-            return ComplementaryFilter(settings: s)
+            return ComplementaryFilter(settings: ComplementaryFilterSettings(options))
         }
     }
 }
 
 extension KalmanFilterSettings {
     /// Defaults except the common options given (for the filter and the smoother alike).
+    public init(_ options: CommonFilterOptions) {
+        self.init()
+        sensorLatencySeconds = options.sensorLatencySeconds
+        referenceOffsetDegrees = options.referenceOffsetDegrees
+    }
+}
+
+extension ComplementaryFilterSettings {
+    /// Defaults except the common options given.
     public init(_ options: CommonFilterOptions) {
         self.init()
         sensorLatencySeconds = options.sensorLatencySeconds

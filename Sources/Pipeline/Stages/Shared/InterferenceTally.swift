@@ -39,13 +39,15 @@ struct InterferenceTally {
         }
     }
 
-    /// interference/status when one is due (every `statusSeconds` and on every change).
+    /// interference/status when one is due (every `statusSeconds` and on every change). The gate, for
+    /// its reference, is read only then: it is copied out of the filter, and this runs per reading.
     mutating func status(
-        _ header: RosHeader, gate: MagneticDisturbanceGate, force: Bool = false
+        _ header: RosHeader, gate: @autoclosure () -> MagneticDisturbanceGate, force: Bool = false
     ) -> InterferenceStatusMessage? {
         let t = header.stamp.seconds
         let disturbed = disturbedSince != nil
         guard throttle.due(disturbed, at: t, force: force) else { return nil }
+        let gate = gate()
         let running = disturbedSince.map { t - $0 } ?? 0
         return InterferenceStatusMessage(
             header: header, disturbed: disturbed, flags: lastFlags.rawValue, samplesAssessed: assessed,

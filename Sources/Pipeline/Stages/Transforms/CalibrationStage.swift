@@ -107,8 +107,9 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
 
     var current: MagnetometerCalibration { online?.calibration ?? settings.fixed }
     var isIdentity: Bool { online == nil && settings.fixed == Self.identity }
-    /// True while the online calibrator learns (the gyro-aided fit reads the IMU).
-    var learning: Bool { settings.online && online != nil }
+    /// True while the online calibrator learns (the gyro-aided fit reads the IMU); a loaded file in
+    /// fixed mode is applied as is.
+    var learning: Bool { settings.online }
 
     /// In place: the vectors of little-endian payloads are overwritten where they are; an identity
     /// calibration passes messages on unread.

@@ -144,9 +144,10 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         case .kalman:
             filter = KalmanFilter(settings: settings.kalman)
         case .complementary:
-            var c = ComplementaryFilterSettings()
-            c.sensorLatencySeconds = settings.sensorLatencySeconds
-            c.referenceOffsetDegrees = settings.referenceOffsetDegrees
+            var c = ComplementaryFilterSettings(
+                CommonFilterOptions(
+                    sensorLatencySeconds: settings.sensorLatencySeconds,
+                    referenceOffsetDegrees: settings.referenceOffsetDegrees))
             c.magneticGate = settings.gate
             filter = ComplementaryFilter(settings: c)
         }
@@ -184,15 +185,14 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
     /// change can have turned the compass is the change of the calibrated field (offset, and the
     /// soft-iron change times the radius) over the horizontal field at the reference dip.
     func noteCalibration(_ c: CalibrationStatusMessage) {
-        let calibrated =
-            c.state == OnlineCalibrator.State.calibrated.rawValue || c.state == OnlineCalibrator.State.degraded.rawValue
+        // Degraded: the accepted calibration is still applied, though new readings miss it.
+        func applied(_ m: CalibrationStatusMessage) -> Bool {
+            m.state == OnlineCalibrator.State.calibrated.rawValue || m.state == OnlineCalibrator.State.degraded.rawValue
+        }
+        let calibrated = applied(c)
         let previous = calibration
         calibration = c
-        let wasCalibrated =
-            previous.map {
-                $0.state == OnlineCalibrator.State.calibrated.rawValue
-                    || $0.state == OnlineCalibrator.State.degraded.rawValue
-            } ?? false
+        let wasCalibrated = previous.map(applied) ?? false
         // A first status that is already calibrated (a file, fixed values) changed nothing.
         var shift = 0.0
         if let p = previous {
