@@ -239,7 +239,7 @@ def test_sigint_before_the_end_exits_130(node, bag):
 def test_completion_scripts_know_commands_options_and_stage_types(node):
     script = run(node, 'completion', 'bash').stdout
     assert subprocess.run(['bash', '-n'], input=script, text=True).returncode == 0
-    for word in ['replay', '--accuracy-csv', 'gating', 'summary', '--set', 'info']:
+    for word in ['replay', '--accuracy-csv', 'calibration', 'summary', '--set', 'info']:
         assert word in script
     probe = f'{script}\nCOMP_WORDS=(fusion-node replay x --acc); COMP_CWORD=3; _fusion_node; echo "${{COMPREPLY[@]}}"'
     assert '--accuracy-csv' in subprocess.run(['bash', '-c', probe], capture_output=True, text=True).stdout

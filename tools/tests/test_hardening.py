@@ -300,7 +300,9 @@ def test_stages_in_two_network_namespaces_replay_over_tcp_with_curve(node, bag, 
         errs = [p.communicate(timeout=60)[1] for p in procs]
         assert [p.returncode for p in procs] == [0, 0, 0], errs
         reference = tmp_path / 'reference.csv'
-        subprocess.run([str(node), 'replay', str(bag), '--csv', str(reference), '--quiet'], check=True)
+        # The same graph in one process: fusion alone.
+        subprocess.run([str(node), 'replay', str(bag), '--csv', str(reference), '--quiet', '--no-calibration'],
+                       check=True)
         assert csv.read_bytes() == reference.read_bytes()
     finally:
         ip('netns', 'del', a)

@@ -122,6 +122,27 @@ def test_one_process_and_one_process_per_stage_agree(node, bag, tmp_path, compre
         assert sum(c.msgcount for c in reader.connections) == 3000
 
 
+def test_a_pass_through_stage_between_compressed_links_forwards_every_batch(node, bag, tmp_path):
+    """An identity calibration passes messages on unread; between lz4 links they arrive compressed, and
+    forwarding one as it came once aborted the stage ("not a plain numbered batch")."""
+    config = tmp_path / 'pass-through.yaml'
+    text = (ROOT / 'Pipelines' / 'replay-bag-multiprocess.yaml').read_text()
+    config.write_text(text.replace('    online: true\n    prompt: false\n', ''))
+    assert 'online' not in config.read_text()
+    env = {'BAG': str(bag), 'CSV': str(tmp_path / 'many.csv'), 'RECORD': str(tmp_path / 'many'), 'RUNDIR': str(tmp_path),
+           'COMPRESSION': 'lz4'}
+    stages = ['bag', 'calibration', 'fusion', 'csv', 'record']
+    procs = [subprocess.Popen([str(node), '--config', str(config), '--stage', s], env={**os.environ, **env},
+                              stderr=subprocess.PIPE, text=True) for s in reversed(stages)]
+    for p in procs:
+        assert p.wait(timeout=120) == 0, p.stderr.read()
+    one = tmp_path / 'one.csv'
+    r = subprocess.run([str(node), 'replay', str(bag), '--csv', str(one), '--quiet', '--no-calibration'],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / 'many.csv').read_bytes() == one.read_bytes()
+
+
 def kill_under_supervisor(node, config, stage, kills, env=None, stdin=None, feed=None):
     """Runs `config` under --supervise and kills `stage` with SIGKILL at each of `kills` (seconds
     from the start); `feed`, if given, writes the source's stdin meanwhile. Returns the supervisor's

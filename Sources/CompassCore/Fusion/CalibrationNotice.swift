@@ -24,11 +24,11 @@ public struct MagnetometerCalibrationNotice: Sendable, Equatable {
     public static let uncalibratedVarianceDegrees2 =
         (uncalibratedBoundDegrees / 1.96) * (uncalibratedBoundDegrees / 1.96)
 
-    /// What a filter reports while no calibration is applied: the flag, and at least the variance of
-    /// the 180-degree bound (degrees^2).
+    /// A filter's own heading variance as reported, degrees^2: while no calibration is applied, at
+    /// least that of the 180-degree bound. It is the filter's own part (the disturbance parts add to
+    /// it), so the accuracy parts add up to the reported bound.
     @inline(__always)
-    static func markUncalibrated(_ flags: inout FusionFlags, _ varianceDegrees2: inout Double) {
-        flags.insert(.magnetometerUncalibrated)
-        varianceDegrees2 = max(varianceDegrees2, uncalibratedVarianceDegrees2)
+    static func ownVarianceDegrees2(_ varianceDegrees2: Double, uncalibrated: Bool) -> Double {
+        uncalibrated ? max(varianceDegrees2, uncalibratedVarianceDegrees2) : varianceDegrees2
     }
 }

@@ -84,9 +84,17 @@ public struct ComplementaryFilter: Sendable {
         return (compass * compass + drift * drift).squareRoot()
     }
 
+    /// The filter's own part of the reported heading variance, degrees^2: raised to the 180-degree
+    /// bound's while no calibration is applied.
+    var reportedOwnVarianceDegrees2: Double {
+        let own = ownHeadingSigmaDegrees
+        return MagnetometerCalibrationNotice.ownVarianceDegrees2(own * own, uncalibrated: magnetometerUncalibrated)
+    }
+
     /// Where the reported heading accuracy comes from now.
     public var headingAccuracyParts: HeadingAccuracyParts {
-        unseen.accuracyParts(filterSigmaDegrees: ownHeadingSigmaDegrees, eastRow: unseen.followedEastRow)
+        unseen.accuracyParts(
+            filterSigmaDegrees: reportedOwnVarianceDegrees2.squareRoot(), eastRow: unseen.followedEastRow)
     }
 
     /// The unseen disturbance's heading variance at the gate's reference dip (60 degrees until known),
@@ -223,8 +231,8 @@ public struct ComplementaryFilter: Sendable {
     @inline(__always)
     func output(_ timestamp: Double, flags: FusionFlags) -> FusionOutput {
         var flags = flags
-        var variance = headingSigmaDegrees * headingSigmaDegrees
-        if magnetometerUncalibrated { MagnetometerCalibrationNotice.markUncalibrated(&flags, &variance) }
+        if magnetometerUncalibrated { flags.insert(.magnetometerUncalibrated) }
+        let variance = reportedOwnVarianceDegrees2 + unseen.degrees2
         return FusionOutput(
             timestamp: timestamp, orientation: reportedOrientation,
             referenceOffsetDegrees: settings.referenceOffsetDegrees,

@@ -243,10 +243,18 @@ public struct KalmanFilter: Sendable {
     /// 1-sigma heading uncertainty from the state alone, degrees.
     public var headingSigmaDegrees: Double { headingVariance.squareRoot() * degreesPerRadian }
 
+    /// The filter's own part of the reported heading variance, degrees^2: the state's, raised to the
+    /// 180-degree bound's while no calibration is applied.
+    var reportedOwnVarianceDegrees2: Double {
+        MagnetometerCalibrationNotice.ownVarianceDegrees2(
+            headingVariance * degreesPerRadian * degreesPerRadian, uncalibrated: magnetometerUncalibrated)
+    }
+
     /// Where the reported heading accuracy comes from now (the bound of the latest output, whatever
     /// its flags).
     public var headingAccuracyParts: HeadingAccuracyParts {
-        unseen.accuracyParts(filterSigmaDegrees: headingSigmaDegrees, eastRow: unseen.followedEastRow)
+        unseen.accuracyParts(
+            filterSigmaDegrees: reportedOwnVarianceDegrees2.squareRoot(), eastRow: unseen.followedEastRow)
     }
 
     /// The heading (earth z) variance now, rad^2: the stored value plus the pending propagation's
@@ -405,8 +413,8 @@ public struct KalmanFilter: Sendable {
     @inline(__always)
     func output(_ timestamp: Double, flags: FusionFlags) -> FusionOutput {
         var flags = flags
-        var variance = headingVariance * degreesPerRadian * degreesPerRadian + unseen.degrees2
-        if magnetometerUncalibrated { MagnetometerCalibrationNotice.markUncalibrated(&flags, &variance) }
+        if magnetometerUncalibrated { flags.insert(.magnetometerUncalibrated) }
+        let variance = reportedOwnVarianceDegrees2 + unseen.degrees2
         return FusionOutput(
             timestamp: timestamp, orientation: reportedOrientation,
             referenceOffsetDegrees: settings.referenceOffsetDegrees,

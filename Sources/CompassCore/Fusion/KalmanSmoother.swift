@@ -55,7 +55,8 @@ public struct KalmanSmoother: Sendable {
     /// covariance is the filter's).
     public var headingAccuracyParts: HeadingAccuracyParts {
         filter.unseen.accuracyParts(
-            filterSigmaDegrees: filter.headingSigmaDegrees, eastRow: filter.orientation.rotationMatrix.row0)
+            filterSigmaDegrees: filter.reportedOwnVarianceDegrees2.squareRoot(),
+            eastRow: filter.orientation.rotationMatrix.row0)
     }
 
     /// Sets the magnetic reference the gate compares strength and dip with (see `KalmanFilter`).
@@ -260,7 +261,9 @@ struct SmoothedPass {
             if segmentMeasuredHeading {
                 // Every sample of the segment has seen its heading measurements, past and future.
                 let degrees2 =
-                    variance * degreesPerRadian * degreesPerRadian
+                    MagnetometerCalibrationNotice.ownVarianceDegrees2(
+                        variance * degreesPerRadian * degreesPerRadian,
+                        uncalibrated: s.flags.contains(.magnetometerUncalibrated))
                     + unseen.degrees2(eastRow: s.orientation.rotationMatrix.row0)
                 s.flags.remove(.initialising)
                 s.headingVarianceDegrees2 = degrees2.isFinite ? degrees2 : nil

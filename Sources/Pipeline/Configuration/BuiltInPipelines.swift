@@ -1,8 +1,9 @@
 /// The default graph, defined here once: the seeded simulator (rest, a turn, tilting, walking, a
 /// magnet near the sensor at 16-19 s, a figure-eight; looping) through online calibration and fusion
-/// (whose gate judges every magnetometer reading), one heading line per update on stdout. `fusion-node` with no configuration
-/// runs it as is; `Pipelines/default.yaml` is `defaultText` with variables and a publisher for
-/// subscribers (`fusion-node --print-default-pipeline` writes it; a test keeps the file equal).
+/// (whose gate judges every magnetometer reading), one heading line per update on stdout.
+/// `fusion-node` with no configuration runs it as is; `Pipelines/default.yaml` is `defaultText` with
+/// variables and a publisher for subscribers (`fusion-node --print-default-pipeline` writes it; a
+/// test keeps the file equal).
 public enum BuiltInPipelines {
     /// The graph with its values given as text (numbers, or `${VAR:-default}` for the shipped file).
     /// `publish` adds a `headings` publisher bound there.

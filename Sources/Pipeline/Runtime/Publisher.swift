@@ -139,11 +139,13 @@ struct Publisher {
     }
 
     /// Passes on a received bus message of `frames` data frames as it is, numbered as this stage's
-    /// output (no copy unless other readers share it). A message without numbers is sent again as
-    /// a numbered batch.
+    /// output (no copy unless other readers share it). A message without numbers, or one that came
+    /// compressed (its numbers sit beside an LZ4 block this publisher would have to pack again), is
+    /// sent again as a numbered batch of its frames.
     mutating func forward(_ message: BusMessage, frames: Int, report: inout StageReport) throws {
         guard let socket else { return }
-        guard WireFrame.sequence(of: UnsafeRawBufferPointer(message.bytes))?.count == frames,
+        guard !WireFrame.isCompressed(UnsafeRawBufferPointer(message.bytes)),
+            WireFrame.sequence(of: UnsafeRawBufferPointer(message.bytes))?.count == frames,
             let census = WireFrame.census(of: UnsafeRawBufferPointer(message.bytes))
         else {
             try publish(try WireFrame.frames(in: message.array), report: &report)
