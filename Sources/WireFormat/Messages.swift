@@ -8,8 +8,9 @@ public struct RosTime: Sendable, Equatable, Hashable {
         self.sec = sec
         self.nanosec = nanosec
     }
-    /// From seconds (rounded to the nanosecond).
+    /// From seconds (rounded to the nanosecond), clamped to what the stamp holds; NaN gives zero.
     public init(seconds: Double) {
+        let seconds = seconds.isNaN ? 0 : min(max(seconds, Double(Int32.min)), Double(Int32.max))
         let whole = (seconds).rounded(.down)
         var ns = ((seconds - whole) * 1e9).rounded()
         var s = whole

@@ -105,6 +105,12 @@ final class LinesSource: StageLogic, SourceLogic, @unchecked Sendable {
         guard values.count == 10, values.allSatisfy(\.isFinite) else {
             return .failure(UnexpectedFrame(reason: "a field is not a finite number"))
         }
+        // A ROS stamp holds whole seconds in an Int32.
+        guard values[0] >= Double(Int32.min), values[0] < Double(Int32.max) else {
+            return .failure(
+                UnexpectedFrame(
+                    reason: "time \(values[0]) s is outside what a ROS stamp holds (\(Int32.min) to \(Int32.max) s)"))
+        }
         return .success(
             (
                 values[0], Vector3(values[1], values[2], values[3]), Vector3(values[4], values[5], values[6]),
@@ -112,9 +118,14 @@ final class LinesSource: StageLogic, SourceLogic, @unchecked Sendable {
             ))
     }
 
+    /// Longest line read, bytes: a sample line is about 200.
+    static let maximumLineBytes = 65_536
+
     func run(emit: ([WireFrame]) throws -> Double) throws {
         var pending = Data()
         var lineNumber = 0
+        // True inside a line already counted as too long: its bytes are dropped up to its newline.
+        var discarding = false
         while !PipelineSignals.stopRequested {
             let chunk = handle.availableData
             if chunk.isEmpty { break }  // end of file
@@ -123,6 +134,10 @@ final class LinesSource: StageLogic, SourceLogic, @unchecked Sendable {
             while let newline = pending.firstIndex(of: 0x0A) {
                 let lineData = pending[pending.startIndex..<newline]
                 pending.removeSubrange(pending.startIndex...newline)
+                if discarding {
+                    discarding = false
+                    continue
+                }
                 lineNumber += 1
                 let text = String(decoding: lineData, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
                 if text.isEmpty || text.hasPrefix("#") { continue }
@@ -134,6 +149,18 @@ final class LinesSource: StageLogic, SourceLogic, @unchecked Sendable {
                     malformed += 1
                     if malformed <= 20 { log("lines: \(device) line \(lineNumber): \(why)") }
                 }
+            }
+            if pending.count > Self.maximumLineBytes {
+                // No sample line is this long: a stream without newlines must not grow without bound.
+                if !discarding {
+                    lineNumber += 1
+                    malformed += 1
+                    if malformed <= 20 {
+                        log("lines: \(device) line \(lineNumber): longer than \(Self.maximumLineBytes) bytes; skipped")
+                    }
+                }
+                discarding = true
+                pending.removeAll(keepingCapacity: true)
             }
             _ = try emit(frames)
         }
