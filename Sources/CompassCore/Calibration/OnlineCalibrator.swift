@@ -241,6 +241,20 @@ public struct OnlineCalibrator: Sendable {
         let softIron = calibration?.softIronCorrection ?? .identity
         guard let inverse = softIron.inverse else { return nil }
         var offset = inverse * s.correctedOffset
+        // A first fit assumes no soft iron: the readings seen so far must lie on its sphere as a sphere
+        // fit's must (soft iron stretches them into an ellipsoid the fit cannot see in a few seconds).
+        if calibration == nil {
+            let oldest = latestTime - settings.maximumReadingAgeSeconds
+            let readings = bins.flatMap { $0.filter { $0.time >= oldest }.map(\.field) }
+            let squares = readings.reduce(0.0) {
+                let miss = ($1 - offset).norm - strength
+                return $0 + miss * miss
+            }
+            guard
+                readings.isEmpty
+                    || (squares / Double(readings.count)).squareRoot() <= settings.maximumResidualMicrotesla
+            else { return nil }
+        }
         let refining = !misfitting && !changeOffsets.isEmpty
         if refining {
             // A further window after a new hard iron: it must agree with the change, then the mean applies.
@@ -294,6 +308,14 @@ public struct OnlineCalibrator: Sendable {
         if coverage >= settings.ellipsoidCoverage, case .success(let e) = CalibrationFitter.fitEllipsoid(readings) {
             candidates.append(refined(e, readings))
         }
+        // Soft iron found once stays: with less coverage than a fresh ellipsoid needs, the accepted one is
+        // refined from where it is (a sphere cannot describe the readings any more).
+        if let current = calibration, current.softIronCorrection != .identity,
+            case .success(let assessed) = CalibrationFitter.assess(
+                current, model: .ellipsoid, readings: readings, settings: .init())
+        {
+            candidates.append(refined(assessed, readings))
+        }
         guard
             let best = candidates.filter({
                 $0.rmsResidualMicrotesla <= settings.maximumResidualMicrotesla
@@ -301,7 +323,9 @@ public struct OnlineCalibrator: Sendable {
             })
             .min(by: { $0.rmsResidualMicrotesla < $1.rmsResidualMicrotesla })
         else { return nil }
+        // A gyro-aided offset assumes no soft iron; an ellipsoid fitted to most directions knows better.
         if let g = gyroAidedOffset,
+            best.model != .ellipsoid || best.directionCoverage < settings.ellipsoidCoverage,
             (best.calibration.hardIronOffsetMicrotesla - g).norm > settings.maximumOffsetDisagreementMicrotesla
         {
             return nil

@@ -201,7 +201,7 @@ public struct ComplementaryFilter: Sendable {
             lowPassedForceEarth += correction.cross(lowPassedForceEarth)
         }
         guard orientation.isFinite, gyroBias.isFinite else { return restarted(at: imu) }
-        if elapsed < 1 || magneticGate.isLearning || !headingFixed { flags.insert(.initialising) }
+        if elapsed < 1 || magneticGate.isLearningFirstReference || !headingFixed { flags.insert(.initialising) }
         refreshUnseenVariance()
         return output(imu.timestamp, flags: flags)
     }

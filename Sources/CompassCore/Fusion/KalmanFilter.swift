@@ -213,7 +213,9 @@ public struct KalmanFilter: Sendable {
             recorder.reset()
             return restarted(at: imu)
         }
-        if elapsed < Self.minimumInitialisingSeconds || magneticGate.isLearning { flags.insert(.initialising) }
+        if elapsed < Self.minimumInitialisingSeconds || magneticGate.isLearningFirstReference {
+            flags.insert(.initialising)
+        }
         refreshUnseenVariance()
         return output(imu.timestamp, flags: flags)
     }

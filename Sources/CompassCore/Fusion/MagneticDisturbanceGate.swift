@@ -78,10 +78,18 @@ public struct MagneticDisturbanceGate: Sendable {
         if let d = referenceDipDegrees { dipLowPass = d }
         dipGiven = referenceDipDegrees != nil
         strengthGiven = referenceFieldMicrotesla != nil
+        hadReference = !isLearning
     }
 
     /// True until both reference values are known.
     public var isLearning: Bool { referenceFieldMicrotesla == nil || referenceDipDegrees == nil }
+
+    /// True once both reference values were known (given or learned): a renewal then re-learns the dip
+    /// while the filter's attitude stands, which is no new initialisation.
+    public private(set) var hadReference = false
+
+    /// True while the first reference is learned.
+    public var isLearningFirstReference: Bool { isLearning && !hadReference }
 
     /// Accounts for rotation (rad) measured by the gyro since the previous call.
     public mutating func noteRotation(radians: Double) { radiansTurnedSinceAccepted += radians }
@@ -111,6 +119,7 @@ public struct MagneticDisturbanceGate: Sendable {
                 referenceDipDegrees = referenceDipDegrees ?? learnedDipSum / Double(learnedCount)
                 strengthLowPass = referenceFieldMicrotesla!
                 dipLowPass = referenceDipDegrees!
+                hadReference = true
             }
             return (true, [])
         }
@@ -180,6 +189,7 @@ public struct MagneticDisturbanceGate: Sendable {
         strengthLowPass = strengthMicrotesla
         dipLowPass = dipDegrees
         dipGiven = true
+        hadReference = true
     }
 
     /// The readings now come through a different calibration: what was learned from the old readings
@@ -216,9 +226,10 @@ public struct MagneticDisturbanceGate: Sendable {
     /// rejected stays rejected; a larger one renews the reference. Returns true when it renewed.
     public mutating func follow(_ notice: MagnetometerCalibrationNotice) -> Bool {
         if notice.headingShiftRadians < settings.consistencyGateDegrees * radiansPerDegree,
-            let strength = notice.fieldStrengthMicrotesla, !isLearning
+            let strength = notice.fieldStrengthMicrotesla
         {
-            refineReference(strengthMicrotesla: strength)
+            // While the dip is learned after a renewal, a small change lets the learning go on.
+            if !isLearning || referenceFieldMicrotesla != nil { refineReference(strengthMicrotesla: strength) }
             return false
         }
         renewReference(strengthMicrotesla: notice.fieldStrengthMicrotesla)

@@ -24,6 +24,8 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
         var wallStamps = false
         /// Hard-iron offset the simulated magnetometer adds, microtesla.
         var hardIronMicrotesla = Vector3.zero
+        /// Soft-iron matrix the simulated magnetometer applies to the field before the offset.
+        var softIron = Matrix3.identity
         /// Also write the true orientation, t,qw,qx,qy,qz,movement per sample (BROAD's truth format), here.
         var truthPath = ""
 
@@ -42,6 +44,10 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
                 "hard_iron_ut", .numberList(3), "0,0,0", "hard-iron offset the simulated magnetometer adds, microtesla",
                 range: -5000...5000),
             SettingSpec(
+                "soft_iron", .numberList(9), "1,0,0,0,1,0,0,0,1",
+                "row-major soft-iron matrix the simulated magnetometer applies to the field before the offset",
+                range: -100...100),
+            SettingSpec(
                 "truth_path", .string, "", "also write the true orientation here: t,qw,qx,qy,qz,movement per sample"),
             SettingSpec.pauseWithoutSubscribers,
         ]
@@ -56,6 +62,8 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
             wallStamps = s.string("stamp") == "wall"
             let h = s.numberList("hard_iron_ut")
             hardIronMicrotesla = Vector3(h[0], h[1], h[2])
+            let w = s.numberList("soft_iron")
+            softIron = Matrix3(rows: Vector3(w[0], w[1], w[2]), Vector3(w[3], w[4], w[5]), Vector3(w[6], w[7], w[8]))
             truthPath = s.string("truth_path")
         }
     }
@@ -104,6 +112,7 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
             ]
         }
         s.sensors.hardIronMicrotesla = settings.hardIronMicrotesla
+        s.sensors.softIron = settings.softIron
         s.loops = true
         s.startTime = 1_700_000_000
         return s

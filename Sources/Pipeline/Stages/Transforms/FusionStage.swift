@@ -136,6 +136,8 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
     var referenceSite: MagneticModelLookup.Position?
     /// The calibration last read from calibration/status.
     var calibration: CalibrationStatusMessage?
+    /// The calibration the magnetic reference was last renewed for (nil while uncalibrated).
+    var renewedFor: CalibrationStatusMessage?
     var lastHeader = RosHeader(stamp: RosTime(sec: 0, nanosec: 0), frameId: "")
 
     init(_ settings: Settings) {
@@ -193,19 +195,30 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         let previous = calibration
         calibration = c
         let wasCalibrated = previous.map(applied) ?? false
-        // A first status that is already calibrated (a file, fixed values) changed nothing.
+        // A first status that is already calibrated (a file, fixed values) changed nothing. Later ones are
+        // measured from the calibration the reference was last renewed for, so refinements that each
+        // turn the compass a little renew it once their sum matters, and not at every refit.
         var shift = 0.0
         if let p = previous {
-            let softIronChange = zip(p.softIron.array, c.softIron.array).reduce(0.0) {
+            let base = renewedFor ?? p
+            let softIronChange = zip(base.softIron.array, c.softIron.array).reduce(0.0) {
                 $0 + ($1.0 - $1.1) * ($1.0 - $1.1)
             }
             let radius = c.fieldStrength.isFinite ? c.fieldStrength : 50
-            let moved = (p.hardIron - c.hardIron).norm + softIronChange.squareRoot() * radius
+            let moved = (base.hardIron - c.hardIron).norm + softIronChange.squareRoot() * radius
+            let changed =
+                (p.hardIron - c.hardIron).norm
+                + zip(p.softIron.array, c.softIron.array).reduce(0.0) {
+                    $0 + abs($1.0 - $1.1)
+                }
             let sameStrength = p.fieldStrength == c.fieldStrength || (p.fieldStrength.isNaN && c.fieldStrength.isNaN)
-            if calibrated == wasCalibrated && !(moved > 1e-9) && sameStrength { return }
+            if calibrated == wasCalibrated && !(changed > 1e-9) && sameStrength { return }
             let dip = (gate.referenceDipDegrees ?? 60) * radiansPerDegree
             let horizontal = max(radius * cos(dip), 1e-3)
             shift = moved.isFinite ? min(Double.pi, moved / horizontal) : .pi
+        }
+        if calibrated != wasCalibrated || shift >= gate.settings.consistencyGateDegrees * radiansPerDegree {
+            renewedFor = calibrated ? c : nil
         }
         let notice = MagnetometerCalibrationNotice(
             calibrated: calibrated, fieldStrengthMicrotesla: c.fieldStrength.isFinite ? c.fieldStrength : nil,
