@@ -115,12 +115,18 @@ public struct OnlineCalibrator: Sendable {
     /// spread (RMS distance from their mean below 5 uT): around a resting cluster, noise points every way.
     public var coverage: Double {
         let oldest = latestTime - settings.maximumReadingAgeSeconds
-        let recent = bins.flatMap { $0 }.filter { $0.time >= oldest }.map(\.field)
+        let recent = recentReadings
         guard recent.count > 1 else { return 0 }
         let mean = recent.reduce(Vector3.zero, +) / Double(recent.count)
         let spread = (recent.reduce(0.0) { $0 + ($1 - mean).squaredNorm } / Double(recent.count)).squareRoot()
         guard spread >= 5 else { return 0 }
         return Double(bins.filter { $0.contains { $0.time >= oldest } }.count) / Double(bins.count)
+    }
+
+    /// The binned readings not older than `maximumReadingAgeSeconds`, raw, microtesla.
+    var recentReadings: [Vector3] {
+        let oldest = latestTime - settings.maximumReadingAgeSeconds
+        return bins.flatMap { $0.filter { $0.time >= oldest }.map(\.field) }
     }
 
     /// Progress toward the first (or next) accepted calibration, percent.
@@ -150,9 +156,7 @@ public struct OnlineCalibrator: Sendable {
         if wantsGyroFit, let fit = tryGyroAidedFit() { return fit }
         // Directions are judged from the sphere the recent readings describe, not from their mean
         // (after a long rest the mean is a point on the sphere).
-        let oldest = latestTime - settings.maximumReadingAgeSeconds
-        if case .success(let sphere) = CalibrationFitter.fitSphere(
-            bins.flatMap { $0.filter { $0.time >= oldest }.map(\.field) }),
+        if case .success(let sphere) = CalibrationFitter.fitSphere(recentReadings),
             settings.plausibleRadiusMicrotesla.contains(sphere.calibration.fieldRadiusMicrotesla),
             sphere.directionCoverage >= 0.5
         {
@@ -244,8 +248,7 @@ public struct OnlineCalibrator: Sendable {
         // A first fit assumes no soft iron: the readings seen so far must lie on its sphere as a sphere
         // fit's must (soft iron stretches them into an ellipsoid the fit cannot see in a few seconds).
         if calibration == nil {
-            let oldest = latestTime - settings.maximumReadingAgeSeconds
-            let readings = bins.flatMap { $0.filter { $0.time >= oldest }.map(\.field) }
+            let readings = recentReadings
             let squares = readings.reduce(0.0) {
                 let miss = ($1 - offset).norm - strength
                 return $0 + miss * miss
@@ -301,8 +304,7 @@ public struct OnlineCalibrator: Sendable {
     }
 
     mutating func tryFit() -> CalibrationFit? {
-        let oldest = latestTime - settings.maximumReadingAgeSeconds
-        let readings = bins.flatMap { $0.filter { $0.time >= oldest }.map(\.field) }
+        let readings = recentReadings
         var candidates: [CalibrationFit] = []
         if case .success(let s) = CalibrationFitter.fitSphere(readings) { candidates.append(s) }
         if coverage >= settings.ellipsoidCoverage, case .success(let e) = CalibrationFitter.fitEllipsoid(readings) {

@@ -200,22 +200,21 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         // turn the compass a little renew it once their sum matters, and not at every refit.
         var shift = 0.0
         if let p = previous {
-            let base = renewedFor ?? p
-            let softIronChange = zip(base.softIron.array, c.softIron.array).reduce(0.0) {
-                $0 + ($1.0 - $1.1) * ($1.0 - $1.1)
-            }
             let radius = c.fieldStrength.isFinite ? c.fieldStrength : 50
-            let moved = (base.hardIron - c.hardIron).norm + softIronChange.squareRoot() * radius
-            let changed =
-                (p.hardIron - c.hardIron).norm
-                + zip(p.softIron.array, c.softIron.array).reduce(0.0) {
-                    $0 + abs($1.0 - $1.1)
+            // How far the calibrated field can have moved, microtesla: the offset change plus the soft-iron
+            // change (Frobenius) times the radius.
+            func moved(from a: CalibrationStatusMessage) -> Double {
+                let softIronChange = zip(a.softIron.array, c.softIron.array).reduce(0.0) {
+                    $0 + ($1.0 - $1.1) * ($1.0 - $1.1)
                 }
+                return (a.hardIron - c.hardIron).norm + softIronChange.squareRoot() * radius
+            }
             let sameStrength = p.fieldStrength == c.fieldStrength || (p.fieldStrength.isNaN && c.fieldStrength.isNaN)
-            if calibrated == wasCalibrated && !(changed > 1e-9) && sameStrength { return }
+            if calibrated == wasCalibrated && !(moved(from: p) > 1e-9) && sameStrength { return }
+            let distance = moved(from: renewedFor ?? p)
             let dip = (gate.referenceDipDegrees ?? 60) * radiansPerDegree
             let horizontal = max(radius * cos(dip), 1e-3)
-            shift = moved.isFinite ? min(Double.pi, moved / horizontal) : .pi
+            shift = distance.isFinite ? min(Double.pi, distance / horizontal) : .pi
         }
         if calibrated != wasCalibrated || shift >= gate.settings.consistencyGateDegrees * radiansPerDegree {
             renewedFor = calibrated ? c : nil
