@@ -67,7 +67,7 @@ enum ReportCommand {
         for r in reports where r.stage != "report" { writeStandardError("fusion-node: \(r)\n") }
         // The fusion stage's skip counts go into the summary table.
         let skipped = reports.first { $0.stage == "fusion" }?.notes.first { $0.hasPrefix("filter skipped") } ?? "none"
-        if var html = YAMLParser.readFile(output) {
+        if var html = YAMLParser.readFile(output, maximumBytes: Int.max - 1) {
             html = html.replacingOccurrences(of: "<!--SKIPPED-->", with: skipped)
             let w = try BufferedFileWriter(path: output)
             try w.write(html)

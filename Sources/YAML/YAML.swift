@@ -82,13 +82,15 @@ public struct YAMLError: Error, Sendable, Equatable, CustomStringConvertible {
 /// libyaml's event parser turned into `YAMLNode`s. Anchors and aliases are resolved; merge keys are not.
 public enum YAMLParser {
     /// A whole text file (UTF-8), or nil when it cannot be read (`errno` says why).
-    public static func readFile(_ path: String) -> String? {
+    /// Reads at most `maximumBytes` + 1 bytes (default: the document limit), so an endless file such
+    /// as /dev/zero stops there and `parse` refuses it by its size.
+    public static func readFile(_ path: String, maximumBytes: Int = Limits().maximumBytes) -> String? {
         guard let f = fopen(path, "rb") else { return nil }
         defer { fclose(f) }
         var out = [UInt8]()
         var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = fread(&buffer, 1, buffer.count, f)
+        while out.count <= maximumBytes {
+            let n = fread(&buffer, 1, min(buffer.count, maximumBytes + 1 - out.count), f)
             if n <= 0 { break }
             out.append(contentsOf: buffer[0..<n])
         }
@@ -112,7 +114,7 @@ public enum YAMLParser {
         guard text.utf8.count <= limits.maximumBytes else {
             throw YAMLError(
                 file: file, mark: YAMLMark(line: 1, column: 1),
-                message: "the document has \(text.utf8.count) bytes, more than the limit of \(limits.maximumBytes)")
+                message: "the document has more than \(limits.maximumBytes) bytes, the limit")
         }
         var parser = yaml_parser_t()
         guard yaml_parser_initialize(&parser) == 1 else {
@@ -126,9 +128,23 @@ public enum YAMLParser {
         }
     }
 
-    enum Frame {
-        case sequence([YAMLNode], YAMLMark, anchor: String?)
-        case mapping([(key: YAMLNode, value: YAMLNode)], pendingKey: YAMLNode?, YAMLMark, anchor: String?)
+    /// An open sequence or mapping. A class, so appending to the innermost one is done in place
+    /// (amortised constant time; a value popped and pushed back would copy its items each time).
+    final class Frame {
+        let isMapping: Bool
+        let mark: YAMLMark
+        let anchor: String?
+        var items: [YAMLNode] = []
+        var entries: [(key: YAMLNode, value: YAMLNode)] = []
+        var pendingKey: YAMLNode?
+        /// The scalar keys so far, for the duplicate check in constant time.
+        var keys: Set<String> = []
+
+        init(isMapping: Bool, mark: YAMLMark, anchor: String?) {
+            self.isMapping = isMapping
+            self.mark = mark
+            self.anchor = anchor
+        }
     }
 
     static func build(_ parser: inout yaml_parser_t, file: String, limits: Limits) throws(YAMLError) -> YAMLNode? {
@@ -152,25 +168,23 @@ public enum YAMLParser {
         func mark(_ m: yaml_mark_t) -> YAMLMark { YAMLMark(line: Int(m.line) + 1, column: Int(m.column) + 1) }
 
         func attach(_ node: YAMLNode) throws(YAMLError) {
-            guard let top = stack.popLast() else {
+            guard let top = stack.last else {
                 root = node
                 return
             }
-            switch top {
-            case .sequence(var items, let m, let a):
-                items.append(node)
-                stack.append(.sequence(items, m, anchor: a))
-            case .mapping(var entries, let key, let m, let a):
-                if let key {
-                    if entries.contains(where: { $0.key.scalar != nil && $0.key.scalar == key.scalar }) {
-                        throw YAMLError(file: file, mark: key.mark, message: "duplicate key '\(key.scalar ?? "")'")
-                    }
-                    entries.append((key, node))
-                    stack.append(.mapping(entries, pendingKey: nil, m, anchor: a))
-                } else {
-                    stack.append(.mapping(entries, pendingKey: node, m, anchor: a))
-                }
+            guard top.isMapping else {
+                top.items.append(node)
+                return
             }
+            guard let key = top.pendingKey else {
+                top.pendingKey = node
+                return
+            }
+            if let scalar = key.scalar, !top.keys.insert(scalar).inserted {
+                throw YAMLError(file: file, mark: key.mark, message: "duplicate key '\(scalar)'")
+            }
+            top.entries.append((key, node))
+            top.pendingKey = nil
         }
 
         while !done {
@@ -200,25 +214,13 @@ public enum YAMLParser {
                 }
                 try count(1, at: m)
                 nodesAtStart.append(nodes)
-                if event.type == YAML_SEQUENCE_START_EVENT {
-                    stack.append(.sequence([], m, anchor: event.data.sequence_start.anchor.map { String(cString: $0) }))
-                    break
-                }
-                stack.append(
-                    .mapping(
-                        [], pendingKey: nil, m, anchor: event.data.mapping_start.anchor.map { String(cString: $0) }))
+                let isMapping = event.type == YAML_MAPPING_START_EVENT
+                let anchor = isMapping ? event.data.mapping_start.anchor : event.data.sequence_start.anchor
+                stack.append(Frame(isMapping: isMapping, mark: m, anchor: anchor.map { String(cString: $0) }))
             case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
                 guard let top = stack.popLast() else { break }
-                let node: YAMLNode
-                let anchor: String?
-                switch top {
-                case .sequence(let items, let sm, let a):
-                    node = YAMLNode(value: .sequence(items), mark: sm)
-                    anchor = a
-                case .mapping(let entries, _, let mm, let a):
-                    node = YAMLNode(value: .mapping(entries), mark: mm)
-                    anchor = a
-                }
+                let node = YAMLNode(value: top.isMapping ? .mapping(top.entries) : .sequence(top.items), mark: top.mark)
+                let anchor = top.anchor
                 let weight = 1 + nodes - (nodesAtStart.popLast() ?? nodes)
                 if let anchor {
                     anchors[anchor] = node

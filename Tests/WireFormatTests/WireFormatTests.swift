@@ -162,6 +162,15 @@ struct YAMLLimitsTests {
                     l.maximumBytes = 50
                     return l
                 }())?
-                .message.contains("more than the limit of 50") == true)
+                .message.contains("has more than 50 bytes") == true)
+    }
+
+    @Test("a file that never ends is read only up to the limit, then refused by its size")
+    func endlessFile() {
+        let text = YAMLParser.readFile("/dev/zero", maximumBytes: 1000)
+        #expect(text?.utf8.count == 1001)
+        var limits = YAMLParser.Limits()
+        limits.maximumBytes = 1000
+        #expect(throws: YAMLError.self) { try YAMLParser.parse(text ?? "", file: "/dev/zero", limits: limits) }
     }
 }
