@@ -6,7 +6,7 @@ import YAML
 /// Any bag GyroCompass reads: a rosbag2 directory (metadata.yaml with `.mcap` or `.db3` files) or a
 /// bare `.mcap` / `.db3` file.
 public final class BagReader: @unchecked Sendable {
-    public enum Storage: String, Sendable { case mcap, sqlite3 }
+    public enum Storage: String, Sendable, CaseIterable { case mcap, sqlite3 }
     public let path: String
     public let storage: Storage
     /// The storage files, in playback order.

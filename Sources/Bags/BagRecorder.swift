@@ -21,9 +21,16 @@ public final class BagRecorder {
     /// - Parameters:
     ///   - storage: for a directory, mcap (default) or sqlite3; ignored for a bare file.
     ///   - compression: MCAP chunk compression: zstd (default), lz4 or "" (none).
-    public init(path: String, storage: BagReader.Storage = .mcap, compression: String = "zstd") throws(BagError) {
+    /// A new recording at `path`. An existing recording is never overwritten, unless `replacing` (a
+    /// restarted recorder writing its killed predecessor's single file again).
+    public init(
+        path: String, storage: BagReader.Storage = .mcap, compression: String = "zstd", replacing: Bool = false
+    ) throws(BagError) {
         self.path = path
         if path.hasSuffix(".mcap") || path.hasSuffix(".db3") {
+            if !replacing, access(path, F_OK) == 0 {
+                throw .writeFailed(path: path, reason: "already exists; recordings are never overwritten")
+            }
             self.storage = path.hasSuffix(".db3") ? .sqlite3 : .mcap
             storagePath = path
             directory = nil

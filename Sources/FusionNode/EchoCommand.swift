@@ -46,7 +46,7 @@ enum EchoCommand {
         PipelineSignals.install()
         let context = BusContext()
         let socket = try BusSocket(context, .sub)
-        if a.has("--latest-only") { try socket.setOption(54 /* ZMQ_CONFLATE */, 1) }
+        if a.has("--latest-only") { try socket.set(.conflate, 1) }
         try a.applyCurveClientKeys(to: socket)
         try socket.subscribe(topic.map { Array($0.utf8) + [0] } ?? [])
         try socket.connect(endpoint)

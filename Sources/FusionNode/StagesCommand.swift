@@ -1,13 +1,13 @@
 import Pipeline
 
-/// `fusion-node stages`: every registered stage type with its settings, as Markdown (the README's
+/// `fusion-node stages`: every registered stage type with its settings, as Markdown (docs/stages.md's
 /// reference is this output).
 enum StagesCommand {
     static let help = CommandHelp(
         path: "stages",
-        summary: "Every pipeline stage type with its settings, kinds, defaults and accepted values (Markdown).",
+        summary: "Every pipeline stage type with its settings, kinds, units, defaults and accepted values (Markdown).",
         positionals: "[TYPE]",
-        details: "With TYPE, only that stage type. The README's stage reference is this output.",
+        details: "With TYPE, only that stage type. docs/stages.md is this output.",
         examples: ["fusion-node stages", "fusion-node stages fusion"])
 
     static let titles: [(StageRole, String)] = [(.source, "Sources"), (.transform, "Transforms"), (.sink, "Sinks")]
@@ -31,13 +31,13 @@ enum StagesCommand {
             if only == nil { print("#### \(title)\n") }
             for type in StageType.allCases where type.role == role && (only == nil || only == type) {
                 print("`type: \(type.name)`: \(type.summary)\n")
-                print("| setting | kind | default | accepted | meaning |")
-                print("|---|---|---|---|---|")
+                print("| setting | kind | unit | default | accepted | meaning |")
+                print("|---|---|---|---|---|---|")
                 for s in type.settings {
                     let d = s.defaultValue.map { $0.isEmpty ? "\"\"" : "`\($0)`" } ?? "required"
                     let accepted = s.acceptedValues.isEmpty ? "" : "`\(s.acceptedValues)`"
                     print(
-                        "| `\(s.name)` | \(s.kind.referenceName) | \(d) | "
+                        "| `\(s.name)` | \(s.kind.referenceName) | \(s.unit) | \(d) | "
                             + "\(accepted.replacingOccurrences(of: "|", with: "\\|")) | "
                             + "\(s.help.replacingOccurrences(of: "|", with: "\\|")) |"
                     )

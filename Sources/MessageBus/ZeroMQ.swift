@@ -78,6 +78,27 @@ public final class BusSocket: @unchecked Sendable {
         zmq_close(handle)
     }
 
+    /// The integer socket options callers outside this module set, by name.
+    public enum Option: Sendable {
+        /// Messages queued per peer for sending / receiving before back-pressure or drops.
+        case sendHighWaterMark, receiveHighWaterMark
+        /// XPUB: block (back-pressure) instead of dropping when a subscriber's queue is full.
+        case publisherNoDrop
+        /// Keep only the newest message in the queue (one frame per message).
+        case conflate
+
+        var raw: Int32 {
+            switch self {
+            case .sendHighWaterMark: ZMQ_SNDHWM
+            case .receiveHighWaterMark: ZMQ_RCVHWM
+            case .publisherNoDrop: ZMQ_XPUB_NODROP
+            case .conflate: ZMQ_CONFLATE
+            }
+        }
+    }
+
+    public func set(_ option: Option, _ value: Int32) throws(BusError) { try setOption(option.raw, value) }
+
     /// How long closing waits for queued messages to be delivered, milliseconds.
     public func setOption(lingerMilliseconds: Int32) throws(BusError) { try setOption(ZMQ_LINGER, lingerMilliseconds) }
 

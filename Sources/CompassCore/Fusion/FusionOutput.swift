@@ -28,7 +28,7 @@ public struct FusionFlags: OptionSet, Sendable, Hashable, CustomStringConvertibl
     /// Bit 13: bits 10-12 are the heading message's true-north flags.
     public static let magnetometerUncalibrated = FusionFlags(rawValue: 1 << 13)
 
-    /// Each flag with its name, as descriptions, JSON `flag_names` and the README spell it.
+    /// Each flag with its name, as descriptions, JSON `flag_names` and the docs spell it.
     public static let names: [(FusionFlags, String)] = [
         (.initialising, "initialising"), (.atRest, "at_rest"), (.accelerationRejected, "acceleration_rejected"),
         (.magnetometerRejected, "magnetometer_rejected"), (.gyroOnly, "gyro_only"),

@@ -1,6 +1,6 @@
 /// Where a reported heading accuracy comes from at one moment: its parts, 1-sigma degrees, so a
 /// user can tell a filter unsure of its own state from a bound held open by a disturbance that
-/// turning has not exposed (README, "Accuracy"). The reported 95 % bound is
+/// turning has not exposed (docs/filters.md). The reported 95 % bound is
 /// 1.96 sqrt(filter^2 + (seen / 1.96 + unknown)^2), which `boundDegrees` recomputes.
 public struct HeadingAccuracyParts: Sendable, Equatable {
     /// The filter's own heading uncertainty, 1 sigma, degrees: the state covariance (Kalman), or the

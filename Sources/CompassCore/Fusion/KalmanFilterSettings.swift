@@ -26,12 +26,10 @@ public struct KalmanFilterSettings: Sendable, Equatable {
     /// How long the point the sensor turns about is assumed to stay put in the sensor frame, seconds:
     /// the memory of the lever-arm fit that takes the rotation's centripetal and tangential
     /// acceleration out of the specific force (`LeverArmEstimator`). A grip on a handheld, a joint, a
-    /// vehicle's mounting: seconds to forever. 0 turns the fit off. Default 0 (off): on the BROAD
-    /// trials 10 s lowers the mean inclination error from 0.62 to 0.58 degrees (eight trials gain, one
-    /// ties), but near trial 30's magnet, where the gate lets disturbed readings through and their
-    /// headings move with the tilt, it raises that trial's heading error from 1.8 to 3.0 (README,
-    /// "Accuracy"). Worth turning on where the sensor swings about a pivot and inclination matters more
-    /// than a magnet's neighbourhood.
+    /// vehicle's mounting: seconds to forever. 0 turns the fit off. Default 0 (off): the fit improves
+    /// the inclination where the sensor swings about a pivot, but where the gate lets disturbed
+    /// readings through, their headings move with the tilt it changes, so it is a choice for setups
+    /// where inclination matters more than a magnet's neighbourhood (docs/results.md, "lever arm").
     public var leverArmSeconds = 0.0
     /// Prior 1-sigma length of the lever arm, metres: a handheld turned at the wrist or the elbow, an
     /// IMU mounted off a vehicle's centre. Default 0.3.
@@ -65,9 +63,9 @@ public struct KalmanFilterSettings: Sendable, Equatable {
     /// reference dip, is added to the state's own in the reported accuracy, for the share of it that
     /// turning has not exposed, plus the error the exposed part showed (`SensorFixedDisturbance`).
     /// The gate passes a steady disturbance of up to `strengthTolerance` (10 %); indoors a few percent
-    /// is common (BROAD's undisturbed lab field is 12 % below the World Magnetic Model's). Default
-    /// 0.022: 3.6 degrees at a dip of 69 degrees, 1.3 at 20 (coverage on the BROAD trials: README,
-    /// "Accuracy").
+    /// is common (a lab's undisturbed field can be 10 % off the World Magnetic Model's). Default
+    /// 0.022: 3.6 degrees at a dip of 69 degrees, 1.3 at 20 (its coverage is measured in
+    /// docs/results.md).
     public var unseenDisturbanceFraction = 0.022
     /// Subtracted from the output heading ("this direction is zero"), degrees. Default 0.
     public var referenceOffsetDegrees = 0.0
@@ -86,8 +84,8 @@ public struct KalmanFilterSettings: Sendable, Equatable {
     /// smoothed attitude, disagrees with the smoothed heading by more than this many degrees is left
     /// out, and the recording smoothed again. The causal gate judges a reading before it knows what
     /// follows (the first readings of a magnet's approach pass it); the smoothed heading, within about
-    /// a degree on the BROAD trials, can tell such readings apart from noise. Default 5 (chosen well
-    /// above that error, not at the BROAD optimum: smaller values score better there). 0 turns it off.
+    /// a degree where the field is clean, can tell such readings apart from noise. Default 5: well
+    /// above that error, so noise alone never removes a reading. 0 turns it off.
     public var smootherReadingToleranceDegrees = 5.0
 
     public init() {}

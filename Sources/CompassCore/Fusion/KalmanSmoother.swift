@@ -8,9 +8,8 @@
 /// inclination update measuring the specific force low-passed in both directions of time (the causal
 /// low-pass run forward, then backward over its output). A
 /// causal low-pass of the earth-frame force is off by about v(t)/tau, the velocity at that moment
-/// over its time constant (0.1 m/s at 3 s is 0.2 degrees); a symmetric one has no such term: on the
-/// BROAD trials, computed with the optical reference's attitude, its tilt error is 0.12 to 1.4
-/// degrees RMS where the causal one's is 0.2 to 2.5. At each measurement update k a pass records
+/// over its time constant (0.1 m/s at 3 s is 0.2 degrees); a symmetric one has no such term, as
+/// the velocity's rise and fall cancel. At each measurement update k a pass records
 /// the propagation since update k-1 (F = [[I, G], [0, I]], process noise Q), the correction it
 /// applied (Δ) and the posterior covariance P⁺. (3) The backward pass carries what later data say
 /// back in time, in error-state form (corrections relative to the forward estimate, earth-frame
@@ -24,12 +23,12 @@
 /// reset (`filterReset`) ends a smoothing segment: nothing is carried across it.
 ///
 /// The magnetic gate's decisions are the forward filter's, less the readings the first pass's
-/// smoothed heading disagrees with by more than `smootherReadingToleranceDegrees` (on BROAD, heading
-/// 1.68 to 1.42 degrees; trial 30, the stationary magnet, 3.41 to 2.36). Judging them on the first
-/// pass, not on a second one with every reading, saves a whole pass (the smoother ran 1.2 to 1.4
-/// times as fast) and scores the same. (Running the gate backwards in time as well and using a reading only
-/// when both accept it was tried: on the BROAD trials with magnets it refused long stretches of good
-/// readings and the heading got worse, 1.2 to 3.5 degrees on trial 33.)
+/// smoothed heading disagrees with by more than `smootherReadingToleranceDegrees`: the causal gate
+/// lets the first readings of a magnet's approach through, and the smoothed heading, which knows what
+/// followed, can tell them apart. Judging them on the first pass, not on a second one with every
+/// reading, saves a whole pass. A gate run backwards in time as well, using a reading only when both
+/// directions accept it, refuses long stretches of good readings next to a magnet, so it is not used
+/// (docs/results.md has the figures).
 ///
 /// Memory is linear in the recording: the samples (about 100 bytes each), one pass's estimates
 /// (about 90) and a record per measurement update (about 400 bytes, at most 50 per second); until
@@ -124,9 +123,8 @@ public struct KalmanSmoother: Sendable {
     }
 
     /// The second pass: the filter over every sample with the given inclination measurements and
-    /// gate decisions, recorded, then smoothed backwards. (A third pass, with the forces rotated by
-    /// this pass's smoothed attitude, was tried: inclination 0.498 to 0.495 on BROAD, for a whole
-    /// pass more.)
+    /// gate decisions, recorded, then smoothed backwards. A third pass, with the forces rotated by
+    /// this pass's smoothed attitude, would cost a whole pass for a change within the noise.
     /// `pass` is emptied first; the storage it had is refilled.
     func forwardPass(inclination: [UpdateForce], magnetometerUsed: BitSet, into pass: inout SmoothedPass) {
         var recording = SmootherRecording(inclination: inclination)

@@ -10,9 +10,8 @@
 /// is left is regressed on ω and ω̇ by exponentially weighted least squares, and the fitted a is taken
 /// out of the force before it is low-passed. Slow turning gives the fit nothing (a shrinks with ω^2),
 /// and a prior on r keeps it near zero then; translation that does not follow the turning averages
-/// out of the fit. On BROAD, fitted with the optical reference's attitude, the rotation explains 54 %
-/// of the non-gravity force on a fast translation trial (16; the arm swings about the shoulder,
-/// r = 29 cm) and 78 % on a stationary-magnet trial (30, 15 cm).
+/// out of the fit. A hand-held sensor swung about the wrist, elbow or shoulder (r of 10 to 30 cm) is
+/// the case it is for.
 public struct LeverArmEstimator: Sendable, Equatable {
     /// The lever arm from the pivot to the sensor, sensor frame, metres (zero until fitted).
     public private(set) var leverArmMeters = Vector3.zero

@@ -4,7 +4,6 @@
 import MessageBus
 import Pipeline
 import YAML
-import CZeroMQ
 
 /// `fusion-node bench pipeline`: source -> calibration -> fusion -> sink, in one process
 /// and with every stage in its own process over ipc, next to raw libzmq one-hop throughput measured
@@ -46,11 +45,11 @@ enum PipelineBench {
     static func rawZeroMQ(_ endpoint: String, messages: Int) throws -> Double {
         let context = BusContext()
         let pub = try BusSocket(context, .xpub)
-        try pub.setOption(ZMQ_XPUB_NODROP, 1)
-        try pub.setOption(ZMQ_SNDHWM, 10_000)
+        try pub.set(.publisherNoDrop, 1)
+        try pub.set(.sendHighWaterMark, 10_000)
         try pub.bind(endpoint)
         let sub = try BusSocket(context, .sub)
-        try sub.setOption(ZMQ_RCVHWM, 10_000)
+        try sub.set(.receiveHighWaterMark, 10_000)
         try sub.subscribe([])
         try sub.connect(endpoint)
         while try pub.receive(timeoutMilliseconds: 100)?.first != 1 {}
@@ -95,7 +94,7 @@ enum PipelineBench {
     static func run(_ args: [String]) async throws -> ExitCode {
         let a = try Arguments(args, BenchCommand.pipelineHelp)
         // Long enough that start-up (thread creation, first allocations) is a small part of the run
-        // (README, "Speed").
+        // (docs/benchmarks.md).
         let samples = try a.integer("--samples", minimum: 1000) ?? 600_000
         let rounds = try a.integer("--rounds", minimum: 1) ?? 3
         let latencyRuns = try a.integer("--latency-runs", minimum: 0) ?? 1

@@ -26,7 +26,7 @@ enum ROS2Bench {
             OptionHelp("--listen", "N", "(internal) the hop baseline's child: take N samples, print latencies"),
         ],
         details: """
-            Runs in the environment's DDS configuration; tools/test.sh and the README use
+            Runs in the environment's DDS configuration; tools/test.sh and docs/ros2.md use
             Pipelines/cyclonedds-loopback.xml (CYCLONEDDS_URI). Both processes use reliable, keep-all QoS,
             so nothing is lost by design: a sample missing at the end is reported as lost.
             """,

@@ -61,7 +61,7 @@ struct OptionHelp: Sendable {
     var label: String { value.map { "\(name) \($0)" } ?? name }
 }
 
-/// The exit codes every command uses (BSD sysexits where one fits; documented in the README).
+/// The exit codes every command uses (BSD sysexits where one fits; documented in docs/commands.md).
 enum ExitCode: Int32 {
     /// The run completed: every input was read to its end.
     case complete = 0

@@ -1,7 +1,7 @@
 import MessageBus
 
 /// Which streams of a pipeline are the same every time from their start, and so what a restarted
-/// stage can rebuild exactly (README, "Restarts").
+/// stage can rebuild exactly (docs/security.md, "Restarts").
 extension PipelineConfig {
     /// Source types whose output depends on nothing but their settings: a bag, the seeded simulator.
     static let reproducibleSourceTypes: Set<String> = ["bag", "simulator"]

@@ -2,7 +2,7 @@ import MessageBus
 import YAML
 
 /// The top-level `retransmit` block: what the publisher of a live stream keeps, so that a reader
-/// that missed frames (a gap) or a restarted sink asks for them again (README, "Restarts").
+/// that missed frames (a gap) or a restarted sink asks for them again (docs/security.md, "Restarts").
 ///
 ///     retransmit:
 ///       seconds: 5            # how long each bus message is kept (0 = no retransmission)

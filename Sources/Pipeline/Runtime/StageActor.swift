@@ -39,7 +39,7 @@ actor StageActor {
 
     /// Bus messages queued per connection on each side before the sender waits (it never drops):
     /// 0.2 s of single samples at 1 kHz, or 200 batches in bulk replay. Deeper queues bought only
-    /// memory (README, "Measured").
+    /// memory (docs/results.md).
     static let highWaterMark: Int32 = 200
 
     init(
@@ -114,7 +114,7 @@ actor StageActor {
 
         var missing = 0  // frames the inputs' sequence numbers say never came
         if let source = logic as? SourceLogic {
-            let pauses = config.settings.bool(SettingSpec.pauseWithoutSubscribers.name)
+            let pauses = source.pausesWithoutSubscribers
             do {
                 try source.run { frames throws in
                     if PipelineSignals.stopRequested { throw StopRequested() }

@@ -1,6 +1,6 @@
 /// One setting a stage type accepts: its name, kind, default, documentation and the values it may
 /// take. The registry's specs are the single source for validation, `fusion-node stages` and the
-/// README's stage reference.
+/// stage reference (docs/stages.md).
 public struct SettingSpec: Sendable {
     public enum Kind: Sendable, Equatable {
         case string, number, integer, bool, stringList, numberList(Int)
@@ -38,6 +38,8 @@ public struct SettingSpec: Sendable {
     /// The value used when the file does not give one, as text; nil = required.
     public let defaultValue: String?
     public let help: String
+    /// The unit of a number ("" = none or in the help).
+    public let unit: String
     /// The only values a string setting (or every item of a string list) may take; empty = any.
     public let choices: [String]
     /// The values a number, integer or optional number (or every item of a number list) may take.
@@ -47,13 +49,14 @@ public struct SettingSpec: Sendable {
     public let namesTopics: Bool
 
     init(
-        _ name: String, _ kind: Kind, _ defaultValue: String?, _ help: String, choices: [String] = [],
-        range: ClosedRange<Double>? = nil, namesTopics: Bool = false
+        _ name: String, _ kind: Kind, _ defaultValue: String?, _ help: String, unit: String = "",
+        choices: [String] = [], range: ClosedRange<Double>? = nil, namesTopics: Bool = false
     ) {
         self.name = name
         self.kind = kind
         self.defaultValue = defaultValue
         self.help = help
+        self.unit = unit
         self.choices = choices
         self.range = range
         self.namesTopics = namesTopics
@@ -64,6 +67,27 @@ public struct SettingSpec: Sendable {
         if !choices.isEmpty { return choices.joined(separator: " | ") }
         guard let range else { return "" }
         return "\(Self.text(range.lowerBound)) to \(Self.text(range.upperBound))"
+    }
+
+    /// A valid value other than the default, as text (for the test that ties a settings table to its
+    /// struct); nil when the spec admits only one value.
+    var otherValue: String? {
+        let current = defaultValue ?? "x"  // a required value is "x" in `StageSettings(defaultsOf:)`
+        if let other = choices.first(where: { $0 != current }) { return other }
+        func number(avoiding text: String) -> String? {
+            let now = Double(text)
+            let candidates = [range?.upperBound, range?.lowerBound, 1, 2].compactMap { $0 }
+            return candidates.first { $0 != now }.map(Self.text)
+        }
+        switch kind {
+        case .string: return current + "x"
+        case .bool: return current == "true" ? "false" : "true"
+        case .number, .integer, .optionalNumber: return number(avoiding: current)
+        case .stringList: return current.isEmpty ? "x" : ""
+        case .numberList(let n):
+            let first = current.split(separator: ",").first.map(String.init) ?? ""
+            return number(avoiding: first).map { Array(repeating: $0, count: n).joined(separator: ",") }
+        }
     }
 
     /// A bound as the user would write it: 3, 0.001, 1e+300.
@@ -89,19 +113,4 @@ extension SettingSpec {
     static let yearRange: ClosedRange<Double> = 1900...2200
     /// Degrees of a heading change or an angle tolerance.
     static let degreesRange: ClosedRange<Double> = 0...360
-
-    /// The setting every source has: pause while one of its readers is gone.
-    static let pauseWithoutSubscribers = SettingSpec(
-        "pause_without_subscribers", .bool, "true",
-        "pause while a stage reading this source is gone (e.g. being restarted), so nothing is sent into the void")
-
-    /// The position settings of a stage that evaluates the World Magnetic Model.
-    static func position(latitudeHelp: String, dateHelp: String) -> [SettingSpec] {
-        [
-            SettingSpec("latitude", .optionalNumber, "", latitudeHelp, range: latitudeRange),
-            SettingSpec("longitude", .optionalNumber, "", "longitude, degrees (with latitude)", range: longitudeRange),
-            SettingSpec("height_km", .number, "0", "height above the ellipsoid, km", range: heightRange),
-            SettingSpec("date", .optionalNumber, "", dateHelp, range: yearRange),
-        ]
-    }
 }

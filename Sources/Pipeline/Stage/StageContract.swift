@@ -16,10 +16,13 @@ class StageLogic: @unchecked Sendable {
 /// the seconds it waited for a missing reader, which wall-clock pacing leaves out).
 protocol SourceLogic: StageLogic {
     func run(emit: ([WireFrame]) throws -> Double) throws
+    /// Whether the stream waits while a stage reading it is gone (`pause_without_subscribers`).
+    var pausesWithoutSubscribers: Bool { get }
 }
 
-/// A transform or sink: turns each input frame into output frames (none for sinks), appended to
-/// `output` (one buffer per drained batch, not an array per frame).
+/// A transform: turns each input frame into output frames, appended to `output` (one buffer per
+/// drained batch, not an array per frame). The runtime drives sinks through this protocol too
+/// (`SinkLogic` supplies a `process` that emits nothing).
 protocol TransformLogic: StageLogic {
     /// How the runtime hands this stage its input; the one switch the actor loop reads.
     var inputHandling: InputHandling { get }
@@ -39,6 +42,24 @@ protocol TransformLogic: StageLogic {
 extension TransformLogic {
     func inputDrained() throws {}
     func finish(emit: ([WireFrame]) throws -> Void) throws { try emit(finish()) }
+}
+
+/// A sink: reads its inputs and publishes nothing on the bus (it writes a file or a terminal, or
+/// sends on an endpoint of its own or over DDS). It never produces frames for the graph: the type
+/// says so, not a convention.
+protocol SinkLogic: TransformLogic {
+    /// One decoded frame (the general path).
+    func consume(_ frame: consuming WireFrame) throws
+    /// Called once every input has ended: flush and close what the sink writes.
+    func close() throws
+}
+
+extension SinkLogic {
+    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws { try consume(frame) }
+    func finish() throws -> [WireFrame] {
+        try close()
+        return []
+    }
 }
 
 /// How a transform or sink reads its input. Everything else in the actor loop is the same for

@@ -56,6 +56,17 @@ public struct StageSettings: Sendable {
         }
     }
 
+    /// Every setting at its default (a required one at "x"): a stage's settings as a file that gives
+    /// nothing would have them (tests, and the check that ties a settings table to its struct).
+    init(defaultsOf specs: [SettingSpec]) {
+        for spec in specs { try? set(spec, to: spec.defaultValue ?? "x") }
+    }
+
+    /// Sets one value given as text (a list as comma-separated items), checked as a file's would be.
+    mutating func set(_ spec: SettingSpec, to text: String) throws(PipelineConfigError) {
+        try store(SettingValue(defaultText: text, kind: spec.kind), spec: spec, stage: "", file: "")
+    }
+
     /// Converts a textual value to its kind and checks choices and range.
     private mutating func store(_ value: SettingValue, spec: SettingSpec, stage: String, file: String)
         throws(PipelineConfigError)

@@ -30,28 +30,35 @@ public struct StageType: Sendable, Hashable, CustomStringConvertible {
     /// (their retransmit buffers) and drops what its output already has: a file sink that can tell
     /// its last row, so nothing is lost or written twice.
     public let continuesFromRetransmission: Bool
-    /// Checks that involve several settings (latitude and longitude go together, say); nil = fine.
+    /// Checks that involve several settings (latitude and longitude go together, say), on the typed
+    /// settings (and which ones the file gave); nil = fine.
     let check: @Sendable (StageSettings) -> SettingProblem?
     /// Builds the stage's logic from validated settings.
     let make: @Sendable (StageSettings, StageContext) throws -> StageLogic
+    /// The `Settings` properties no table entry sets, and the entries that set no property (both
+    /// empty for a well-declared stage; a test checks every registered type).
+    let settingsCoverage: @Sendable () -> (unsetProperties: [String], entriesWithoutProperty: [String])
 
-    init(
-        name: String, role: StageRole, summary: String, settings: [SettingSpec], outputTopics: [String] = [],
-        passesOn: TopicPassing = .everything, restart: RestartBehaviour = .recomputesInput,
-        continuesFromRetransmission: Bool = false,
-        check: @escaping @Sendable (StageSettings) -> SettingProblem? = { _ in nil },
-        make: @escaping @Sendable (StageSettings, StageContext) throws -> StageLogic
+    /// A stage type whose settings are `table`: validation and the reference read its specs, and the
+    /// factory gets the typed `Settings` it reads.
+    init<Settings: DeclaredSettings>(
+        name: String, role: StageRole, summary: String, settings table: SettingTable<Settings>,
+        outputTopics: [String] = [], passesOn: TopicPassing = .everything,
+        restart: RestartBehaviour = .recomputesInput, continuesFromRetransmission: Bool = false,
+        check: @escaping @Sendable (Settings, StageSettings) -> SettingProblem? = { _, _ in nil },
+        make: @escaping @Sendable (Settings, StageContext) throws -> StageLogic
     ) {
         self.name = name
         self.role = role
         self.summary = summary
-        self.settings = settings
+        self.settings = table.specs
         self.outputTopics = outputTopics
         self.passesOn = role == .transform ? passesOn : .nothing
         self.restart = role == .source ? .startsAgain : restart
         self.continuesFromRetransmission = continuesFromRetransmission
-        self.check = check
-        self.make = make
+        self.check = { s in check(table.read(s), s) }
+        self.make = { s, context in try make(table.read(s), context) }
+        self.settingsCoverage = { table.coverage() }
     }
 
     public var isSource: Bool { role == .source }
@@ -79,38 +86,4 @@ public enum RestartBehaviour: String, Sendable {
     /// Joins the live stream: what it sent outside the pipeline cannot be taken back or sent twice
     /// (stdout, external subscribers, ROS 2), so what the killed process held is lost.
     case joinsLive
-}
-
-/// What a stage's logic gets from the runtime when it is built.
-public struct StageContext: Sendable {
-    /// The stage's name in the pipeline file.
-    public let stage: String
-    /// One line to stderr (or the test's log), prefixed by nothing: the logic names itself.
-    public let log: @Sendable (String) -> Void
-    /// The pipeline's CURVE keys, for stages that bind endpoints of their own (publish sinks).
-    public var security: CurveSecurity? = nil
-    /// Whether this process replaces one of the same stage that was killed, and what it does with
-    /// the killed one's output.
-    public var output: OutputAfterRestart = .firstRun
-}
-
-/// What a stage's process does with the output of the one it replaces (`--stage NAME --resume`).
-public enum OutputAfterRestart: Sendable, Equatable {
-    /// Not a replacement: the output starts new.
-    case firstRun
-    /// The input is live: a sink continues the killed one's output instead of starting it again.
-    case continues
-    /// The stage recomputes its whole input (`RestartBehaviour.recomputesInput`): a sink writes its
-    /// output again from the start, replacing what the killed one wrote.
-    case rewrites
-}
-
-extension StageConfig {
-    /// This stage's logic, built by its registered type.
-    func makeLogic(
-        log: @escaping @Sendable (String) -> Void, security: CurveSecurity? = nil,
-        output: OutputAfterRestart = .firstRun
-    ) throws -> StageLogic {
-        try type.make(settings, StageContext(stage: name, log: log, security: security, output: output))
-    }
 }

@@ -32,20 +32,3 @@ struct MagneticModelLookup {
     /// Today as a decimal year (the gating stage's default date).
     static var today: Double? { decimalYear(unixSeconds: Date().timeIntervalSince1970) }
 }
-
-extension MagneticModelLookup.Position {
-    /// The position the `latitude`, `longitude` and `height_km` settings give; nil when none is given.
-    init?(_ s: StageSettings) {
-        guard let lat = s.optionalNumber("latitude"), let lon = s.optionalNumber("longitude") else { return nil }
-        self.init(latitudeDegrees: lat, longitudeDegrees: lon, heightKilometres: s.number("height_km"))
-    }
-
-    /// Latitude and longitude go together (checked when the file loads).
-    @Sendable static func check(_ s: StageSettings) -> SettingProblem? {
-        switch (s.optionalNumber("latitude"), s.optionalNumber("longitude")) {
-        case (nil, .some): return SettingProblem("longitude", "a longitude needs a latitude")
-        case (.some, nil): return SettingProblem("latitude", "a latitude needs a longitude")
-        default: return nil
-        }
-    }
-}

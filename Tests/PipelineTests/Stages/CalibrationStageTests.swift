@@ -79,7 +79,8 @@ struct CalibrationInPlaceTests {
             "stages:\n  s:\n    type: simulator\n  c:\n    type: calibration\n    inputs: [s]\n    hard_iron_ut: "
                 + "[10, -20, 5]\n",
             file: "t.yaml", environment: [:])
-        let stage = CalibrationStage(.init(config.stage(named: "c")!.settings), log: { _ in })
+        let stage = CalibrationStage(
+            CalibrationStage.Settings.table.read(config.stage(named: "c")!.settings), log: { _ in })
         let header = RosHeader(stamp: RosTime(seconds: 1_700_000_000.25), frameId: "imu_link")
         var covariance = Covariance9.zero
         covariance.m4 = 0.5

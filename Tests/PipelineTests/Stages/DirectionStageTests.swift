@@ -10,7 +10,7 @@ struct DirectionStageTests {
     @Test("the direction stage: GPS course when fast, straight and accurate; compass when accurate; else nothing")
     func directionStage() throws {
         let stage = DirectionStage(
-            .init(
+            DirectionStage.Settings.table.read(
                 try PipelineConfig.parse(
                     "stages:\n  d:\n    type: direction\n    inputs: [d2]\n  d2:\n    type: simulator\n",
                     file: "t.yaml", environment: [:]

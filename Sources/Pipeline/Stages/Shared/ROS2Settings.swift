@@ -3,27 +3,30 @@ import ROS2DDS
 /// What the two ROS 2 stages share: the domain, the namespace, QoS written the ROS 2 way, and the
 /// warnings that explain a silent topic.
 enum ROS2Settings {
-    static let domainSpec = SettingSpec(
-        "domain_id", .integer, "0", "DDS domain (ROS_DOMAIN_ID); discovery follows CYCLONEDDS_URI when set",
-        range: Double(DomainParticipant.domainIds.lowerBound)...Double(DomainParticipant.domainIds.upperBound))
-    static let namespaceSpec = SettingSpec(
-        "namespace", .string, "/", "ROS namespace relative topic names are resolved in")
+    static func domain<S: DeclaredSettings>(_ path: WritableKeyPath<S, Int>) -> SettingEntry<S> {
+        .integer(
+            "domain_id", path, range: DomainParticipant.domainIds,
+            "DDS domain (ROS_DOMAIN_ID); discovery follows CYCLONEDDS_URI when set")
+    }
+    static func namespace<S: DeclaredSettings>(_ path: WritableKeyPath<S, String>) -> SettingEntry<S> {
+        .string("namespace", path, "ROS namespace relative topic names are resolved in")
+    }
 
-    /// A check for every `qos` / `*_qos` setting and every topic name of a stage.
-    static func check(qosSettings: [String], topicSettings: [String]) -> @Sendable (StageSettings) -> SettingProblem? {
-        { s in
-            for key in qosSettings where !s.string(key).isEmpty {
-                do throws(ROS2QoS.ParseError) { _ = try ROS2QoS(parsing: s.string(key)) } catch {
-                    return SettingProblem(key, error.description)
-                }
+    /// Checks QoS texts and topic names (each with its setting's key) as ROS 2 reads them.
+    static func check(qos: KeyValuePairs<String, String>, topics: KeyValuePairs<String, String>, namespace: String)
+        -> SettingProblem?
+    {
+        for (key, text) in qos where !text.isEmpty {
+            do throws(ROS2QoS.ParseError) { _ = try ROS2QoS(parsing: text) } catch {
+                return SettingProblem(key, error.description)
             }
-            for key in topicSettings where !s.string(key).isEmpty {
-                do throws(ROS2NameError) {
-                    _ = try ROS2Names.qualified(s.string(key), namespace: s.string("namespace"))
-                } catch { return SettingProblem(key, error.description) }
-            }
-            return nil
         }
+        for (key, topic) in topics where !topic.isEmpty {
+            do throws(ROS2NameError) {
+                _ = try ROS2Names.qualified(topic, namespace: namespace)
+            } catch { return SettingProblem(key, error.description) }
+        }
+        return nil
     }
 }
 

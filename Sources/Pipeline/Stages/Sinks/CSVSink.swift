@@ -4,36 +4,30 @@ import MessageBus
 
 /// Writes t,qw,qx,qy,qz for every imu/data message (the BROAD scorer's contract) and, if asked,
 /// t,heading_deg,accuracy_deg,flags for every heading message.
-final class CSVSink: StageLogic, TransformLogic, @unchecked Sendable {
-    struct Settings {
-        /// Output file for the orientations.
+final class CSVSink: StageLogic, SinkLogic, @unchecked Sendable {
+    struct Settings: DeclaredSettings {
+        /// Output file for the orientations ("" = none).
         var path = ""
         /// Optional second file for headings and their accuracy ("" = none).
         var accuracyPath = ""
 
-        static let specs: [SettingSpec] = [
-            SettingSpec(
-                "path", .string, "",
-                "output file: t,qw,qx,qy,qz per imu/data message (BROAD scorer contract); '' = none"),
-            SettingSpec(
-                "accuracy_path", .string, "",
+        static let table = SettingTable<Settings>([
+            .string(
+                "path", \.path, "output file: t,qw,qx,qy,qz per imu/data message (BROAD scorer contract); '' = none"),
+            .string(
+                "accuracy_path", \.accuracyPath,
                 "optional second file: t,heading_deg,accuracy_deg,flags per heading message"),
-        ]
-
-        init(_ s: StageSettings) {
-            path = s.string("path")
-            accuracyPath = s.string("accuracy_path")
-        }
+        ])
     }
 
     static let type = StageType(
         name: "csv", role: .sink, summary: "orientation (and heading accuracy) CSV files for scoring",
-        settings: Settings.specs, continuesFromRetransmission: true,
-        check: { s in
-            s.string("path").isEmpty && s.string("accuracy_path").isEmpty
+        settings: Settings.table, continuesFromRetransmission: true,
+        check: { settings, _ in
+            settings.path.isEmpty && settings.accuracyPath.isEmpty
                 ? SettingProblem("path", "a csv stage needs 'path', 'accuracy_path' or both") : nil
         }
-    ) { s, context in CSVSink(Settings(s), resuming: context.output == .continues) }
+    ) { settings, context in CSVSink(settings, resuming: context.output == .continues) }
 
     let settings: Settings
     /// Opened at the first frame, so a run that fails before it leaves existing files untouched.
@@ -75,7 +69,7 @@ final class CSVSink: StageLogic, TransformLogic, @unchecked Sendable {
 
     var inputHandling: InputHandling { .decoded }
 
-    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
+    func consume(_ frame: consuming WireFrame) throws {
         if !opened { try open() }
         if frame.topic == PipelineTopics.imuFused, let quaternions {
             let m = try decoded(frame, as: ImuMessage.self)
@@ -99,11 +93,11 @@ final class CSVSink: StageLogic, TransformLogic, @unchecked Sendable {
         try accuracy?.flush()
     }
 
-    func finish() throws -> [WireFrame] {
+    func close() throws {
         guard opened else {
             let files = [settings.path, settings.accuracyPath].filter { !$0.isEmpty }
             notes.append("nothing arrived; \(files.joined(separator: " and ")) not written")
-            return []
+            return
         }
         try quaternions?.close()
         try accuracy?.close()
@@ -113,6 +107,6 @@ final class CSVSink: StageLogic, TransformLogic, @unchecked Sendable {
         }
         notes.append(
             settings.path.isEmpty ? "headings to \(settings.accuracyPath)" : "\(rows) rows to \(settings.path)")
-        return []
+        return
     }
 }

@@ -4,8 +4,8 @@ import MessageBus
 
 /// Counts messages on a topic and, when their header stamps are wall-clock times (the simulator's
 /// `stamp: wall`), the latency from the source to here. Reports count, rate, p50/p99/max latency.
-final class MeasureSink: StageLogic, InPlaceTransform, @unchecked Sendable {
-    struct Settings {
+final class MeasureSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sendable {
+    struct Settings: DeclaredSettings {
         /// Topic to count.
         var topic = PipelineTopics.heading
         /// Seconds left out of the latency statistics at the start (connection warm-up).
@@ -13,29 +13,21 @@ final class MeasureSink: StageLogic, InPlaceTransform, @unchecked Sendable {
         /// Also write the summary as one JSON line to this file ("" = no file).
         var reportPath = ""
 
-        static let specs: [SettingSpec] = [
-            SettingSpec(
-                "topic", .string, "heading",
-                "topic to count; with wall-clock stamps, latency = arrival - header "
-                    + "stamp", namesTopics: true),
-            SettingSpec(
-                "skip_seconds", .number, "1",
-                "leave the first seconds (connection warm-up) out of the latency statistics",
-                range: SettingSpec.secondsRange),
-            SettingSpec("report_path", .string, "", "also write the summary as one JSON line to this file"),
-        ]
-
-        init(_ s: StageSettings) {
-            topic = s.string("topic")
-            skipSeconds = s.number("skip_seconds")
-            reportPath = s.string("report_path")
-        }
+        static let table = SettingTable<Settings>([
+            .string(
+                "topic", \.topic, namesTopic: true,
+                "topic to count; with wall-clock stamps, latency = arrival - header stamp"),
+            .number(
+                "skip_seconds", \.skipSeconds, unit: "s", range: SettingSpec.secondsRange,
+                "leave the first seconds (connection warm-up) out of the latency statistics"),
+            .string("report_path", \.reportPath, "also write the summary as one JSON line to this file"),
+        ])
     }
 
     static let type = StageType(
         name: "measure", role: .sink, summary: "message count, rate and latency of one topic (benchmarks)",
-        settings: Settings.specs
-    ) { s, _ in MeasureSink(Settings(s)) }
+        settings: Settings.table
+    ) { settings, _ in MeasureSink(settings) }
 
     let settings: Settings
     var count = 0
@@ -44,7 +36,7 @@ final class MeasureSink: StageLogic, InPlaceTransform, @unchecked Sendable {
 
     init(_ settings: Settings) { self.settings = settings }
 
-    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
+    func consume(_ frame: consuming WireFrame) throws {
         guard frame.topic == settings.topic else { return }
         measure(CDRHeaderStamp.read(frame.payload))
     }
@@ -69,7 +61,7 @@ final class MeasureSink: StageLogic, InPlaceTransform, @unchecked Sendable {
         if abs(latency) < 10 && now - first! >= settings.skipSeconds { latencies.append(latency) }
     }
 
-    func finish() throws -> [WireFrame] {
+    func close() throws {
         let seconds = (first.map { last - $0 }) ?? 0
         var text = "measured \(count) \(settings.topic) messages"
         var json = "{\"messages\":\(count),\"seconds\":\(seconds)"
@@ -90,6 +82,6 @@ final class MeasureSink: StageLogic, InPlaceTransform, @unchecked Sendable {
             try file.write(json + "}\n")
             try file.close()
         }
-        return []
+        return
     }
 }

@@ -12,70 +12,69 @@ import MessageBus
 /// subscriber and counts what it replaced. It follows the subscriptions (XPUB, verbose both ways): a
 /// message offered while nobody subscribes is not sent and is counted as such, so "published" only
 /// counts messages a subscriber could receive.
-final class PublishSink: StageLogic, InPlaceTransform, @unchecked Sendable {
-    struct Settings {
+final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sendable {
+    struct Settings: DeclaredSettings {
         /// Address subscribers connect to.
         var bind = "tcp://127.0.0.1:5600"
         /// Topics to publish.
-        var topics: Set<String> = [PipelineTopics.heading, PipelineTopics.imuFused]
-        /// JSON instead of CDR payloads.
-        var json = false
+        var topics = [PipelineTopics.heading, PipelineTopics.imuFused]
+        /// Payload encoding.
+        var encoding = Encoding.cdr
         /// Live use: never queue; a slow subscriber sees the newest message (drops counted).
         var latestOnly = false
-        /// What a subscriber whose queue is full costs: drop (its messages, counted) or block (the
-        /// pipeline waits for it).
-        var blockOnSlow = false
-        /// Messages queued per subscriber before back-pressure (or drops when latest_only).
-        var highWaterMark: Int32 = 10_000
+        /// What a subscriber whose queue is full costs.
+        var onSlow = SlowSubscriber.drop
+        /// Messages queued per subscriber before `onSlow` applies (latest_only: 1).
+        var highWaterMark = 10_000
         /// Hold the stream until this many subscribers are connected.
         var waitForSubscribers = 0
         /// Publish a heading (or direction) only after it changed this much, degrees (0 = every update).
         var minimumChangeDegrees = 1.0
 
-        static let specs: [SettingSpec] = [
-            SettingSpec(
-                "bind", .string, "tcp://127.0.0.1:5600",
-                "address subscribers connect to (loopback unless given otherwise)"),
-            SettingSpec("topics", .stringList, "heading,imu/data", "topics to publish", namesTopics: true),
-            SettingSpec("encoding", .string, "cdr", "cdr | json", choices: ["cdr", "json"]),
-            SettingSpec(
-                "latest_only", .bool, "false",
-                "live use: never queue; a slow subscriber sees the newest message (drops counted)"),
-            SettingSpec(
-                "on_slow", .string, "drop",
-                "a subscriber whose queue is full: drop (it misses messages until it catches up; how often is "
-                    + "counted; the pipeline never waits) "
-                    + "| block (lossless: the pipeline waits for it)", choices: ["drop", "block"]),
-            SettingSpec(
-                "high_water_mark", .integer, "10000",
-                "messages queued per subscriber before on_slow applies (latest_only: 1)",
-                range: 1...10_000_000),
-            SettingSpec(
-                "wait_for_subscribers", .integer, "0", "hold the stream until this many subscribers are connected",
-                range: 0...10_000),
-            SettingSpec(
-                "min_change_deg", .number, "1",
-                "publish a heading (or direction) only after it changed this much (0 = every update)",
-                range: SettingSpec.degreesRange),
-        ]
-
-        init(_ s: StageSettings) {
-            bind = s.string("bind")
-            topics = Set(s.list("topics"))
-            json = s.string("encoding") == "json"
-            latestOnly = s.bool("latest_only")
-            blockOnSlow = s.string("on_slow") == "block"
-            highWaterMark = Int32(clamping: s.integer("high_water_mark"))
-            waitForSubscribers = s.integer("wait_for_subscribers")
-            minimumChangeDegrees = s.number("min_change_deg")
+        enum Encoding: String, CaseIterable {
+            case cdr, json
         }
+
+        enum SlowSubscriber: String, CaseIterable {
+            /// It misses messages until it catches up (counted); the pipeline never waits.
+            case drop
+            /// Lossless: the pipeline waits for it.
+            case block
+        }
+
+        static let table = SettingTable<Settings>([
+            .string("bind", \.bind, "address subscribers connect to (loopback unless given otherwise)"),
+            .strings("topics", \.topics, namesTopics: true, "topics to publish"),
+            .choice("encoding", \.encoding, "payload encoding: ROS 2 CDR, or a JSON object"),
+            .bool(
+                "latest_only", \.latestOnly,
+                "live use: never queue; a slow subscriber sees the newest message (drops counted)"),
+            .choice(
+                "on_slow", \.onSlow,
+                "a subscriber whose queue is full: drop (it misses messages until it catches up; how often is "
+                    + "counted; the pipeline never waits) | block (lossless: the pipeline waits for it)"),
+            .integer(
+                "high_water_mark", \.highWaterMark, unit: "messages", range: 1...10_000_000,
+                "queued per subscriber before on_slow applies (latest_only: 1)"),
+            .integer(
+                "wait_for_subscribers", \.waitForSubscribers, range: 0...10_000,
+                "hold the stream until this many subscribers are connected"),
+            .number(
+                "min_change_deg", \.minimumChangeDegrees, unit: "deg", range: SettingSpec.degreesRange,
+                "publish a heading (or direction) only after it changed this much (0 = every update)"),
+        ])
+
+        var json: Bool { encoding == .json }
+        var blockOnSlow: Bool { onSlow == .block }
     }
 
     static let type = StageType(
         name: "publish", role: .sink,
         summary: "messages for external subscribers (pyzmq, fusion-node echo) on their own endpoint",
-        settings: Settings.specs, restart: .joinsLive
-    ) { s, context in try PublishSink(Settings(s), stage: context.stage, security: context.security, log: context.log) }
+        settings: Settings.table, restart: .joinsLive
+    ) { settings, context in
+        try PublishSink(settings, stage: context.stage, security: context.security, log: context.log)
+    }
 
     let settings: Settings
     let socket: BusSocket
@@ -122,7 +121,8 @@ final class PublishSink: StageLogic, InPlaceTransform, @unchecked Sendable {
             try ZapHandler(context: context, allowedClientKeys: security.allowedClients) { log("\(stage): \($0)") }
         }
         socket = try readerFollowingPublisher(
-            context, endpoint: settings.bind, highWaterMark: settings.latestOnly ? 1 : settings.highWaterMark,
+            context, endpoint: settings.bind,
+            highWaterMark: settings.latestOnly ? 1 : Int32(clamping: settings.highWaterMark),
             stage: stage, curve: curve?.server)
         super.init()
         try subscribers.wait(socket, for: settings.waitForSubscribers, logEveryPolls: 2) { missing in
@@ -226,7 +226,7 @@ final class PublishSink: StageLogic, InPlaceTransform, @unchecked Sendable {
         missedWhileFull += 1
     }
 
-    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
+    func consume(_ frame: consuming WireFrame) throws {
         guard settings.topics.contains(frame.topic) else { return }
         offered += 1
         if settings.minimumChangeDegrees > 0, frame.type == HeadingMessage.typeName {
@@ -281,7 +281,7 @@ final class PublishSink: StageLogic, InPlaceTransform, @unchecked Sendable {
         }
     }
 
-    func finish() throws -> [WireFrame] {
+    func close() throws {
         if let p = pending, try socket.send(p, blocking: false) {
             sent += 1
             pending = nil
@@ -348,6 +348,6 @@ final class PublishSink: StageLogic, InPlaceTransform, @unchecked Sendable {
         }
         socket.close()
         zap?.stop()
-        return []
+        return
     }
 }

@@ -11,18 +11,19 @@ import ROS2DDS
 ///                       vertical (true north when known), for users without gyrocompass_msgs
 ///   /tf                 tf2_msgs/msg/TFMessage fixed_frame -> the IMU frame (publish_tf)
 /// With world_frame enu and no offsets the Imu bytes go out exactly as the fusion stage made them.
-final class ROS2Sink: StageLogic, TransformLogic, @unchecked Sendable {
-    struct Settings {
+final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
+    struct Settings: DeclaredSettings {
         var domainId = 0
         var namespace = "/"
         /// ROS topics ("" = not published).
         var imuTopic = "imu/data", headingTopic = "heading", quaternionTopic = "heading/quaternion"
-        var qos = ROS2QoS.rosDefault
+        /// QoS of every writer, written the ROS 2 way (`ROS2QoS.syntax`).
+        var qosText = "default"
         /// Publish fixed_frame -> IMU frame on /tf.
         var publishTF = false
         var fixedFrame = "odom"
         /// The world frame of the published orientation: ENU (REP-103) or NED.
-        var worldNED = false
+        var worldFrame = WorldFrame.enu
         /// Rotation about the vertical applied to the published orientation, radians
         /// (counterclockwise seen from above); the declination is subtracted from it, as
         /// imu_filter_madgwick does, so a magnetic orientation becomes a true one.
@@ -33,50 +34,39 @@ final class ROS2Sink: StageLogic, TransformLogic, @unchecked Sendable {
         /// Hold the stream until this many subscribers matched (counted over the published topics).
         var waitForSubscribers = 0
 
-        static let specs: [SettingSpec] = [
-            ROS2Settings.domainSpec,
-            ROS2Settings.namespaceSpec,
-            SettingSpec(
-                "imu_topic", .string, "imu/data", "ROS topic for sensor_msgs/msg/Imu with orientation ('' = none)"),
-            SettingSpec("heading_topic", .string, "heading", "ROS topic for gyrocompass_msgs/msg/Heading ('' = none)"),
-            SettingSpec(
-                "quaternion_topic", .string, "heading/quaternion",
-                "ROS topic for the heading as geometry_msgs/msg/QuaternionStamped ('' = none)"),
-            SettingSpec("qos", .string, "default", "QoS of every writer: " + ROS2QoS.syntax),
-            SettingSpec(
-                "publish_tf", .bool, "false", "publish fixed_frame -> IMU frame on /tf (tf2_msgs/msg/TFMessage)"),
-            SettingSpec("fixed_frame", .string, "odom", "parent frame of the /tf transform"),
-            SettingSpec("world_frame", .string, "enu", "world frame of the orientation", choices: ["enu", "ned"]),
-            SettingSpec(
-                "yaw_offset", .number, "0", "rotation about the vertical added to the orientation, radians",
-                range: -7...7),
-            SettingSpec(
-                "declination", .number, "0", "magnetic declination subtracted from the yaw, radians east",
-                range: -3.15...3.15),
-            SettingSpec(
-                "orientation_stddev", .number, "0",
-                "roll and pitch standard deviation in the orientation covariance, radians (0 = heading only)",
-                range: 0...3.15),
-            SettingSpec(
-                "wait_for_subscribers", .integer, "0", "hold the stream until this many subscribers matched",
-                range: 0...10_000),
-        ]
-
-        init(_ s: StageSettings) {
-            domainId = s.integer("domain_id")
-            namespace = s.string("namespace")
-            imuTopic = s.string("imu_topic")
-            headingTopic = s.string("heading_topic")
-            quaternionTopic = s.string("quaternion_topic")
-            qos = (try? ROS2QoS(parsing: s.string("qos"))) ?? .rosDefault
-            publishTF = s.bool("publish_tf")
-            fixedFrame = s.string("fixed_frame")
-            worldNED = s.string("world_frame") == "ned"
-            yawOffsetRadians = s.number("yaw_offset")
-            declinationRadians = s.number("declination")
-            orientationStddevRadians = s.number("orientation_stddev")
-            waitForSubscribers = s.integer("wait_for_subscribers")
+        enum WorldFrame: String, CaseIterable {
+            case enu, ned
         }
+
+        static let table = SettingTable<Settings>([
+            ROS2Settings.domain(\.domainId),
+            ROS2Settings.namespace(\.namespace),
+            .string("imu_topic", \.imuTopic, "ROS topic for sensor_msgs/msg/Imu with orientation ('' = none)"),
+            .string("heading_topic", \.headingTopic, "ROS topic for gyrocompass_msgs/msg/Heading ('' = none)"),
+            .string(
+                "quaternion_topic", \.quaternionTopic,
+                "ROS topic for the heading as geometry_msgs/msg/QuaternionStamped ('' = none)"),
+            .string("qos", \.qosText, "QoS of every writer: " + ROS2QoS.syntax),
+            .bool("publish_tf", \.publishTF, "publish fixed_frame -> IMU frame on /tf (tf2_msgs/msg/TFMessage)"),
+            .string("fixed_frame", \.fixedFrame, "parent frame of the /tf transform"),
+            .choice("world_frame", \.worldFrame, "world frame of the orientation"),
+            .number(
+                "yaw_offset", \.yawOffsetRadians, unit: "rad", range: -7...7,
+                "rotation about the vertical added to the orientation"),
+            .number(
+                "declination", \.declinationRadians, unit: "rad", range: -3.15...3.15,
+                "magnetic declination subtracted from the yaw, east positive"),
+            .number(
+                "orientation_stddev", \.orientationStddevRadians, unit: "rad", range: 0...3.15,
+                "roll and pitch standard deviation in the orientation covariance (0 = heading only)"),
+            .integer(
+                "wait_for_subscribers", \.waitForSubscribers, range: 0...10_000,
+                "hold the stream until this many subscribers matched"),
+        ])
+
+        var worldNED: Bool { worldFrame == .ned }
+        /// The writers' QoS (checked when the file loaded).
+        var qos: ROS2QoS { (try? ROS2QoS(parsing: qosText)) ?? .rosDefault }
 
         /// True when the Imu must be rewritten (otherwise its bytes go on as they are).
         var changesOrientation: Bool {
@@ -87,10 +77,16 @@ final class ROS2Sink: StageLogic, TransformLogic, @unchecked Sendable {
     static let type = StageType(
         name: "ros2_sink", role: .sink,
         summary: "the fused orientation and heading on ROS 2 topics over DDS (imu/data, heading, /tf)",
-        settings: Settings.specs, restart: .joinsLive,
-        check: ROS2Settings.check(
-            qosSettings: ["qos"], topicSettings: ["imu_topic", "heading_topic", "quaternion_topic"])
-    ) { s, context in try ROS2Sink(Settings(s), stage: context.stage, log: context.log) }
+        settings: Settings.table, restart: .joinsLive,
+        check: { settings, _ in
+            ROS2Settings.check(
+                qos: ["qos": settings.qosText],
+                topics: [
+                    "imu_topic": settings.imuTopic, "heading_topic": settings.headingTopic,
+                    "quaternion_topic": settings.quaternionTopic,
+                ], namespace: settings.namespace)
+        }
+    ) { settings, context in try ROS2Sink(settings, stage: context.stage, log: context.log) }
 
     let settings: Settings
     let stage: String
@@ -167,7 +163,7 @@ final class ROS2Sink: StageLogic, TransformLogic, @unchecked Sendable {
 
     var inputHandling: InputHandling { .decoded }
 
-    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
+    func consume(_ frame: consuming WireFrame) throws {
         switch frame.topic {
         case PipelineTopics.imuFused:
             guard imuWriter != nil || tfWriter != nil else { return }
@@ -254,7 +250,7 @@ final class ROS2Sink: StageLogic, TransformLogic, @unchecked Sendable {
         for w in writers { w.flush() }
     }
 
-    func finish() throws -> [WireFrame] {
+    func close() throws {
         for w in writers { w.flush() }
         // Reliable subscribers get everything before this participant leaves the domain.
         for w in writers where w.topic.qos.reliability == .reliable && w.matchedReaders > 0 {
@@ -266,6 +262,6 @@ final class ROS2Sink: StageLogic, TransformLogic, @unchecked Sendable {
         if blockedWrites > 0 { parts.append("\(blockedWrites) write(s) waited for a slow reliable subscriber") }
         notes.append("published over DDS (domain \(settings.domainId)): " + parts.joined(separator: ", "))
         participant.close()
-        return []
+        return
     }
 }

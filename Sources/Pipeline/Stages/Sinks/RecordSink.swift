@@ -12,39 +12,38 @@ import Foundation
 /// summary, and stays readable with `--salvage`; it is flushed every second. On a live stream the
 /// replacement first reads again what its input still holds and records, per topic, only what
 /// follows the killed split's last message (`ResumePoint`).
-final class RecordSink: StageLogic, TransformLogic, @unchecked Sendable {
-    struct Settings {
+final class RecordSink: StageLogic, SinkLogic, @unchecked Sendable {
+    struct Settings: DeclaredSettings {
         /// rosbag2 directory (or .mcap / .db3 file) to create.
         var path = ""
-        /// Storage of a directory: mcap | sqlite3.
+        /// Storage of a directory.
         var storage = BagReader.Storage.mcap
-        /// MCAP chunk compression: zstd | lz4 | "" (none).
-        var compression = "zstd"
+        /// MCAP chunk compression.
+        var compression = Compression.zstd
         /// Topics to record.
-        var topics: Set<String> = [PipelineTopics.heading, PipelineTopics.imuFused]
+        var topics = [PipelineTopics.heading, PipelineTopics.imuFused]
 
-        static let specs: [SettingSpec] = [
-            SettingSpec("path", .string, nil, "rosbag2 directory (or .mcap / .db3 file) to create"),
-            SettingSpec("storage", .string, "mcap", "mcap | sqlite3 (directories)", choices: ["mcap", "sqlite3"]),
-            SettingSpec(
-                "compression", .string, "zstd", "zstd | lz4 | none (MCAP chunks)", choices: ["zstd", "lz4", "none"]),
-            SettingSpec("topics", .stringList, "heading,imu/data", "topics to record", namesTopics: true),
-        ]
-
-        init(_ s: StageSettings) {
-            path = s.string("path")
-            storage = s.string("storage") == "sqlite3" ? .sqlite3 : .mcap
-            compression = s.string("compression") == "none" ? "" : s.string("compression")
-            topics = Set(s.list("topics"))
+        enum Compression: String, CaseIterable {
+            case zstd, lz4, none
         }
+
+        static let table = SettingTable<Settings>([
+            .string("path", \.path, required: true, "rosbag2 directory (or .mcap / .db3 file) to create"),
+            .choice("storage", \.storage, "storage of a directory"),
+            .choice("compression", \.compression, "MCAP chunk compression"),
+            .strings("topics", \.topics, namesTopics: true, "topics to record"),
+        ])
+
+        /// The compression as `BagRecorder` names it ("" = none).
+        var compressionName: String { compression == .none ? "" : compression.rawValue }
     }
 
     static let type = StageType(
         name: "record", role: .sink, summary: "a rosbag2 recording (MCAP or sqlite3) of chosen topics",
-        settings: Settings.specs, continuesFromRetransmission: true
-    ) { s, context in
+        settings: Settings.table, continuesFromRetransmission: true
+    ) { settings, context in
         try RecordSink(
-            Settings(s), resuming: context.output == .continues, rewriting: context.output == .rewrites)
+            settings, resuming: context.output == .continues, rewriting: context.output == .rewrites)
     }
 
     let settings: Settings
@@ -60,9 +59,13 @@ final class RecordSink: StageLogic, TransformLogic, @unchecked Sendable {
     let killedSplit: String?
     var resumed: [String: ResumePoint]?
 
+    /// Writing again what a killed recorder began (its single file is replaced).
+    let rewriting: Bool
+
     init(_ settings: Settings, resuming: Bool = false, rewriting: Bool = false) throws {
         self.settings = settings
-        topics = settings.topics
+        self.rewriting = rewriting
+        topics = Set(settings.topics)
         path = resuming ? Self.nextSplit(of: settings.path) : settings.path
         killedSplit = path == settings.path ? nil : Self.previousSplit(of: path, first: settings.path)
         super.init()
@@ -138,7 +141,7 @@ final class RecordSink: StageLogic, TransformLogic, @unchecked Sendable {
 
     var inputHandling: InputHandling { .decoded }
 
-    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
+    func consume(_ frame: consuming WireFrame) throws {
         guard topics.contains(frame.topic) else { return }
         guard frame.encoding == "cdr", let definition = MessageDefinitions.definition(for: frame.type) else {
             throw UnexpectedFrame(reason: "cannot record \(frame.type) in \(frame.encoding)")
@@ -153,7 +156,8 @@ final class RecordSink: StageLogic, TransformLogic, @unchecked Sendable {
             if resumed![frame.topic]!.isWritten(RosTime(sec: stamp.sec, nanosec: stamp.nanosec)) { return }
         }
         if recorder == nil {
-            recorder = try BagRecorder(path: path, storage: settings.storage, compression: settings.compression)
+            recorder = try BagRecorder(
+                path: path, storage: settings.storage, compression: settings.compressionName, replacing: rewriting)
         }
         guard let recorder else { return }
         try recorder.write(
@@ -167,7 +171,7 @@ final class RecordSink: StageLogic, TransformLogic, @unchecked Sendable {
         }
     }
 
-    func finish() throws -> [WireFrame] {
+    func close() throws {
         for point in (resumed ?? [:]).sorted(by: { $0.key < $1.key }).map(\.value) {
             notes.append(point.summary)
             if !point.provenWhole { losses += 1 }
@@ -175,10 +179,10 @@ final class RecordSink: StageLogic, TransformLogic, @unchecked Sendable {
         guard let recorder else {
             notes.append(
                 "nothing to record on \(topics.sorted().joined(separator: ", ")); \(path) not written")
-            return []
+            return
         }
         try recorder.finish()
         notes.append("recorded to \(recorder.path)")
-        return []
+        return
     }
 }

@@ -7,8 +7,8 @@ import MessageBus
 /// summary table, heading with its accuracy band, flags as shaded spans, field strength and dip,
 /// the magnetometer points before and after calibration in three projections, and the gyro bias.
 /// Reads fusion's outputs and, for the raw magnetometer points, the source's imu/mag.
-final class ReportSink: StageLogic, TransformLogic, @unchecked Sendable {
-    struct Settings {
+final class ReportSink: StageLogic, SinkLogic, @unchecked Sendable {
+    struct Settings: DeclaredSettings {
         /// The HTML file to write.
         var path = ""
         /// A title for the page (e.g. the bag's name).
@@ -16,25 +16,19 @@ final class ReportSink: StageLogic, TransformLogic, @unchecked Sendable {
         /// A reference orientation (BROAD-style t,qw,qx,qy,qz[,movement] CSV, plain or .gz); "" = none.
         var truth = ""
 
-        static let specs: [SettingSpec] = [
-            SettingSpec("path", .string, nil, "the HTML file to write"),
-            SettingSpec("title", .string, "GyroCompass replay", "the page's title, e.g. the bag"),
-            SettingSpec(
-                "truth", .string, "",
+        static let table = SettingTable<Settings>([
+            .string("path", \.path, required: true, "the HTML file to write"),
+            .string("title", \.title, "the page's title, e.g. the bag"),
+            .string(
+                "truth", \.truth,
                 "reference orientation to score against, BROAD-style t,qw,qx,qy,qz[,movement] CSV (or .csv.gz)"),
-        ]
-
-        init(_ s: StageSettings) {
-            path = s.string("path")
-            title = s.string("title")
-            truth = s.string("truth")
-        }
+        ])
     }
 
     static let type = StageType(
         name: "report", role: .sink, summary: "a self-contained HTML report with plots of what the filter did",
-        settings: Settings.specs
-    ) { s, _ in try ReportSink(Settings(s)) }
+        settings: Settings.table
+    ) { settings, _ in try ReportSink(settings) }
 
     let settings: Settings
     var t: [Double] = [], heading: [Double] = [], accuracy: [Double] = [], strength: [Double] = [], dip: [Double] = []
@@ -75,7 +69,7 @@ final class ReportSink: StageLogic, TransformLogic, @unchecked Sendable {
 
     var inputHandling: InputHandling { .decoded }
 
-    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
+    func consume(_ frame: consuming WireFrame) throws {
         switch frame.topic {
         case PipelineTopics.heading:
             let h = try decoded(frame, as: HeadingMessage.self)
@@ -126,10 +120,10 @@ final class ReportSink: StageLogic, TransformLogic, @unchecked Sendable {
         return out
     }
 
-    func finish() throws -> [WireFrame] {
+    func close() throws {
         guard let first = t.first, let last = t.last else {
             notes.append("no headings: \(settings.path) not written")
-            return []
+            return
         }
         let rel = t.map { $0 - first }, span = max(last - first, 1e-3)
         let page = ReportPage(sink: self, relative: rel, span: span)
@@ -137,6 +131,6 @@ final class ReportSink: StageLogic, TransformLogic, @unchecked Sendable {
         try w.write(page.html())
         try w.close()
         notes.append("report of \(t.count) headings to \(settings.path)")
-        return []
+        return
     }
 }

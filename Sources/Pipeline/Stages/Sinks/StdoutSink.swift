@@ -4,34 +4,32 @@ import WireFormat
 import MessageBus
 
 /// Prints headings as text lines, or messages as JSON lines, on stdout.
-final class StdoutSink: StageLogic, TransformLogic, @unchecked Sendable {
-    struct Settings {
-        /// JSON lines instead of text.
-        var json = false
+final class StdoutSink: StageLogic, SinkLogic, @unchecked Sendable {
+    struct Settings: DeclaredSettings {
+        /// Heading lines, or JSON lines of any topic.
+        var format = Format.text
         /// Topics to print.
-        var topics: Set<String> = [PipelineTopics.heading]
+        var topics = [PipelineTopics.heading]
         /// Print a heading only after it changed this much, degrees (0 = every update).
         var minimumChangeDegrees = 1.0
 
-        static let specs: [SettingSpec] = [
-            SettingSpec("format", .string, "text", "text | json", choices: ["text", "json"]),
-            SettingSpec("topics", .stringList, "heading", "topics to print", namesTopics: true),
-            SettingSpec(
-                "min_change_deg", .number, "1", "print a heading only after it changed this much (0 = every update)",
-                range: SettingSpec.degreesRange),
-        ]
-
-        init(_ s: StageSettings) {
-            json = s.string("format") == "json"
-            topics = Set(s.list("topics"))
-            minimumChangeDegrees = s.number("min_change_deg")
+        enum Format: String, CaseIterable {
+            case text, json
         }
+
+        static let table = SettingTable<Settings>([
+            .choice("format", \.format, "heading lines, or JSON lines of any topic"),
+            .strings("topics", \.topics, namesTopics: true, "topics to print"),
+            .number(
+                "min_change_deg", \.minimumChangeDegrees, unit: "deg", range: SettingSpec.degreesRange,
+                "print a heading only after it changed this much (0 = every update)"),
+        ])
     }
 
     static let type = StageType(
         name: "stdout", role: .sink, summary: "heading lines (or JSON lines of any topic) on stdout",
-        settings: Settings.specs, restart: .joinsLive
-    ) { s, _ in StdoutSink(Settings(s)) }
+        settings: Settings.table, restart: .joinsLive
+    ) { settings, _ in StdoutSink(settings) }
 
     let settings: Settings
     var changeFilter: HeadingChangeFilter
@@ -45,9 +43,9 @@ final class StdoutSink: StageLogic, TransformLogic, @unchecked Sendable {
 
     var inputHandling: InputHandling { .decoded }
 
-    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
+    func consume(_ frame: consuming WireFrame) throws {
         guard settings.topics.contains(frame.topic) else { return }
-        if settings.json {
+        if settings.format == .json {
             if frame.type == HeadingMessage.typeName, settings.minimumChangeDegrees > 0 {
                 // Display sinks deliver a heading only once it changed enough, in JSON as in text.
                 let h = try decoded(frame, as: HeadingMessage.self)
@@ -92,8 +90,8 @@ final class StdoutSink: StageLogic, TransformLogic, @unchecked Sendable {
         buffer = ""
     }
 
-    func finish() throws -> [WireFrame] {
+    func close() throws {
         flush()
-        return []
+        return
     }
 }

@@ -6,22 +6,20 @@ import MessageBus
 /// A summary a person can read at the end of a run: duration, final and mean heading with their
 /// accuracy, the share of headings per flag and the calibrations accepted. `replay` adds it when no
 /// output is asked for; its lines are the stage's notes.
-final class SummarySink: StageLogic, TransformLogic, @unchecked Sendable {
-    struct Settings {
+final class SummarySink: StageLogic, SinkLogic, @unchecked Sendable {
+    struct Settings: DeclaredSettings {
         /// The heading topic to summarise.
         var topic = PipelineTopics.heading
 
-        static let specs: [SettingSpec] = [
-            SettingSpec("topic", .string, "heading", "gyrocompass_msgs/Heading topic to summarise", namesTopics: true)
-        ]
-
-        init(_ s: StageSettings) { topic = s.string("topic") }
+        static let table = SettingTable<Settings>([
+            .string("topic", \.topic, namesTopic: true, "gyrocompass_msgs/Heading topic to summarise")
+        ])
     }
 
     static let type = StageType(
         name: "summary", role: .sink, summary: "a readable end-of-run summary of the headings (replay without outputs)",
-        settings: Settings.specs
-    ) { s, _ in SummarySink(Settings(s)) }
+        settings: Settings.table
+    ) { settings, _ in SummarySink(settings) }
 
     let settings: Settings
     var count = 0, valid = 0
@@ -36,7 +34,7 @@ final class SummarySink: StageLogic, TransformLogic, @unchecked Sendable {
 
     var inputHandling: InputHandling { .decoded }
 
-    func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
+    func consume(_ frame: consuming WireFrame) throws {
         if frame.topic == PipelineTopics.calibrationStatus {
             let c = try decoded(frame, as: CalibrationStatusMessage.self)
             if acceptedFits.isNewFit(c) { calibrationsAccepted += 1 }
@@ -60,10 +58,10 @@ final class SummarySink: StageLogic, TransformLogic, @unchecked Sendable {
         }
     }
 
-    func finish() throws -> [WireFrame] {
+    func close() throws {
         guard count > 0, let first, let last else {
             notes.append("no headings on \(settings.topic)")
-            return []
+            return
         }
         notes.append("duration \(format(last - first, 1)) s, \(count) headings (\(valid) with a value)")
         if let h = final {
@@ -82,6 +80,6 @@ final class SummarySink: StageLogic, TransformLogic, @unchecked Sendable {
         }
         notes.append("share of headings per flag: " + (shares.isEmpty ? "none set" : shares.joined(separator: ", ")))
         notes.append("calibrations accepted: \(calibrationsAccepted)")
-        return []
+        return
     }
 }

@@ -8,7 +8,7 @@ import MessageBus
 /// A recorded bag as a source: its IMU and magnetometer messages (and fixes, if asked), remapped to
 /// the pipeline's topics, forwarded as stored (no re-encoding), paced by log time when `rate` > 0.
 final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
-    struct Settings {
+    struct Settings: DeclaredSettings {
         /// rosbag2 directory, or a .mcap / .db3 file.
         var path = ""
         /// Bag topics read as imu/data_raw, imu/mag and fix ("" = no fixes).
@@ -21,51 +21,42 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
         var loop = false
         /// Read past damage, reporting it.
         var salvage = false
-        /// Stamp each message with its log time instead of keeping its header stamp.
-        var logTimeStamps = false
+        /// Which time stamps each message: its header stamp, or the time it was logged.
+        var time = Time.header
         /// Progress bar on stderr when it is a terminal.
         var progress = true
+        var pauseWithoutSubscribers = true
 
-        static let specs: [SettingSpec] = [
-            SettingSpec("path", .string, nil, "rosbag2 directory or .mcap / .db3 file"),
-            SettingSpec("imu_topic", .string, "/imu/data_raw", "bag topic with sensor_msgs/msg/Imu"),
-            SettingSpec("mag_topic", .string, "/imu/mag", "bag topic with sensor_msgs/msg/MagneticField"),
-            SettingSpec(
-                "rate", .number, "0", "playback speed: 1 = real time, 2 = twice, 0 = as fast as possible",
-                range: 0...10_000),
-            SettingSpec("start", .number, "0", "seconds to skip from the start", range: SettingSpec.secondsRange),
-            SettingSpec("duration", .number, "0", "seconds to play; 0 = all", range: SettingSpec.secondsRange),
-            SettingSpec("loop", .bool, "false", "start again at the end"),
-            SettingSpec("salvage", .bool, "false", "read past damage, reporting it"),
-            SettingSpec(
-                "time", .string, "header", "header: keep the header stamps; log: stamp each message with its log time",
-                choices: ["header", "log"]),
-            SettingSpec(
-                "fix_topic", .string, "", "bag topic with sensor_msgs/msg/NavSatFix to pass on as 'fix' ('' = none)"),
-            SettingSpec("progress", .bool, "true", "progress bar on stderr when it is a terminal"),
-            SettingSpec.pauseWithoutSubscribers,
-        ]
-
-        init(_ s: StageSettings) {
-            path = s.string("path")
-            imuTopic = s.string("imu_topic")
-            magTopic = s.string("mag_topic")
-            fixTopic = s.string("fix_topic")
-            rate = s.number("rate")
-            startSeconds = s.number("start")
-            durationSeconds = s.number("duration")
-            loop = s.bool("loop")
-            salvage = s.bool("salvage")
-            logTimeStamps = s.string("time") == "log"
-            progress = s.bool("progress")
+        enum Time: String, CaseIterable {
+            case header, log
         }
+
+        static let table = SettingTable<Settings>([
+            .string("path", \.path, required: true, "rosbag2 directory or .mcap / .db3 file"),
+            .string("imu_topic", \.imuTopic, "bag topic with sensor_msgs/msg/Imu"),
+            .string("mag_topic", \.magTopic, "bag topic with sensor_msgs/msg/MagneticField"),
+            .number(
+                "rate", \.rate, unit: "x real time", range: 0...10_000,
+                "playback speed: 1 = real time, 2 = twice, 0 = as fast as possible"),
+            .number("start", \.startSeconds, unit: "s", range: SettingSpec.secondsRange, "time to skip from the start"),
+            .number("duration", \.durationSeconds, unit: "s", range: SettingSpec.secondsRange, "time to play; 0 = all"),
+            .bool("loop", \.loop, "start again at the end"),
+            .bool("salvage", \.salvage, "read past damage, reporting it"),
+            .choice("time", \.time, "header: keep the header stamps; log: stamp each message with its log time"),
+            .string(
+                "fix_topic", \.fixTopic, "bag topic with sensor_msgs/msg/NavSatFix to pass on as 'fix' ('' = none)"),
+            .bool("progress", \.progress, "progress bar on stderr when it is a terminal"),
+            .pauseWithoutSubscribers(\.pauseWithoutSubscribers),
+        ])
     }
 
     static let type = StageType(
         name: "bag", role: .source, summary: "a recorded ROS 2 bag (MCAP or sqlite3), replayed as stored",
-        settings: Settings.specs,
+        settings: Settings.table,
         outputTopics: [PipelineTopics.imuRaw, PipelineTopics.magnetometer, PipelineTopics.fix]
-    ) { s, context in try BagSource(Settings(s), log: context.log) }
+    ) { settings, context in try BagSource(settings, log: context.log) }
+
+    var pausesWithoutSubscribers: Bool { settings.pauseWithoutSubscribers }
 
     let settings: Settings
     let bag: BagReader
@@ -150,7 +141,7 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
                         return
                     }
                 }
-                if settings.logTimeStamps && m.encoding == "cdr" {
+                if (settings.time == .log) && m.encoding == "cdr" {
                     let stamp = RosTime(
                         sec: Int32(truncatingIfNeeded: m.logTime / 1_000_000_000),
                         nanosec: UInt32(m.logTime % 1_000_000_000))

@@ -8,25 +8,20 @@ import MessageBus
 /// or the same fields as an NMEA-style sentence "$GCIMU,t,...,mz*HH" with the usual XOR checksum.
 /// Malformed lines are counted and logged with their line number.
 final class LinesSource: StageLogic, SourceLogic, @unchecked Sendable {
-    struct Settings {
+    struct Settings: DeclaredSettings {
         /// "-" for stdin, or a serial device such as /dev/ttyUSB0.
         var device = "-"
         /// Serial speed, baud (devices only).
         var baud = 115_200
+        var pauseWithoutSubscribers = true
 
-        static let specs: [SettingSpec] = [
-            SettingSpec("device", .string, "-", "'-' for stdin, or a serial device such as /dev/ttyUSB0"),
-            SettingSpec(
-                "baud", .integer, "115200",
-                "serial speed (devices only): " + serialSpeeds.keys.sorted().map(String.init).joined(separator: ", "),
-                range: 9600...921_600),
-            SettingSpec.pauseWithoutSubscribers,
-        ]
-
-        init(_ s: StageSettings) {
-            device = s.string("device")
-            baud = s.integer("baud")
-        }
+        static let table = SettingTable<Settings>([
+            .string("device", \.device, "'-' for stdin, or a serial device such as /dev/ttyUSB0"),
+            .integer(
+                "baud", \.baud, unit: "baud", range: 9600...921_600,
+                "serial speed (devices only): " + serialSpeeds.keys.sorted().map(String.init).joined(separator: ", ")),
+            .pauseWithoutSubscribers(\.pauseWithoutSubscribers),
+        ])
     }
 
     static let serialSpeeds: [Int: speed_t] = [
@@ -36,26 +31,28 @@ final class LinesSource: StageLogic, SourceLogic, @unchecked Sendable {
 
     static let type = StageType(
         name: "lines", role: .source, summary: "text samples from stdin or a serial device (CSV or $GCIMU sentences)",
-        settings: Settings.specs, outputTopics: [PipelineTopics.imuRaw, PipelineTopics.magnetometer],
-        check: { s in
-            serialSpeeds[s.integer("baud")] == nil
+        settings: Settings.table, outputTopics: [PipelineTopics.imuRaw, PipelineTopics.magnetometer],
+        check: { settings, _ in
+            serialSpeeds[settings.baud] == nil
                 ? SettingProblem(
                     "baud",
-                    "unsupported speed \(s.integer("baud")) (use "
+                    "unsupported speed \(settings.baud) (use "
                         + "\(serialSpeeds.keys.sorted().map(String.init).joined(separator: ", ")))"
                 )
                 : nil
         }
-    ) { s, context in try LinesSource(Settings(s), log: context.log) }
+    ) { settings, context in try LinesSource(settings, log: context.log) }
 
     let handle: FileHandle
     let device: String
+    let pausesWithoutSubscribers: Bool
     let log: @Sendable (String) -> Void
     var malformed = 0
 
     init(_ settings: Settings, log: @escaping @Sendable (String) -> Void) throws {
         self.log = log
         device = settings.device
+        pausesWithoutSubscribers = settings.pauseWithoutSubscribers
         if device == "-" {
             handle = FileHandle.standardInput
             return

@@ -11,75 +11,77 @@ import ROS2DDS
 /// a driver publishing imu and mag together fuses as a replay of its recording would, even when DDS
 /// delivers one topic late (a retransmission); samples of a sensor pair stamped alike go at once.
 final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
-    struct Settings {
+    struct Settings: DeclaredSettings {
         /// DDS domain (ROS_DOMAIN_ID).
         var domainId = 0
         /// Namespace relative topic names resolve in.
         var namespace = "/"
         /// ROS topics read as imu/data_raw, imu/mag and fix ("" = not read).
-        var imuTopic = "imu/data_raw", magTopic = "imu/mag", fixTopic = ""
-        /// QoS of each reader.
-        var imuQoS = ROS2QoS.sensorData, magQoS = ROS2QoS.sensorData
-        var fixQoS = ROS2QoS.sensorData
-        /// How long a sample may wait for one of another topic stamped before it, seconds.
-        var orderWindowSeconds = 0.002
+        var imuTopic = "imu/data_raw", magnetometerTopic = "imu/mag", fixTopic = ""
+        /// Read the magnetometer; false = gyro and accelerometer only.
+        var useMagnetometer = true
+        /// QoS of every reader, and of each ("" = `qos`), written the ROS 2 way (`ROS2QoS.syntax`).
+        var qos = "sensor_data", imuQoSText = "", magQoSText = "", fixQoSText = ""
+        /// How long a sample may wait for one of another topic stamped before it, milliseconds.
+        var orderWindowMilliseconds = 2.0
         /// Seconds to run (0 = until stopped); seconds without data, once data came, that end the
         /// stream (0 = never).
         var durationSeconds = 0.0, idleEndSeconds = 0.0
+        var pauseWithoutSubscribers = true
 
-        static let specs: [SettingSpec] = [
-            ROS2Settings.domainSpec,
-            ROS2Settings.namespaceSpec,
-            SettingSpec(
-                "imu_topic", .string, "imu/data_raw", "ROS topic with sensor_msgs/msg/Imu (raw: no orientation)"),
-            SettingSpec("mag_topic", .string, "imu/mag", "ROS topic with sensor_msgs/msg/MagneticField ('' = none)"),
-            SettingSpec(
-                "use_mag", .bool, "true", "read the magnetometer; false = gyro and accelerometer only"),
-            SettingSpec("fix_topic", .string, "", "ROS topic with sensor_msgs/msg/NavSatFix ('' = none), e.g. fix"),
-            SettingSpec("qos", .string, "sensor_data", "QoS of every reader: " + ROS2QoS.syntax),
-            SettingSpec("imu_qos", .string, "", "QoS of the imu reader ('' = qos)"),
-            SettingSpec("mag_qos", .string, "", "QoS of the mag reader ('' = qos)"),
-            SettingSpec("fix_qos", .string, "", "QoS of the fix reader ('' = qos)"),
-            SettingSpec(
-                "order_window_ms", .number, "2",
-                "how long a sample waits for one of another topic stamped before it (0 = arrival order)",
-                range: 0...1000),
-            SettingSpec("duration", .number, "0", "seconds to run; 0 = until stopped", range: SettingSpec.secondsRange),
-            SettingSpec(
-                "end_after_idle", .number, "0",
-                "end the stream after this many seconds without data, once data came (0 = never)",
-                range: SettingSpec.secondsRange),
-            SettingSpec.pauseWithoutSubscribers,
-        ]
+        static let table = SettingTable<Settings>([
+            ROS2Settings.domain(\.domainId),
+            ROS2Settings.namespace(\.namespace),
+            .string("imu_topic", \.imuTopic, "ROS topic with sensor_msgs/msg/Imu (raw: no orientation)"),
+            .string("mag_topic", \.magnetometerTopic, "ROS topic with sensor_msgs/msg/MagneticField ('' = none)"),
+            .bool("use_mag", \.useMagnetometer, "read the magnetometer; false = gyro and accelerometer only"),
+            .string("fix_topic", \.fixTopic, "ROS topic with sensor_msgs/msg/NavSatFix ('' = none), e.g. fix"),
+            .string("qos", \.qos, "QoS of every reader: " + ROS2QoS.syntax),
+            .string("imu_qos", \.imuQoSText, "QoS of the imu reader ('' = qos)"),
+            .string("mag_qos", \.magQoSText, "QoS of the mag reader ('' = qos)"),
+            .string("fix_qos", \.fixQoSText, "QoS of the fix reader ('' = qos)"),
+            .number(
+                "order_window_ms", \.orderWindowMilliseconds, unit: "ms", range: 0...1000,
+                "how long a sample waits for one of another topic stamped before it (0 = arrival order)"),
+            .number(
+                "duration", \.durationSeconds, unit: "s", range: SettingSpec.secondsRange,
+                "how long to run; 0 = until stopped"),
+            .number(
+                "end_after_idle", \.idleEndSeconds, unit: "s", range: SettingSpec.secondsRange,
+                "end the stream after this long without data, once data came (0 = never)"),
+            .pauseWithoutSubscribers(\.pauseWithoutSubscribers),
+        ])
 
-        init(_ s: StageSettings) {
-            domainId = s.integer("domain_id")
-            namespace = s.string("namespace")
-            imuTopic = s.string("imu_topic")
-            magTopic = s.bool("use_mag") ? s.string("mag_topic") : ""
-            fixTopic = s.string("fix_topic")
-            func qos(_ key: String) -> ROS2QoS {
-                let text = s.string(key).isEmpty ? s.string("qos") : s.string(key)
-                return (try? ROS2QoS(parsing: text)) ?? .sensorData
-            }
-            imuQoS = qos("imu_qos")
-            magQoS = qos("mag_qos")
-            fixQoS = qos("fix_qos")
-            orderWindowSeconds = s.number("order_window_ms") / 1000
-            durationSeconds = s.number("duration")
-            idleEndSeconds = s.number("end_after_idle")
-        }
+        /// The magnetometer topic read ("" = none).
+        var magTopic: String { useMagnetometer ? magnetometerTopic : "" }
+        var imuQoS: ROS2QoS { Self.profile(imuQoSText.isEmpty ? qos : imuQoSText) }
+        var magQoS: ROS2QoS { Self.profile(magQoSText.isEmpty ? qos : magQoSText) }
+        var fixQoS: ROS2QoS { Self.profile(fixQoSText.isEmpty ? qos : fixQoSText) }
+        var orderWindowSeconds: Double { orderWindowMilliseconds / 1000 }
+
+        /// A profile checked when the file loaded (`ROS2Settings.check`).
+        private static func profile(_ text: String) -> ROS2QoS { (try? ROS2QoS(parsing: text)) ?? .sensorData }
     }
 
     static let type = StageType(
         name: "ros2_source", role: .source,
         summary: "live ROS 2 topics over DDS (imu/data_raw, imu/mag, fix), taken as serialized CDR",
-        settings: Settings.specs,
+        settings: Settings.table,
         outputTopics: [PipelineTopics.imuRaw, PipelineTopics.magnetometer, PipelineTopics.fix],
-        check: ROS2Settings.check(
-            qosSettings: ["qos", "imu_qos", "mag_qos", "fix_qos"],
-            topicSettings: ["imu_topic", "mag_topic", "fix_topic"])
-    ) { s, context in try ROS2Source(Settings(s), stage: context.stage, log: context.log) }
+        check: { settings, _ in
+            ROS2Settings.check(
+                qos: [
+                    "qos": settings.qos, "imu_qos": settings.imuQoSText, "mag_qos": settings.magQoSText,
+                    "fix_qos": settings.fixQoSText,
+                ],
+                topics: [
+                    "imu_topic": settings.imuTopic, "mag_topic": settings.magnetometerTopic,
+                    "fix_topic": settings.fixTopic,
+                ], namespace: settings.namespace)
+        }
+    ) { settings, context in try ROS2Source(settings, stage: context.stage, log: context.log) }
+
+    var pausesWithoutSubscribers: Bool { settings.pauseWithoutSubscribers }
 
     /// One subscribed topic: its reader, the pipeline topic it feeds and how a payload is checked.
     struct Input {

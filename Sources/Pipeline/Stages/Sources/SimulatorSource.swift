@@ -9,77 +9,72 @@ import MessageBus
 /// The seeded IMU and magnetometer simulator as a source: imu/data_raw and imu/mag, paced to the
 /// wall clock or as fast as the pipeline takes them.
 final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
-    struct Settings {
-        /// Motion script: default | figure_eight | walking | rest | plausible_disturbance.
+    struct Settings: DeclaredSettings {
+        /// Motion script (`scenarioNames`).
         var scenario = "default"
         /// Simulator seed; the same seed gives the same samples.
-        var seed: UInt64 = 1
+        var seed = 1
         /// Samples per second, Hz.
         var rateHz = 100.0
         /// Seconds to run; 0 = until stopped.
         var durationSeconds = 0.0
         /// Pace samples to the wall clock; false = as fast as possible.
         var realtime = true
-        /// Header stamps from the wall clock at sending (latency measurements) instead of simulation time.
-        var wallStamps = false
+        /// Where header stamps come from.
+        var stamp = Stamp.simulated
         /// Hard-iron offset the simulated magnetometer adds, microtesla.
         var hardIronMicrotesla = Vector3.zero
         /// Soft-iron matrix the simulated magnetometer applies to the field before the offset.
         var softIron = Matrix3.identity
         /// Also write the true orientation, t,qw,qx,qy,qz,movement per sample (BROAD's truth format), here.
         var truthPath = ""
+        var pauseWithoutSubscribers = true
 
-        static let specs: [SettingSpec] = [
-            SettingSpec("scenario", .string, "default", "motion script", choices: scenarioNames),
-            SettingSpec("seed", .integer, "1", "simulator seed", range: 0...Double(UInt32.max)),
-            SettingSpec("rate_hz", .number, "100", "samples per second", range: 0.1...100_000),
-            SettingSpec("duration", .number, "0", "seconds to run; 0 = until stopped", range: SettingSpec.secondsRange),
-            SettingSpec("realtime", .bool, "true", "pace samples to the wall clock; false = as fast as possible"),
-            SettingSpec(
-                "stamp", .string, "simulated",
-                "simulated: header stamps from simulation time; wall: the wall clock at sending (for latency "
-                    + "measurements)",
-                choices: ["simulated", "wall"]),
-            SettingSpec(
-                "hard_iron_ut", .numberList(3), "0,0,0", "hard-iron offset the simulated magnetometer adds, microtesla",
-                range: -5000...5000),
-            SettingSpec(
-                "soft_iron", .numberList(9), "1,0,0,0,1,0,0,0,1",
-                "row-major soft-iron matrix the simulated magnetometer applies to the field before the offset",
-                range: -100...100),
-            SettingSpec(
-                "truth_path", .string, "", "also write the true orientation here: t,qw,qx,qy,qz,movement per sample"),
-            SettingSpec.pauseWithoutSubscribers,
-        ]
-        static let scenarioNames = ["default", "figure_eight", "walking", "rest", "plausible_disturbance"]
-
-        init(_ s: StageSettings) {
-            scenario = s.string("scenario")
-            seed = UInt64(s.integer("seed"))
-            rateHz = s.number("rate_hz")
-            durationSeconds = s.number("duration")
-            realtime = s.bool("realtime")
-            wallStamps = s.string("stamp") == "wall"
-            let h = s.numberList("hard_iron_ut")
-            hardIronMicrotesla = Vector3(h[0], h[1], h[2])
-            let w = s.numberList("soft_iron")
-            softIron = Matrix3(rows: Vector3(w[0], w[1], w[2]), Vector3(w[3], w[4], w[5]), Vector3(w[6], w[7], w[8]))
-            truthPath = s.string("truth_path")
+        enum Stamp: String, CaseIterable {
+            /// Simulation time.
+            case simulated
+            /// The wall clock at sending (latency measurements).
+            case wall
         }
+
+        static let table = SettingTable<Settings>([
+            .string("scenario", \.scenario, choices: scenarioNames, "motion script"),
+            .integer("seed", \.seed, range: 0...Int(UInt32.max), "simulator seed"),
+            .number("rate_hz", \.rateHz, unit: "Hz", range: 0.1...100_000, "samples per second"),
+            .number(
+                "duration", \.durationSeconds, unit: "s", range: SettingSpec.secondsRange,
+                "how long to run; 0 = until stopped"),
+            .bool("realtime", \.realtime, "pace samples to the wall clock; false = as fast as possible"),
+            .choice(
+                "stamp", \.stamp,
+                "simulated: header stamps from simulation time; wall: the wall clock at sending (for latency "
+                    + "measurements)"),
+            .vector(
+                "hard_iron_ut", \.hardIronMicrotesla, unit: "uT", range: -5000...5000,
+                "hard-iron offset the simulated magnetometer adds"),
+            .matrix(
+                "soft_iron", \.softIron, range: -100...100,
+                "row-major soft-iron matrix the simulated magnetometer applies to the field before the offset"),
+            .string(
+                "truth_path", \.truthPath, "also write the true orientation here: t,qw,qx,qy,qz,movement per sample"),
+            .pauseWithoutSubscribers(\.pauseWithoutSubscribers),
+        ])
+        static let scenarioNames = ["default", "figure_eight", "walking", "rest", "plausible_disturbance"]
     }
 
     static let type = StageType(
         name: "simulator", role: .source,
         summary: "the seeded IMU and magnetometer simulator (a product feature and the test bed)",
-        settings: Settings.specs, outputTopics: [PipelineTopics.imuRaw, PipelineTopics.magnetometer]
-    ) { s, _ in SimulatorSource(Settings(s)) }
+        settings: Settings.table, outputTopics: [PipelineTopics.imuRaw, PipelineTopics.magnetometer]
+    ) { settings, _ in SimulatorSource(settings) }
 
     let settings: Settings
     init(_ settings: Settings) { self.settings = settings }
+    var pausesWithoutSubscribers: Bool { settings.pauseWithoutSubscribers }
 
     func scenario() -> SimulationScenario {
         var s = SimulationScenario()
-        s.seed = settings.seed
+        s.seed = UInt64(settings.seed)
         s.sampleRateHz = settings.rateHz
         s.startHeadingDegrees = 30
         switch settings.scenario {
@@ -134,7 +129,7 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
                 let q = x.trueOrientation
                 try truth.write("\(x.imu.timestamp - 1_700_000_000),\(q.w),\(q.x),\(q.y),\(q.z),1\n")
             }
-            let stamp = settings.wallStamps ? Clocks.wallNow() : RosTime(seconds: x.imu.timestamp)
+            let stamp = settings.stamp == .wall ? Clocks.wallNow() : RosTime(seconds: x.imu.timestamp)
             appendRawSample(
                 RosHeader(stamp: stamp, frameId: "imu_link"), angularVelocity: x.imu.angularVelocity,
                 specificForce: x.imu.specificForce, fieldTesla: x.magnetometer.fieldMicrotesla * 1e-6, to: &batch)

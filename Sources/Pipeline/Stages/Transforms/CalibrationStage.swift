@@ -8,9 +8,10 @@ import MessageBus
 /// fusion renews its magnetic reference with it. It owns the calibration and nothing else: the gyro
 /// passes through untouched (its bias is a state of the fusion filter).
 final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable {
-    struct Settings {
-        /// Fixed calibration: hard-iron offset (microtesla) subtracted, then the soft-iron matrix applied.
-        var fixed = MagnetometerCalibration(hardIronOffsetMicrotesla: .zero, fieldRadiusMicrotesla: 0)
+    struct Settings: DeclaredSettings {
+        /// Fixed calibration: hard-iron offset subtracted, microtesla, then the soft-iron matrix applied.
+        var hardIronMicrotesla = Vector3.zero
+        var softIron = Matrix3.identity
         /// Learn hard and soft iron from normal motion (the fixed values are the start).
         var online = false
         /// Calibration file: loaded at start, saved (atomically) when a better calibration is accepted.
@@ -20,43 +21,33 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         /// Publish calibration/status this often (stream seconds), and on every change.
         var statusSeconds = 1.0
 
-        static let specs: [SettingSpec] = [
-            SettingSpec(
-                "hard_iron_ut", .numberList(3), "0,0,0", "fixed hard-iron offset subtracted from the field, microtesla",
-                range: -5000...5000),
-            SettingSpec(
-                "soft_iron", .numberList(9), "1,0,0,0,1,0,0,0,1", "fixed row-major matrix applied after the offset",
-                range: -100...100),
-            SettingSpec(
-                "online", .bool, "false", "learn hard and soft iron from normal motion (the fixed values are the start)"
-            ),
-            SettingSpec(
-                "file", .string, "",
+        static let table = SettingTable<Settings>([
+            .vector(
+                "hard_iron_ut", \.hardIronMicrotesla, unit: "uT", range: -5000...5000,
+                "fixed hard-iron offset subtracted from the field"),
+            .matrix("soft_iron", \.softIron, range: -100...100, "fixed row-major matrix applied after the offset"),
+            .bool("online", \.online, "learn hard and soft iron from normal motion (the fixed values are the start)"),
+            .string(
+                "file", \.file,
                 "calibration file: loaded at start, saved (atomically) when a better calibration is accepted"),
-            SettingSpec("prompt", .bool, "true", "allow the status to ask for the figure-eight motion"),
-            SettingSpec(
-                "status_seconds", .number, "1", "publish calibration/status this often (and on every change)",
-                range: 0.001...86_400),
-        ]
+            .bool("prompt", \.prompt, "allow the status to ask for the figure-eight motion"),
+            .number(
+                "status_seconds", \.statusSeconds, unit: "s", range: 0.001...86_400,
+                "publish calibration/status this often (and on every change)"),
+        ])
 
-        init(_ s: StageSettings) {
-            let h = s.numberList("hard_iron_ut"), m = s.numberList("soft_iron")
-            fixed = MagnetometerCalibration(
-                hardIronOffsetMicrotesla: Vector3(h[0], h[1], h[2]),
-                softIronCorrection: Matrix3(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8]),
-                fieldRadiusMicrotesla: 0)
-            online = s.bool("online")
-            file = s.string("file")
-            prompt = s.bool("prompt")
-            statusSeconds = s.number("status_seconds")
+        /// The fixed calibration (identity when nothing is given).
+        var fixed: MagnetometerCalibration {
+            MagnetometerCalibration(
+                hardIronOffsetMicrotesla: hardIronMicrotesla, softIronCorrection: softIron, fieldRadiusMicrotesla: 0)
         }
     }
 
     static let type = StageType(
         name: "calibration", role: .transform,
         summary: "hard- and soft-iron calibration (fixed or online, persisted; a new hard iron found with the gyro)",
-        settings: Settings.specs, outputTopics: [PipelineTopics.calibrationStatus]
-    ) { s, context in CalibrationStage(Settings(s), log: context.log) }
+        settings: Settings.table, outputTopics: [PipelineTopics.calibrationStatus]
+    ) { settings, context in CalibrationStage(settings, log: context.log) }
 
     static let identity = MagnetometerCalibration(hardIronOffsetMicrotesla: .zero, fieldRadiusMicrotesla: 0)
 
@@ -210,8 +201,9 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
                 "calibration: at \(format(time, 2)) s accepted \(article) \(fit.model.rawValue) fit, "
                     + "offset \(format(o.x, 1)), \(format(o.y, 1)), \(format(o.z, 1)) uT, "
                     + "field \(format(fit.calibration.fieldRadiusMicrotesla, 1)) uT, rms "
-                    + "\(format(fit.rmsResidualMicrotesla, 2)) uT, "
-                    + "coverage \(format(fit.directionCoverage * 100, 0)) %")
+                    + "\(format(fit.rmsResidualMicrotesla, 2)) uT"
+                    // A gyro-aided fit is made from turning, not from binned directions: no coverage.
+                    + (fit.directionCoverage.isFinite ? ", coverage \(format(fit.directionCoverage * 100, 0)) %" : ""))
         }
         guard !settings.file.isEmpty, savedResidual.map({ fit.rmsResidualMicrotesla < $0 }) ?? true else { return }
         do {

@@ -7,7 +7,7 @@ import MessageBus
 /// with a good course accuracy, the compass heading when its accuracy is good, otherwise nothing.
 /// Publishes gyrocompass_msgs/Heading on `direction` with `source` saying which.
 final class DirectionStage: StageLogic, TransformLogic, @unchecked Sendable {
-    struct Settings {
+    struct Settings: DeclaredSettings {
         /// GPS course only above this speed, m/s.
         var minimumSpeedMetresPerSecond = 2.0
         /// GPS course only with an accuracy at least this good, degrees.
@@ -17,35 +17,27 @@ final class DirectionStage: StageLogic, TransformLogic, @unchecked Sendable {
         /// Position error assumed when a fix gives no covariance, metres.
         var defaultPositionSigmaMetres = 5.0
 
-        static let specs: [SettingSpec] = [
-            SettingSpec("min_speed", .number, "2", "GPS course only above this speed, m/s", range: 0...1000),
-            SettingSpec(
-                "max_course_accuracy_deg", .number, "15",
-                "GPS course only with an accuracy at least this good, degrees",
-                range: SettingSpec.degreesRange),
-            SettingSpec(
-                "max_compass_accuracy_deg", .number, "30",
-                "compass heading only with an accuracy at least this good, degrees",
-                range: SettingSpec.degreesRange),
-            SettingSpec(
-                "default_position_sigma_m", .number, "5",
-                "position error assumed when a fix gives no covariance, metres",
-                range: 0.001...100_000),
-        ]
-
-        init(_ s: StageSettings) {
-            minimumSpeedMetresPerSecond = s.number("min_speed")
-            maximumCourseAccuracyDegrees = s.number("max_course_accuracy_deg")
-            maximumCompassAccuracyDegrees = s.number("max_compass_accuracy_deg")
-            defaultPositionSigmaMetres = s.number("default_position_sigma_m")
-        }
+        static let table = SettingTable<Settings>([
+            .number(
+                "min_speed", \.minimumSpeedMetresPerSecond, unit: "m/s", range: 0...1000,
+                "GPS course only above this speed"),
+            .number(
+                "max_course_accuracy_deg", \.maximumCourseAccuracyDegrees, unit: "deg", range: SettingSpec.degreesRange,
+                "GPS course only with an accuracy at least this good"),
+            .number(
+                "max_compass_accuracy_deg", \.maximumCompassAccuracyDegrees, unit: "deg",
+                range: SettingSpec.degreesRange, "compass heading only with an accuracy at least this good"),
+            .number(
+                "default_position_sigma_m", \.defaultPositionSigmaMetres, unit: "m", range: 0.001...100_000,
+                "position error assumed when a fix gives no covariance"),
+        ])
     }
 
     static let type = StageType(
         name: "direction", role: .transform,
         summary: "the direction of travel: GPS course when moving fast and straight, else the compass heading",
-        settings: Settings.specs, outputTopics: [PipelineTopics.direction], passesOn: .nothing
-    ) { s, _ in DirectionStage(Settings(s)) }
+        settings: Settings.table, outputTopics: [PipelineTopics.direction], passesOn: .nothing
+    ) { settings, _ in DirectionStage(settings) }
 
     var selector: DirectionSourceSelector
     let defaultSigma: Double

@@ -12,8 +12,8 @@ import MessageBus
 /// learned), the gyro bias (a state of the filter) and the site. The calibration it reads from
 /// calibration/status: a new calibration renews the reference and widens the heading uncertainty.
 final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
-    struct Settings {
-        /// Which filter fuses: kalman | complementary.
+    struct Settings: DeclaredSettings {
+        /// Which filter fuses.
         var filter = FilterKind.kalman
         /// The IMU's output latency to predict over, seconds.
         var sensorLatencySeconds = 0.0
@@ -21,101 +21,172 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         var referenceOffsetDegrees = 0.0
         /// frame_id of the outputs; "" = that of the IMU messages.
         var frameId = ""
-        /// Fixed position for the declination; nil = from fix messages, if any.
-        var position: MagneticModelLookup.Position?
-        /// Model date; nil = the date of each sample.
-        var decimalYear: Double?
         /// Smooth offline (Kalman only): outputs come at the end of the stream, each estimate using
         /// the whole recording (`KalmanSmoother`).
         var smooth = false
-        /// The Kalman filter's model (its defaults, the common options, the stage's parameters).
-        var kalman = KalmanFilterSettings()
-        /// The disturbance gate of either filter (tolerances; an expected field when given).
-        var gate = MagneticGateSettings()
+        /// Expected field strength, microtesla; 0 = from the site's World Magnetic Model, else the
+        /// accepted calibration's radius, else learned.
+        var expectedStrengthMicrotesla = 0.0
+        /// Expected dip, degrees; used with `expectedStrengthMicrotesla`.
+        var expectedDipDegrees = 0.0
+        /// The gate's tolerances: a fraction of the strength, and degrees of dip.
+        var strengthTolerance = MagneticGateSettings().strengthTolerance
+        var dipToleranceDegrees = MagneticGateSettings().dipToleranceDegrees
         /// Publish interference/status this often (stream seconds), and on every change.
         var statusSeconds = 1.0
+        /// The site: WGS-84 latitude and longitude, degrees, and height above the ellipsoid, km;
+        /// nil = from fix messages, if any.
+        var latitudeDegrees: Double?
+        var longitudeDegrees: Double?
+        var heightKilometres = 0.0
+        /// Model date; nil = the date of each sample.
+        var decimalYear: Double?
+        /// The Kalman filter's model parameters the stage exposes (the rest keep their defaults).
+        var kalmanModel = KalmanFilterSettings()
 
-        static let specs: [SettingSpec] =
+        static let table = SettingTable<Settings>(
             [
-                SettingSpec(
-                    "filter", .string, "kalman", "the fusion filter", choices: FilterKind.allCases.map(\.rawValue)),
-                SettingSpec(
-                    "sensor_latency", .number, "0", "IMU output latency to predict over, seconds", range: 0...1),
-                SettingSpec(
-                    "reference_offset_deg", .number, "0", "subtracted from the heading ('this direction is zero')",
-                    range: -360...360),
-                SettingSpec("frame_id", .string, "", "frame_id of the outputs; '' = that of the IMU messages"),
-                SettingSpec(
-                    "smooth", .bool, "false",
+                .choice("filter", \.filter, "the fusion filter"),
+                .number(
+                    "sensor_latency", \.sensorLatencySeconds, unit: "s", range: 0...1,
+                    "IMU output latency to predict over"),
+                .number(
+                    "reference_offset_deg", \.referenceOffsetDegrees, unit: "deg", range: -360...360,
+                    "subtracted from the heading ('this direction is zero')"),
+                .string("frame_id", \.frameId, "frame_id of the outputs; '' = that of the IMU messages"),
+                .bool(
+                    "smooth", \.smooth,
                     "smooth offline (kalman only): every estimate uses the whole recording, past and future; "
                         + "outputs come when the source has ended (for bag replays)"),
-                SettingSpec(
-                    "expected_strength_ut", .number, "0",
-                    "expected field strength, microtesla; 0 = the World Magnetic Model's at the site, else the "
-                        + "accepted calibration's radius, else learned", range: 0...1000),
-                SettingSpec(
-                    "expected_dip_deg", .number, "0", "expected dip, degrees; used with expected_strength_ut",
-                    range: -90...90),
-                SettingSpec(
-                    "strength_tolerance", .number, "0.1",
-                    "a reading whose strength differs from the expected by "
-                        + "more (fraction) is disturbed", range: 0.001...10),
-                SettingSpec(
-                    "dip_tolerance_deg", .number, "5",
-                    "a reading whose dip differs from the expected by more "
-                        + "(degrees) is disturbed", range: 0.01...180),
-                SettingSpec(
-                    "status_seconds", .number, "1", "publish interference/status this often (and on every change)",
-                    range: 0.001...86_400),
-            ]
-            + SettingSpec.position(
-                latitudeHelp: "the site: WGS-84 latitude for the declination (true heading) and the expected field; "
-                    + "'' = from fix messages if any",
-                dateHelp:
+                .number(
+                    "expected_strength_ut", \.expectedStrengthMicrotesla, unit: "uT", range: 0...1000,
+                    "expected field strength; 0 = the World Magnetic Model's at the site, else the accepted "
+                        + "calibration's radius, else learned"),
+                .number(
+                    "expected_dip_deg", \.expectedDipDegrees, unit: "deg", range: -90...90,
+                    "expected dip; used with expected_strength_ut"),
+                .number(
+                    "strength_tolerance", \.strengthTolerance, unit: "fraction", range: 0.001...10,
+                    "a reading whose strength differs from the expected by more is disturbed"),
+                .number(
+                    "dip_tolerance_deg", \.dipToleranceDegrees, unit: "deg", range: 0.01...180,
+                    "a reading whose dip differs from the expected by more is disturbed"),
+                .number(
+                    "status_seconds", \.statusSeconds, unit: "s", range: 0.001...86_400,
+                    "publish interference/status this often (and on every change)"),
+                .optionalNumber(
+                    "latitude", \.latitudeDegrees, unit: "deg", range: SettingSpec.latitudeRange,
+                    "the site: WGS-84 latitude for the declination (true heading) and the expected field; "
+                        + "'' = from fix messages if any"),
+                .optionalNumber(
+                    "longitude", \.longitudeDegrees, unit: "deg", range: SettingSpec.longitudeRange,
+                    "longitude (with latitude)"),
+                .number(
+                    "height_km", \.heightKilometres, unit: "km", range: SettingSpec.heightRange,
+                    "height above the ellipsoid"),
+                .optionalNumber(
+                    "date", \.decimalYear, unit: "year", range: SettingSpec.yearRange,
                     "decimal year for the model; '' = the date of each sample; outside 2025 to 2030 the heading is "
-                    + "flagged model_out_of_range"
-            ) + KalmanParameters.specs
+                        + "flagged model_out_of_range"),
+            ] + kalmanParameters)
 
-        init(_ s: StageSettings) {
-            filter = FilterKind(rawValue: s.string("filter")) ?? .kalman
-            sensorLatencySeconds = s.number("sensor_latency")
-            referenceOffsetDegrees = s.number("reference_offset_deg")
-            frameId = s.string("frame_id")
-            position = MagneticModelLookup.Position(s)
-            decimalYear = s.optionalNumber("date")
-            smooth = s.bool("smooth")
-            if s.number("expected_strength_ut") > 0 {
-                gate.referenceFieldMicrotesla = s.number("expected_strength_ut")
-                gate.referenceDipDegrees = s.number("expected_dip_deg")
-            }
-            gate.strengthTolerance = s.number("strength_tolerance")
-            gate.dipToleranceDegrees = s.number("dip_tolerance_deg")
-            statusSeconds = s.number("status_seconds")
-            kalman = KalmanParameters.apply(
-                s,
-                to: KalmanFilterSettings(
-                    CommonFilterOptions(
-                        sensorLatencySeconds: sensorLatencySeconds, referenceOffsetDegrees: referenceOffsetDegrees)))
-            kalman.magneticGate = gate
+        /// The Kalman model's parameters, for tuning a filter to a sensor from a pipeline file (or
+        /// `--set fusion.NAME=VALUE`). Each is documented with its unit in `KalmanFilterSettings`;
+        /// the ranges keep the model well posed.
+        static let kalmanParameters: [SettingEntry<Settings>] = [
+            .number(
+                "gyro_noise_density", \.kalmanModel.gyroNoiseDensity, unit: "rad/s/sqrt(Hz)", range: 1e-6...1,
+                "kalman: gyro angle random walk"),
+            .number(
+                "gyro_rate_noise", \.kalmanModel.gyroRateNoise, unit: "sqrt(s)", range: 0...0.1,
+                "kalman: attitude noise per unit of angular rate (scale factor, misalignment)"),
+            .number(
+                "gyro_bias_random_walk", \.kalmanModel.gyroBiasRandomWalk, unit: "rad/s/sqrt(s)", range: 0...0.01,
+                "kalman: gyro bias instability"),
+            .number(
+                "accelerometer_low_pass_s", \.kalmanModel.accelerometerLowPassSeconds, unit: "s", range: 0.05...60,
+                "kalman: time constant of the earth-frame specific force low-pass"),
+            .number(
+                "inclination_noise_density", \.kalmanModel.inclinationNoiseDensity, unit: "rad*sqrt(s)",
+                range: 1e-6...1, "kalman: noise density of the low-passed gravity direction"),
+            .number(
+                "acceleration_rejection_tolerance", \.kalmanModel.accelerationRejectionTolerance, unit: "fraction",
+                range: 0.001...1,
+                "kalman: accelerometer ignored while the low-passed force differs from g by more"),
+            .number(
+                "lever_arm_s", \.kalmanModel.leverArmSeconds, unit: "s", range: 0...3600,
+                "kalman: memory of the lever-arm fit (rotation's share of the force); 0 = off"),
+            .number(
+                "lever_arm_prior_m", \.kalmanModel.leverArmPriorMeters, unit: "m", range: 1e-3...10,
+                "kalman: prior 1-sigma length of the lever arm from the pivot to the sensor"),
+            .number(
+                "pivot_acceleration_noise_density", \.kalmanModel.pivotAccelerationNoiseDensity,
+                unit: "m/s^2*sqrt(s)", range: 1e-3...100, "kalman: density of the force the rotation does not explain"),
+            .number(
+                "heading_noise_density", \.kalmanModel.headingNoiseDensity, unit: "rad*sqrt(s)", range: 1e-5...10,
+                "kalman: noise density of the horizontal field direction"),
+            .number(
+                "unseen_disturbance_fraction", \.kalmanModel.unseenDisturbanceFraction, unit: "fraction",
+                range: 0...0.5,
+                "kalman: 1-sigma field disturbance no check sees, a fraction of the field (heading accuracy)"),
+        ]
+
+        /// The site, when latitude and longitude are given.
+        var position: MagneticModelLookup.Position? {
+            guard let latitudeDegrees, let longitudeDegrees else { return nil }
+            return MagneticModelLookup.Position(
+                latitudeDegrees: latitudeDegrees, longitudeDegrees: longitudeDegrees,
+                heightKilometres: heightKilometres)
         }
 
-        static func check(_ s: StageSettings) -> SettingProblem? {
-            if s.bool("smooth"), s.string("filter") != FilterKind.kalman.rawValue {
+        /// The disturbance gate of either filter: the tolerances, and the expected field when given.
+        var gate: MagneticGateSettings {
+            var gate = MagneticGateSettings()
+            if expectedStrengthMicrotesla > 0 {
+                gate.referenceFieldMicrotesla = expectedStrengthMicrotesla
+                gate.referenceDipDegrees = expectedDipDegrees
+            }
+            gate.strengthTolerance = strengthTolerance
+            gate.dipToleranceDegrees = dipToleranceDegrees
+            return gate
+        }
+
+        /// The Kalman filter's settings: the model with the common options and the gate.
+        var kalman: KalmanFilterSettings {
+            var settings = kalmanModel
+            settings.sensorLatencySeconds = sensorLatencySeconds
+            settings.referenceOffsetDegrees = referenceOffsetDegrees
+            settings.magneticGate = gate
+            return settings
+        }
+
+        /// `given`: the values the file gave (a Kalman parameter given for the complementary filter
+        /// is refused, while its default is not).
+        static func check(_ settings: Settings, given: StageSettings) -> SettingProblem? {
+            let kalman = settings.filter == .kalman
+            if settings.smooth, !kalman {
                 return SettingProblem(
                     "smooth", "smoothing runs the Kalman filter's model backwards: needs filter kalman")
             }
-            return KalmanParameters.check(s) ?? MagneticModelLookup.Position.check(s)
+            if !kalman, let parameter = kalmanParameters.first(where: { given.marks[$0.spec.name] != nil }) {
+                return SettingProblem(parameter.spec.name, "a Kalman filter parameter: needs filter kalman")
+            }
+            switch (settings.latitudeDegrees, settings.longitudeDegrees) {
+            case (nil, .some): return SettingProblem("longitude", "a longitude needs a latitude")
+            case (.some, nil): return SettingProblem("latitude", "a latitude needs a longitude")
+            default: return nil
+            }
         }
     }
 
     static let type = StageType(
         name: "fusion", role: .transform,
         summary: "the orientation filter: heading with its accuracy, true north and the fused orientation",
-        settings: Settings.specs,
+        settings: Settings.table,
         outputTopics: [PipelineTopics.heading, PipelineTopics.imuFused, PipelineTopics.interferenceStatus],
         passesOn: .only([PipelineTopics.fix, PipelineTopics.calibrationStatus]),
-        check: Settings.check
-    ) { s, _ in FusionStage(Settings(s)) }
+        check: { settings, given in Settings.check(settings, given: given) }
+    ) { settings, _ in FusionStage(settings) }
 
     let settings: Settings
     var filter: any OrientationFilter
