@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes tools/screenshots/report.png, the README's picture of `fusion-node report`: a 120 s bag of the seeded
+# Makes tools/screenshots/report.png, the picture in docs/watch-and-report.md of `fusion-node report`: a 120 s bag of the seeded
 # simulator (figure-eights with hard iron) recorded by a pipeline, its report, rendered by headless Chromium.
 # Also prints the report's size and the render time next to a blank page's (Chromium's start-up).
 set -euo pipefail

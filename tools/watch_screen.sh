@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Captures what `fusion-node --watch` shows after a few seconds of the built-in simulator: as text (tmux
 # capture-pane) on stdout, and as tools/screenshots/watch.png (that text on a dark terminal-like page,
-# rendered by headless Chromium) for the README. Usage: tools/watch_screen.sh [SECONDS]   (default 6)
+# rendered by headless Chromium) for the README and docs/watch-and-report.md. Usage: tools/watch_screen.sh [SECONDS]   (default 6)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 node="$(cd "$root" && swift build --show-bin-path)/fusion-node"
