@@ -146,8 +146,15 @@ struct Supervisor {
             }
             let why = signaled ? "killed by signal \(status & 0x7f)" : "exited with status \(code)"
             if forwarded {
-                writeStandardError("fusion-node: supervisor: \(stage) \(why) while stopping\n")
-                if !signaled || (status & 0x7f) != SIGTERM { failed = true }
+                // Asked to stop, a stage ends with SIGTERM's default action or exits 130 (interrupted
+                // before its input ended): a clean stop, not a failure.
+                let stoppedCleanly = signaled ? (status & 0x7f) == SIGTERM : code == ExitCode.interrupted.rawValue
+                if stoppedCleanly {
+                    writeStandardError("fusion-node: supervisor: \(stage) stopped\n")
+                } else {
+                    writeStandardError("fusion-node: supervisor: \(stage) \(why) while stopping\n")
+                    failed = true
+                }
                 continue
             }
             let n = restarts[stage, default: 0]

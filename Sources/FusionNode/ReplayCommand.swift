@@ -24,7 +24,7 @@ enum ReplayCommand {
                 "--publish", "ENDPOINT", "publish heading and imu/data there while replaying (tcp://127.0.0.1:5601)"),
             OptionHelp(
                 "--ros2", nil, "publish imu/data, heading and heading/quaternion on ROS 2 (DDS) while replaying"),
-            OptionHelp("--domain-id", "N", "with --ros2: the DDS domain (ROS_DOMAIN_ID)", default: "0"),
+            OptionHelp("--domain-id", "N", "with --ros2: the DDS domain", default: "$ROS_DOMAIN_ID or 0"),
             OptionHelp("--namespace", "NS", "with --ros2: the ROS namespace of the published topics", default: "/"),
             OptionHelp("--publish-tf", nil, "with --ros2: also publish odom -> IMU frame on /tf"),
             OptionHelp(
@@ -129,7 +129,8 @@ enum ReplayCommand {
         }
         if a.has("--ros2") {
             stages.append(("ros2", .mapping([("type", .string("ros2_sink")), fromFusion])))
-            set("ros2", "domain_id", "--domain-id")
+            // As `ros2 echo` and pipeline files do: the option, else ROS_DOMAIN_ID, else 0.
+            set("ros2", "domain_id", "--domain-id", String(try ROS2Command.domainId(a)))
             set("ros2", "namespace", "--namespace")
             flag("ros2", "publish_tf", "--publish-tf")
             if a.string("--publish") == nil { set("ros2", "wait_for_subscribers", "--wait-for-subscribers") }

@@ -313,3 +313,29 @@ def test_an_existing_recording_is_never_overwritten(node, bag, tmp_path, how):
     assert r.returncode == 1, r.stderr
     assert 'already exists' in r.stderr and str(out) in r.stderr
     assert out.read_bytes() == b'keep me'
+
+
+@pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM])
+def test_a_supervised_pipeline_stopped_by_a_signal_exits_130_not_failed(node, sig):
+    """A service manager stops a supervised pipeline with SIGTERM: each stage stops, and the supervisor
+    reports the interruption (130) like every other command, not a failure (1)."""
+    p = subprocess.Popen([str(node), '--config', str(ROOT / 'Pipelines' / 'default.yaml'), '--supervise',
+                          '--set', f'headings.bind=tcp://127.0.0.1:{free_port()}'],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)
+    assert p.poll() is None
+    p.send_signal(sig)
+    stderr = p.communicate(timeout=30)[1]
+    assert p.returncode == 130, stderr
+    assert 'while stopping' not in stderr
+    assert stderr.count(' stopped\n') >= 4, stderr
+
+
+def test_replay_ros2_takes_its_domain_from_ros_domain_id(node, bag):
+    env = {**os.environ, 'ROS_DOMAIN_ID': '57',
+           'CYCLONEDDS_URI': f'file://{ROOT}/Pipelines/cyclonedds-loopback.xml'}
+    for extra, domain in [([], 57), (['--domain-id', '3'], 3)]:
+        r = subprocess.run([str(node), 'replay', str(bag), '--ros2', '--duration', '1', *extra], capture_output=True,
+                           text=True, env=env, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert f'published over DDS (domain {domain})' in r.stderr, r.stderr

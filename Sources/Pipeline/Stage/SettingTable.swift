@@ -2,7 +2,7 @@ import CompassCore
 
 /// A stage's typed settings: a struct whose `init()` holds every default. Its `SettingTable` reads
 /// the defaults from there, so a default is written once, next to the property's doc comment.
-protocol DeclaredSettings {
+protocol DeclaredSettings: SendableMetatype {
     init()
 }
 
