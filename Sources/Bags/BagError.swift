@@ -51,8 +51,8 @@ public enum BagError: Error, Equatable, Sendable, CustomStringConvertible {
                 + "added?)"
         case .missingMessages(let p, let t, let e, let r):
             return
-                "\(p): \(t): the statistics count \(e) message(s), \(r) were read: \(e - min(e, r)) missing (a chunk "
-                + "removed or unreadable)"
+                "\(p): \(t): the recording counts \(e) message(s), \(r) were read: \(e - min(e, r)) missing (removed "
+                + "or unreadable)"
         case .sqlite(let p, let r): return "\(p): sqlite: \(r)"
         case .metadata(let p, let r): return "\(p): metadata: \(r)"
         case .writeFailed(let p, let r): return "\(p): write failed: \(r)"

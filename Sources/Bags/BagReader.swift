@@ -13,15 +13,20 @@ public final class BagReader: @unchecked Sendable {
     public let files: [String]
     var mcapReaders: [MCAPReader] = []
     var sqliteReaders: [SQLiteBagReader] = []
+    /// Messages per topic that metadata.yaml says the recording holds (empty without one).
+    var recordedCounts: [String: UInt64] = [:]
+    /// Fewer messages read than metadata.yaml counts, met in salvage mode.
+    var countDamage: [BagError] = []
 
     public init(path: String) throws(BagError) {
         self.path = path
         var st = stat()
         guard stat(path, &st) == 0 else { throw .cannotOpen(path: path, reason: String(cString: strerror(errno))) }
         if (st.st_mode & S_IFMT) == S_IFDIR {
-            let (storage, files) = try Self.readMetadata(directory: path)
+            let (storage, files, counts) = try Self.readMetadata(directory: path)
             self.storage = storage
             self.files = files
+            recordedCounts = counts
         } else if path.hasSuffix(".db3") {
             storage = .sqlite3
             files = [path]
@@ -39,15 +44,15 @@ public final class BagReader: @unchecked Sendable {
 
     /// rosbag2's metadata.yaml: storage identifier and relative file paths. Without one, the
     /// directory's .mcap or .db3 files.
-    static func readMetadata(directory: String) throws(BagError) -> (Storage, [String]) {
+    static func readMetadata(directory: String) throws(BagError) -> (Storage, [String], [String: UInt64]) {
         let metaPath = directory + "/metadata.yaml"
         guard let text = YAMLParser.readFile(metaPath) else {
             let entries = listDirectory(directory).sorted()
             if let mcaps = Optional(entries.filter { $0.hasSuffix(".mcap") }), !mcaps.isEmpty {
-                return (.mcap, mcaps.map { directory + "/" + $0 })
+                return (.mcap, mcaps.map { directory + "/" + $0 }, [:])
             }
             if let dbs = Optional(entries.filter { $0.hasSuffix(".db3") }), !dbs.isEmpty {
-                return (.sqlite3, dbs.map { directory + "/" + $0 })
+                return (.sqlite3, dbs.map { directory + "/" + $0 }, [:])
             }
             throw .notABag(path: directory, reason: "no metadata.yaml and no .mcap or .db3 file")
         }
@@ -72,13 +77,40 @@ public final class BagReader: @unchecked Sendable {
         guard let rel = info["relative_file_paths"]?.sequence?.compactMap(\.scalar), !rel.isEmpty else {
             throw .metadata(path: metaPath, reason: "relative_file_paths is missing or empty")
         }
-        return (storage, rel.map { directory + "/" + $0 })
+        if let twice = rel.first(where: { name in rel.filter { $0 == name }.count > 1 }) {
+            throw .metadata(path: metaPath, reason: "relative_file_paths lists \(twice) more than once")
+        }
+        var counts: [String: UInt64] = [:]
+        for entry in info["topics_with_message_count"]?.sequence ?? [] {
+            guard let name = entry["topic_metadata"]?["name"]?.scalar,
+                let count = entry["message_count"]?.scalar.flatMap({ UInt64($0) })
+            else { continue }
+            counts[name, default: 0] += count
+        }
+        return (storage, rel.map { directory + "/" + $0 }, counts)
     }
 
     /// Calls `body` for every message, file after file.
+    /// With a metadata.yaml that counts the messages per topic, a whole read that finds fewer (rows
+    /// deleted, a file replaced by a shorter one) is damage too.
     public func forEachMessage(_ options: BagReadOptions = .init(), _ body: (BagMessage) throws -> Void) throws {
-        for r in mcapReaders { try r.forEachMessage(options, body) }
-        for r in sqliteReaders { try r.forEachMessage(options, body) }
+        countDamage.removeAll()
+        var read: [String: UInt64] = [:]
+        let counting: (BagMessage) throws -> Void = { m in
+            read[m.topic, default: 0] += 1
+            try body(m)
+        }
+        for r in mcapReaders { try r.forEachMessage(options, counting) }
+        for r in sqliteReaders { try r.forEachMessage(options, counting) }
+        guard options.startTime == nil, options.endTime == nil else { return }
+        for (topic, expected) in recordedCounts.sorted(by: { $0.key < $1.key })
+        where options.topics?.contains(topic) ?? true {
+            let got = read[topic] ?? 0
+            guard got < expected else { continue }
+            let error = BagError.missingMessages(path: path, topic: topic, expected: expected, read: got)
+            guard options.salvage else { throw error }
+            countDamage.append(error)
+        }
     }
 
     /// Chunk compressions used by the MCAP files (from their chunk indexes; "" = none).
@@ -104,7 +136,7 @@ public final class BagReader: @unchecked Sendable {
     }
 
     /// Damage met in salvage mode.
-    public var damage: [BagError] { mcapReaders.flatMap(\.damage) }
+    public var damage: [BagError] { mcapReaders.flatMap(\.damage) + sqliteReaders.flatMap(\.damage) + countDamage }
 
     /// Topics over all files.
     public func topics() throws -> [BagTopic] {

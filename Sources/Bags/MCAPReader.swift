@@ -164,6 +164,17 @@ public final class MCAPReader: @unchecked Sendable {
             try readIndexed(options, counting)
         } else {
             try scan(from: 8, to: file.bytes.count, options, counting, topLevel: true)
+            // Every finished MCAP file ends with a footer and the magic. Without them the recording
+            // was cut short (a copy stopped at a chunk boundary, a recorder killed): what followed is
+            // unknown, so the read is damaged even when every record present is intact.
+            if !hasFooter, !damage.contains(where: { if case .truncated = $0 { true } else { false } }) {
+                try report(
+                    .truncated(
+                        path: path, offset: file.bytes.count,
+                        record: "the footer: the file ends without one, so the recording was cut short or never "
+                            + "finished"),
+                    options)
+            }
         }
         guard options.startTime == nil, options.endTime == nil, let stats = statistics else { return }
         for (id, expected) in stats.channelMessageCounts.sorted(by: { $0.key < $1.key }) {

@@ -67,17 +67,55 @@ public final class SQLiteBagReader: @unchecked Sendable {
         return out
     }
 
+    /// Damage met in salvage mode (rows that cannot be read as messages).
+    public private(set) var damage: [BagError] = []
+
+    /// Rows no message can be made of, whatever topics are asked for: a topic_id the topics table
+    /// lacks, a negative timestamp (before 1970: a rosbag2 recorder never writes one, and ordering by
+    /// it would reverse the recording). Thrown, or listed as damage under salvage, before any message.
+    func checkRows(_ options: BagReadOptions) throws {
+        let unknown =
+            try query(
+                "SELECT COUNT(*), MIN(topic_id) FROM messages WHERE topic_id NOT IN (SELECT id FROM topics)"
+            ) { s in (sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1)) }.first ?? (0, 0)
+        let negative =
+            try query("SELECT COUNT(*), MIN(id) FROM messages WHERE timestamp < 0") { s in
+                (sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1))
+            }.first ?? (0, 0)
+        var problems: [BagError] = []
+        if unknown.0 > 0 {
+            problems.append(
+                .corruptRecord(
+                    path: path, offset: 0, record: "messages table",
+                    reason: "\(unknown.0) row(s) name a topic_id the topics table does not have (the first: "
+                        + "\(unknown.1)); they are skipped"))
+        }
+        if negative.0 > 0 {
+            problems.append(
+                .corruptRecord(
+                    path: path, offset: 0, record: "messages table",
+                    reason: "\(negative.0) row(s) have a negative timestamp (the first: row id \(negative.1)); they "
+                        + "are skipped"))
+        }
+        for problem in problems {
+            guard options.salvage else { throw problem }
+            damage.append(problem)
+        }
+    }
+
     /// Calls `body` for every message that passes `options`, in timestamp order.
     public func forEachMessage(_ options: BagReadOptions = .init(), _ body: (BagMessage) throws -> Void) throws {
+        damage.removeAll()
+        try checkRows(options)
+        var conditions = ["timestamp >= 0"]
         var sql = "SELECT topic_id, timestamp, data FROM messages"
-        var conditions: [String] = []
         if let topics = options.topics {
             let ids = topicsById.filter { topics.contains($0.value.name) }.map { String($0.key) }
             conditions.append("topic_id IN (\(ids.isEmpty ? "NULL" : ids.joined(separator: ",")))")
         }
         if let s = options.startTime { conditions.append("timestamp >= \(Int64(clamping: s))") }
         if let e = options.endTime { conditions.append("timestamp < \(Int64(clamping: e))") }
-        if !conditions.isEmpty { sql += " WHERE " + conditions.joined(separator: " AND ") }
+        sql += " WHERE " + conditions.joined(separator: " AND ")
         sql += " ORDER BY timestamp, id"
         var stmt: OpaquePointer?
         guard sqlite3_prepare_v2(db, sql, -1, &stmt, nil) == SQLITE_OK, let stmt else {
@@ -99,12 +137,7 @@ public final class SQLiteBagReader: @unchecked Sendable {
             if n > 0, let p = sqlite3_column_blob(stmt, 2) {
                 data.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(start: p, count: n)) }
             }
-            guard let topic = topicsById[topicId] else {
-                let error = BagError.corruptRecord(
-                    path: path, offset: 0, record: "messages row", reason: "unknown topic_id \(topicId)")
-                if options.salvage { continue }
-                throw error
-            }
+            guard let topic = topicsById[topicId] else { continue }  // counted by checkRows
             let t = UInt64(clamping: time)
             try body(
                 BagMessage(

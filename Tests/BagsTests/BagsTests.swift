@@ -130,14 +130,25 @@ struct BagsTests {
         #expect(throws: BagError.self) { try BagReader(path: dir.path) }
     }
 
-    @Test("a file cut off after its last flush (a crash) still reads every flushed message")
+    @Test("a file cut off after its last flush (a crash) is damaged; salvage reads every flushed message")
     func unfinished() throws {
         let dir = ScratchDirectory()
         let path = dir.path + "/crash.mcap"
         let w = try writeMCAP(messages, to: path, compression: "zstd", finish: false)
         let reader = try MCAPReader(path: path)
         #expect(!reader.hasFooter)
-        #expect(try readAll(path) == messages)
+        do {
+            _ = try readAll(path)
+            Issue.record("a recording without a footer was read as complete")
+        } catch let error as BagError {
+            #expect(error.description.contains("the file ends without one"))
+        }
+        var options = BagReadOptions()
+        options.salvage = true
+        #expect(try readAll(path, options) == messages)
+        let salvaged = try MCAPReader(path: path)
+        try salvaged.forEachMessage(options) { _ in }
+        #expect(salvaged.damage.count == 1)
         _ = w  // the writer finishes the file when it goes away
     }
 

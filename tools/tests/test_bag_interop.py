@@ -1,3 +1,4 @@
+import re
 """Bag interoperability with the reference Python implementations, through the real fusion-node binary.
 
 - Bags written by `rosbags` (rosbag2: MCAP uncompressed, MCAP zstd chunks, sqlite3) and by the `mcap`
@@ -309,3 +310,38 @@ def test_a_sqlite3_bag_without_definitions_decodes_through_the_known_interfaces(
     assert echoed[0]['message'] == {'data': 'hello ROS 1 tools'}
     assert echoed[1]['message']['twist']['linear'] == {'x': 1.0, 'y': 2.0, 'z': 3.0}
     assert echoed[1]['message']['header']['frame_id'] == 'base'
+
+
+@pytest.mark.parametrize('damage', ['negated_timestamps', 'unknown_topic_id', 'deleted_rows', 'file_listed_twice'])
+def test_a_damaged_sqlite3_bag_is_named_never_read_as_complete(node, tmp_path, damage):
+    """Rows a replay cannot use, rows missing against metadata.yaml's counts, or a file listed twice: an
+    error that names the damage, and with --salvage what is intact plus the damage listed."""
+    import sqlite3
+    bag = tmp_path / 'bag'
+    write_rosbags(bag, make_messages(n=300, seed=9), StoragePlugin.SQLITE3)
+    db = next(bag.glob('*.db3'))
+    con = sqlite3.connect(db)
+    total = con.execute('SELECT COUNT(*) FROM messages').fetchone()[0]
+    expect = {'negated_timestamps': 'negative timestamp', 'unknown_topic_id': 'topic_id the topics table',
+              'deleted_rows': 'missing (removed or unreadable)', 'file_listed_twice': 'more than once'}[damage]
+    if damage == 'negated_timestamps':
+        con.execute('UPDATE messages SET timestamp = -timestamp')
+    elif damage == 'unknown_topic_id':
+        con.execute('UPDATE messages SET topic_id = 999 WHERE id % 10 = 0')
+    elif damage == 'deleted_rows':
+        con.execute('DELETE FROM messages WHERE id > 250')
+    else:
+        meta = (bag / 'metadata.yaml').read_text()
+        item = re.search(r'relative_file_paths:\n(\s*- [^\n]+\n)', meta).group(1)
+        (bag / 'metadata.yaml').write_text(meta.replace(item, item + item, 1))
+    con.commit()
+    con.close()
+    strict = subprocess.run([str(node), 'bag', 'echo', str(bag)], capture_output=True, text=True, timeout=60)
+    assert strict.returncode != 0 and expect in strict.stderr, strict.stderr
+    if damage == 'file_listed_twice':
+        return                                     # the bag cannot be opened: nothing to salvage
+    salvaged = subprocess.run([str(node), 'bag', 'echo', str(bag), '--salvage'], capture_output=True, text=True,
+                              timeout=60)
+    assert salvaged.returncode == 0 and expect in salvaged.stderr, salvaged.stderr
+    assert len(salvaged.stdout.splitlines()) < total
+    assert len(salvaged.stdout.splitlines()) > 0 or damage == 'negated_timestamps'
