@@ -216,7 +216,11 @@ public final class MCAPReader: @unchecked Sendable {
         let wanted: Set<UInt16>? = options.topics.map { topics in
             Set(channels.values.filter { topics.contains($0.topic) }.map(\.id))
         }
+        // A chunk listed twice in the summary (a writer's or a copier's fault) is read once: the
+        // index only says where the chunk is, and the chunk's own CRC vouches for its content.
+        var read = Set<UInt64>()
         for index in chunkIndexes {
+            guard read.insert(index.chunkStartOffset).inserted else { continue }
             if let wanted, index.channels.isDisjoint(with: wanted), !index.channels.isEmpty { continue }
             if let start = options.startTime, index.messageEndTime < start { continue }
             if let end = options.endTime, index.messageStartTime >= end { continue }

@@ -345,3 +345,31 @@ def test_a_damaged_sqlite3_bag_is_named_never_read_as_complete(node, tmp_path, d
     assert salvaged.returncode == 0 and expect in salvaged.stderr, salvaged.stderr
     assert len(salvaged.stdout.splitlines()) < total
     assert len(salvaged.stdout.splitlines()) > 0 or damage == 'negated_timestamps'
+
+
+def test_a_chunk_listed_twice_in_the_summary_is_read_once(node, tmp_path):
+    """The summary's chunk index says where chunks are; listing one twice must not double its messages."""
+    import struct
+    path = tmp_path / 'dup.mcap'
+    write_mcap(path, make_messages(n=400, seed=12), chunk_size=8192)
+    b = path.read_bytes()
+    footer = len(b) - 8 - (1 + 8 + 20)
+    assert b[footer] == 0x02
+    summary_start, offsets_start = struct.unpack('<QQ', b[footer + 9:footer + 25])
+    summary_end = offsets_start or footer
+    records, pos = [], summary_start
+    while pos < summary_end:
+        (length,) = struct.unpack('<Q', b[pos + 1:pos + 9])
+        records.append(b[pos:pos + 9 + length])
+        pos += 9 + length
+    first_index = next(i for i, r in enumerate(records) if r[0] == 0x08)
+    records.insert(first_index, records[first_index])
+    summary = b''.join(records)
+    new_footer = bytes([0x02]) + struct.pack('<QQQI', 20, summary_start, 0, 0)
+    damaged = tmp_path / 'dup2.mcap'
+    damaged.write_bytes(b[:summary_start] + summary + new_footer + b[-8:])
+    plain = subprocess.run([str(node), 'bag', 'echo', str(path)], capture_output=True, text=True)
+    twice = subprocess.run([str(node), 'bag', 'echo', str(damaged)], capture_output=True, text=True)
+    assert plain.returncode == 0 and twice.returncode == 0, twice.stderr
+    assert len(twice.stdout.splitlines()) == len(plain.stdout.splitlines()) > 0
+    assert twice.stdout == plain.stdout
