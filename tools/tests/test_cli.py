@@ -339,3 +339,14 @@ def test_replay_ros2_takes_its_domain_from_ros_domain_id(node, bag):
                            text=True, env=env, timeout=60)
         assert r.returncode == 0, r.stderr
         assert f'published over DDS (domain {domain})' in r.stderr, r.stderr
+
+
+def test_samples_the_filter_cannot_use_make_exit_code_3(node):
+    """A thousand samples with one time stamp: the filter uses one; the run says so in its exit code."""
+    from test_pipeline_interop import free_port
+    line = '1700000000.0,0.01,0,0,0,0,9.81,2e-5,0,-4e-5\n'
+    r = subprocess.run([str(node), '--config', str(ROOT / 'Pipelines' / 'live-lines.yaml'), '--set',
+                        f'display.bind=tcp://127.0.0.1:{free_port()}'], input=line * 1000, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 3, r.stderr
+    assert 'time not increasing 999' in r.stderr
