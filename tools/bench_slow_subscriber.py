@@ -69,7 +69,7 @@ def replay(node, bag, subscriber, cpus=None):
                         received[0] += 1
             reader = threading.Thread(target=read, daemon=True)
             reader.start()
-    cmd = [str(node), 'replay', str(bag), '--publish', endpoint]
+    cmd = [str(node), 'replay', str(bag), '--publish', endpoint, '--on-slow', 'drop']  # what is measured
     if cpus is not None:
         cmd = ['taskset', '-c', cpus] + cmd
     if subscriber:

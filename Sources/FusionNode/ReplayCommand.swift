@@ -35,7 +35,7 @@ enum ReplayCommand {
             OptionHelp(
                 "--on-slow", "drop|block",
                 "published: a subscriber that falls behind misses messages (drop) or holds the replay (block)",
-                default: "drop"),
+                default: "block with --wait-for-subscribers, else drop"),
             OptionHelp("--insecure", nil, "allow --publish on an address other hosts can reach (no encryption)"),
             OptionHelp("--filter", "NAME", "kalman or complementary", default: "kalman"),
             ProcessingGraph.noCalibrationOption,
@@ -123,7 +123,10 @@ enum ReplayCommand {
             set("publish", "bind", "--publish", endpoint)
             set("publish", "encoding", "--encoding")
             flag("publish", "latest_only", "--latest-only")
-            set("publish", "on_slow", "--on-slow")
+            // Subscribers the replay was asked to wait for get every message unless told otherwise: a
+            // recording can be replayed again, so holding it costs nothing but time.
+            let waited = Int(a.string("--wait-for-subscribers") ?? "0") ?? 0
+            set("publish", "on_slow", "--on-slow", a.string("--on-slow") ?? (waited > 0 ? "block" : nil))
             set("publish", "wait_for_subscribers", "--wait-for-subscribers")
             outputs.append("publish")
         }

@@ -234,7 +234,10 @@ public enum YAMLParser {
                 }
                 try count(anchorWeights[name] ?? 1, at: m)
                 try attach(node)
-            case YAML_DOCUMENT_END_EVENT, YAML_STREAM_END_EVENT:
+            case YAML_DOCUMENT_START_EVENT where root != nil:
+                throw YAMLError(
+                    file: file, mark: m, message: "a second YAML document: the file must hold exactly one")
+            case YAML_STREAM_END_EVENT:
                 done = true
             default:
                 break

@@ -286,7 +286,7 @@ def test_readme_python_subscriber_runs_from_any_directory(node, tmp_path):
     out = open(tmp_path / 'sub.out', 'w')  # a file, not a pipe the test would have to drain meanwhile
     sub = subprocess.Popen([sys.executable, 'sub.py'], cwd=tmp_path, stdout=out, text=True)
     replay = subprocess.run([str(node), 'replay', str(bag), '--publish', f'tcp://127.0.0.1:{port}', '--encoding',
-                             'json', '--wait-for-subscribers', '1', '--on-slow', 'block', '--quiet'], capture_output=True, text=True,
+                             'json', '--wait-for-subscribers', '1', '--quiet'], capture_output=True, text=True,
                             timeout=60)
     assert replay.returncode == 0, replay.stderr
     assert sub.wait(timeout=30) == 0

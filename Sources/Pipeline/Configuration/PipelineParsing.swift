@@ -97,6 +97,12 @@ private struct FileReader {
         let name =
             try root["name"].map { (n) throws(PipelineConfigError) -> String in
                 guard let s = n.scalar, !n.isNull else { throw fail(n, "'name' must be a string") }
+                // It names ipc endpoints inside the private directory: no path separators or dots.
+                guard !s.isEmpty, s.count <= 64,
+                    s.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "_-".contains($0)) })
+                else {
+                    throw fail(n, "'name' must be 1 to 64 ASCII letters, digits, '_' or '-', found '\(s)'")
+                }
                 return s
             }
             ?? (file.split(separator: "/").last.map { String($0.split(separator: ".").first ?? "pipeline") }

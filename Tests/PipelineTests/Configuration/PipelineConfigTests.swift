@@ -217,6 +217,25 @@ struct PipelineConfigTests {
         #expect(e?.message.contains("share the endpoint") == true)
     }
 
+    @Test("a pipeline name that is not a plain word, or a second YAML document, is refused at its line")
+    func nameAndDocuments() {
+        let graph =
+            "stages:\n  s: {type: simulator}\n  f: {type: fusion, inputs: [s]}\n  o: {type: summary, inputs: [f]}\n"
+        for (text, line, words) in [
+            ("name: ../../tmp/x\n" + graph, 1, "'name' must be"),
+            ("name: a.b\n" + graph, 1, "'name' must be"),
+            (graph + "---\nstages: {}\n", 5, "a second YAML document"),
+        ] {
+            do {
+                _ = try PipelineConfig.parse(text, file: "p.yaml", environment: [:])
+                Issue.record("accepted: \(text)")
+            } catch {
+                #expect(error.mark.line == line && error.message.contains(words), "\(error)")
+            }
+        }
+        #expect((try? PipelineConfig.parse("name: robot_1-a\n" + graph, file: "p.yaml", environment: [:])) != nil)
+    }
+
     @Test("every shipped pipeline in Pipelines/ parses")
     func shipped() throws {
         let root = "/" + #filePath.split(separator: "/").dropLast(4).joined(separator: "/") + "/Pipelines"
