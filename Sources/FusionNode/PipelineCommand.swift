@@ -1,6 +1,7 @@
 #if canImport(Glibc)
     import Glibc
 #endif
+import Foundation
 import Pipeline
 
 /// `fusion-node --config FILE [--list-stages | --stage NAME | --supervise [--max-restarts N]]`, with
@@ -87,6 +88,9 @@ enum PipelineCommand {
         }
         let reports: [StageReport]
         if let name = a.string("--stage") {
+            if let supervisor = getenv(Supervisor.pidVariable).flatMap({ pid_t(String(cString: $0)) }) {
+                Supervisor.stopWhenGone(supervisor)
+            }
             reports = [try await PipelineRunner.runStage(config, named: name, resuming: a.has("--resume"))]
         } else {
             reports = try await PipelineRunner.runAll(config)
@@ -106,7 +110,25 @@ struct Supervisor {
     /// The command line's overrides, passed on to every stage process.
     var extraArguments: [String] = []
 
+    /// The environment variable that tells a stage process which supervisor started it.
+    static let pidVariable = "GYROCOMPASS_SUPERVISOR_PID"
+
+    /// In a stage process: stop (as SIGTERM would) once `supervisor` is no longer its parent, so no
+    /// stage outlives a supervisor that was killed (SIGKILL leaves it no chance to stop them). Polls
+    /// the parent every 0.2 s on a thread of its own: the kernel's parent-death signal follows the
+    /// thread that spawned the child, and the supervisor spawns from pool threads that may exit.
+    static func stopWhenGone(_ supervisor: pid_t) {
+        let watcher = Thread {
+            while getppid() == supervisor { usleep(200_000) }
+            writeStandardError("fusion-node: the supervisor (pid \(supervisor)) is gone; stopping\n")
+            kill(getpid(), SIGTERM)
+        }
+        watcher.name = "supervisor-watch"
+        watcher.start()
+    }
+
     func spawn(_ stage: String, resuming: Bool = false) throws -> pid_t {
+        setenv(Self.pidVariable, String(getpid()), 1)
         let pid = try spawnSelf(
             ["--config", configPath, "--stage", stage] + (resuming ? ["--resume"] : []) + extraArguments)
         writeStandardError("fusion-node: supervisor: started \(stage) (pid \(pid))\n")

@@ -350,3 +350,28 @@ def test_samples_the_filter_cannot_use_make_exit_code_3(node):
                        text=True, timeout=60)
     assert r.returncode == 3, r.stderr
     assert 'time not increasing 999' in r.stderr
+
+
+def test_stage_processes_end_when_their_supervisor_is_killed(node):
+    """SIGKILL gives the supervisor no chance to stop its stages: they notice it is gone and stop."""
+    p = subprocess.Popen([str(node), '--config', str(ROOT / 'Pipelines' / 'default.yaml'), '--supervise',
+                          '--set', f'headings.bind=tcp://127.0.0.1:{free_port()}'],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(4)
+    children = subprocess.run(['pgrep', '-P', str(p.pid)], capture_output=True, text=True).stdout.split()
+    assert len(children) == 5
+    p.kill()
+    p.wait()
+
+    def running(pid):                             # neither gone nor a zombie waiting for init to reap it
+        try:
+            return Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[0] != 'Z'
+        except (FileNotFoundError, ProcessLookupError):
+            return False
+
+    deadline = time.monotonic() + 15
+    alive = children
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = [c for c in alive if running(c)]
+    assert alive == []
