@@ -65,12 +65,30 @@ public struct ReaderCount: Sendable {
         return (count, count == 1 ? sole : nil)
     }
 
-    mutating func note(_ prefix: ArraySlice<UInt8>, subscribed: Bool) {
+    /// Records a subscription, or an unsubscription of a prefix someone subscribed to; false for an
+    /// unsubscription nobody's subscription matches (it changes nothing).
+    @discardableResult
+    mutating func note(_ prefix: ArraySlice<UInt8>, subscribed: Bool) -> Bool {
         if let i = prefixes.firstIndex(where: { $0.bytes[...] == prefix }) {
             prefixes[i].count += subscribed ? 1 : -1
             if prefixes[i].count <= 0 { prefixes.remove(at: i) }
-        } else if subscribed {
-            prefixes.append((Array(prefix), 1))
+            return true
+        }
+        guard subscribed else { return false }
+        prefixes.append((Array(prefix), 1))
+        return true
+    }
+
+    /// Counts one message an XPUB socket received: 1 + prefix subscribes, 0 + prefix unsubscribes.
+    /// An unsubscription for a prefix never subscribed (a stray or hostile peer: 13 bytes of ZMTP/1.0
+    /// can send one) is ignored, so it cannot make a publisher believe its readers left.
+    mutating func count(_ message: some Collection<UInt8>) {
+        let bytes = Array(message)
+        if bytes.first == 1 {
+            value += 1
+            note(bytes.dropFirst(), subscribed: true)
+        } else if bytes.first == 0, note(bytes.dropFirst(), subscribed: false) {
+            value = max(0, value - 1)
         }
     }
 
@@ -83,13 +101,7 @@ public struct ReaderCount: Sendable {
         var any = false
         var timeout = timeoutMilliseconds
         while let message = try socket.receive(timeoutMilliseconds: timeout) {
-            if message.first == 1 {
-                value += 1
-                note(message.dropFirst(), subscribed: true)
-            } else if message.first == 0 {
-                value = max(0, value - 1)
-                note(message.dropFirst(), subscribed: false)
-            }
+            count(message)
             any = true
             timeout = 0
         }
