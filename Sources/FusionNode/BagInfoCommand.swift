@@ -30,7 +30,7 @@ enum BagInfoCommand {
             perTopic[m.topic] = t
         }
         let duration = count > 0 ? Double(last - first) * 1e-9 : 0
-        print("Files:             \(bag.files.joined(separator: ", "))")
+        print(terminalSafe("Files:             \(bag.files.joined(separator: ", "))"))
         print("Bag size:          \(humanBytes(bag.sizeBytes))")
         print("Storage id:        \(bag.storage.rawValue)")
         if bag.storage == .mcap {
@@ -51,9 +51,9 @@ enum BagInfoCommand {
             let span = p.map { Double($0.last - $0.first) * 1e-9 } ?? 0
             let rate = (p?.count ?? 0) > 1 && span > 0 ? Double(p!.count - 1) / span : 0
             print(
-                "  Topic: \(t.name) | Type: \(t.type) | Count: \(p?.count ?? 0) | Rate: \(format(rate, 3)) Hz | "
-                    + "Serialization: \(t.encoding)"
-            )
+                terminalSafe(
+                    "  Topic: \(t.name) | Type: \(t.type) | Count: \(p?.count ?? 0) | Rate: \(format(rate, 3)) Hz | "
+                        + "Serialization: \(t.encoding)"))
         }
         for d in bag.damage { writeStandardError("fusion-node: damage: \(d)\n") }
         return .complete  // damage is only read past with --salvage, which accepts it

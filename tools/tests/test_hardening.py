@@ -505,3 +505,19 @@ def test_an_mcap_with_a_chunk_cut_out_is_reported(node, tmp_path):
     assert 'damage:' in salvaged.stderr and 'summary section' in salvaged.stderr
     rows = len((tmp_path / 'b.csv').read_text().splitlines()) - 1
     assert 500 < rows < 600
+
+
+def test_text_from_a_bag_cannot_drive_the_terminal(node, tmp_path):
+    """A topic name with an escape sequence (retitle the terminal, then BEL) is printed escaped."""
+    from test_bag_interop import write_mcap, make_messages
+    evil = '/imu/data_raw\x1b]0;pwned\x07\x9b2J'
+    messages = [(evil if topic == '/imu/data_raw' else topic, msgtype, t, msg)
+                for topic, msgtype, t, msg in make_messages(n=50, seed=2)]
+    path = tmp_path / 'evil.mcap'
+    write_mcap(path, messages)
+    info = subprocess.run([str(node), 'bag', 'info', str(path)], capture_output=True, text=True)
+    assert info.returncode == 0, info.stderr
+    assert '\\x1b]0;pwned\\x07\\u{9b}2J' in info.stdout
+    replay = subprocess.run([str(node), 'replay', str(path), '--imu-topic', evil], capture_output=True, text=True)
+    for text in (info.stdout, info.stderr, replay.stdout, replay.stderr):
+        assert not any(c in text for c in '\x1b\x07\x9b'), repr(text[:300])

@@ -53,6 +53,26 @@ public struct Progress {
 
 /// Writes straight to file descriptor 2 (the C `stderr` global is not concurrency-safe in Swift 6).
 public func writeStandardError(_ text: String) {
-    var bytes = Array(text.utf8)
+    var bytes = Array(terminalSafe(text).utf8)
     _ = bytes.withUnsafeMutableBytes { write(2, $0.baseAddress, $0.count) }
+}
+
+/// `text` with every control character except newline, carriage return and tab written as `\xHH`
+/// (`\u{HHHH}` for C1): names and errors taken from a bag or a peer cannot move the cursor, retitle
+/// the terminal or hide what follows.
+public func terminalSafe(_ text: String) -> String {
+    func isControl(_ v: UInt32) -> Bool {
+        (v < 0x20 && v != 0x0A && v != 0x0D && v != 0x09) || (0x7F...0x9F).contains(v)
+    }
+    guard text.unicodeScalars.contains(where: { isControl($0.value) }) else { return text }
+    var out = ""
+    for s in text.unicodeScalars {
+        guard isControl(s.value) else {
+            out.unicodeScalars.append(s)
+            continue
+        }
+        let hex = String(s.value, radix: 16)
+        out += s.value < 0x80 ? "\\x" + (hex.count < 2 ? "0" : "") + hex : "\\u{" + hex + "}"
+    }
+    return out
 }
