@@ -95,14 +95,16 @@ public final class BagReader: @unchecked Sendable {
     /// deleted, a file replaced by a shorter one) is damage too.
     public func forEachMessage(_ options: BagReadOptions = .init(), _ body: (BagMessage) throws -> Void) throws {
         countDamage.removeAll()
+        // Counting costs a look-up per message: only done when there is a count to compare with.
+        let compare = !recordedCounts.isEmpty && options.startTime == nil && options.endTime == nil
         var read: [String: UInt64] = [:]
         let counting: (BagMessage) throws -> Void = { m in
             read[m.topic, default: 0] += 1
             try body(m)
         }
-        for r in mcapReaders { try r.forEachMessage(options, counting) }
-        for r in sqliteReaders { try r.forEachMessage(options, counting) }
-        guard options.startTime == nil, options.endTime == nil else { return }
+        for r in mcapReaders { try r.forEachMessage(options, compare ? counting : body) }
+        for r in sqliteReaders { try r.forEachMessage(options, compare ? counting : body) }
+        guard compare else { return }
         for (topic, expected) in recordedCounts.sorted(by: { $0.key < $1.key })
         where options.topics?.contains(topic) ?? true {
             let got = read[topic] ?? 0

@@ -74,30 +74,24 @@ public final class SQLiteBagReader: @unchecked Sendable {
     /// lacks, a negative timestamp (before 1970: a rosbag2 recorder never writes one, and ordering by
     /// it would reverse the recording). Thrown, or listed as damage under salvage, before any message.
     func checkRows(_ options: BagReadOptions) throws {
-        let unknown =
-            try query(
-                "SELECT COUNT(*), MIN(topic_id) FROM messages WHERE topic_id NOT IN (SELECT id FROM topics)"
-            ) { s in (sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1)) }.first ?? (0, 0)
-        let negative =
-            try query("SELECT COUNT(*), MIN(id) FROM messages WHERE timestamp < 0") { s in
-                (sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1))
-            }.first ?? (0, 0)
-        var problems: [BagError] = []
-        if unknown.0 > 0 {
-            problems.append(
-                .corruptRecord(
-                    path: path, offset: 0, record: "messages table",
-                    reason: "\(unknown.0) row(s) name a topic_id the topics table does not have (the first: "
-                        + "\(unknown.1)); they are skipped"))
-        }
-        if negative.0 > 0 {
-            problems.append(
-                .corruptRecord(
-                    path: path, offset: 0, record: "messages table",
-                    reason: "\(negative.0) row(s) have a negative timestamp (the first: row id \(negative.1)); they "
-                        + "are skipped"))
-        }
-        for problem in problems {
+        // (rows counted and the first named, what is wrong with them)
+        let checks = [
+            (
+                "SELECT COUNT(*), MIN(topic_id) FROM messages WHERE topic_id NOT IN (SELECT id FROM topics)",
+                "name a topic_id the topics table does not have (the first: "
+            ),
+            (
+                "SELECT COUNT(*), MIN(id) FROM messages WHERE timestamp < 0",
+                "have a negative timestamp (the first: row id "
+            ),
+        ]
+        for (sql, what) in checks {
+            let (count, first) =
+                try query(sql) { s in (sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1)) }.first ?? (0, 0)
+            guard count > 0 else { continue }
+            let problem = BagError.corruptRecord(
+                path: path, offset: 0, record: "messages table",
+                reason: "\(count) row(s) \(what)\(first)); they are skipped")
             guard options.salvage else { throw problem }
             damage.append(problem)
         }

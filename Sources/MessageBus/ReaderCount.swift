@@ -82,12 +82,11 @@ public struct ReaderCount: Sendable {
     /// Counts one message an XPUB socket received: 1 + prefix subscribes, 0 + prefix unsubscribes.
     /// An unsubscription for a prefix never subscribed (a stray or hostile peer: 13 bytes of ZMTP/1.0
     /// can send one) is ignored, so it cannot make a publisher believe its readers left.
-    mutating func count(_ message: some Collection<UInt8>) {
-        let bytes = Array(message)
-        if bytes.first == 1 {
+    mutating func count(_ message: [UInt8]) {
+        if message.first == 1 {
             value += 1
-            note(bytes.dropFirst(), subscribed: true)
-        } else if bytes.first == 0, note(bytes.dropFirst(), subscribed: false) {
+            note(message.dropFirst(), subscribed: true)
+        } else if message.first == 0, note(message.dropFirst(), subscribed: false) {
             value = max(0, value - 1)
         }
     }

@@ -259,10 +259,11 @@ private struct FileReader {
         guard !type.isSink else {
             throw fail(e, "stage '\(name)' is a \(type.name) sink and publishes nothing to retransmit")
         }
-        guard let s = e.scalar, !e.isNull, BusEndpoint.problem(try substituted(s, e)) == nil else {
+        guard let s = e.scalar, !e.isNull, case let endpoint = try substituted(s, e),
+            BusEndpoint.problem(endpoint) == nil
+        else {
             throw fail(e, "'retransmit_endpoint' must be an endpoint such as ipc:///tmp/x or tcp://127.0.0.1:5602")
         }
-        let endpoint = try substituted(s, e)
         try EndpointPolicy.check(
             endpoint, insecure: top.insecure, file: file, mark: e.mark, what: "retransmit_endpoint")
         return endpoint

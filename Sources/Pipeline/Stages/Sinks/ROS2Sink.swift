@@ -124,9 +124,10 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
                     : try SerializedWriter(
                         participant, try ROS2Topic(name, namespace: settings.namespace, type: type, qos: qos))
             }
-            imuWriter = try writer(settings.imuTopic, ImuMessage.typeName, settings.qos)
-            headingWriter = try writer(settings.headingTopic, HeadingMessage.typeName, settings.qos)
-            quaternionWriter = try writer(settings.quaternionTopic, QuaternionStampedMessage.typeName, settings.qos)
+            let qos = settings.qos
+            imuWriter = try writer(settings.imuTopic, ImuMessage.typeName, qos)
+            headingWriter = try writer(settings.headingTopic, HeadingMessage.typeName, qos)
+            quaternionWriter = try writer(settings.quaternionTopic, QuaternionStampedMessage.typeName, qos)
             // tf2's broadcaster QoS: reliable, volatile, keep last 100.
             var tfQoS = ROS2QoS.rosDefault
             tfQoS.history = .keepLast(100)

@@ -238,7 +238,7 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
     /// (a fix that moves by more than 0.1 degrees is a new site); an expected field given in the
     /// settings wins.
     func takeReference(at time: Double) {
-        guard settings.gate.referenceFieldMicrotesla == nil, let p = position,
+        guard settings.expectedStrengthMicrotesla <= 0, let p = position,
             referenceSite.map({
                 abs($0.latitudeDegrees - p.latitudeDegrees) > 0.1 || abs($0.longitudeDegrees - p.longitudeDegrees) > 0.1
             }) ?? true,
