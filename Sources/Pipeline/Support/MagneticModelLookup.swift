@@ -1,8 +1,8 @@
 import Foundation
 import CompassCore
 
-/// The World Magnetic Model at one position, cached per day: the one look-up the gating stage (the
-/// expected field) and the fusion stage (the declination) share.
+/// The World Magnetic Model at one position, cached per day: the fusion stage's one look-up for the
+/// declination and the expected field.
 struct MagneticModelLookup {
     struct Position: Equatable {
         var latitudeDegrees: Double
@@ -28,7 +28,4 @@ struct MagneticModelLookup {
         cached = result
         return result
     }
-
-    /// Today as a decimal year (the gating stage's default date).
-    static var today: Double? { decimalYear(unixSeconds: Date().timeIntervalSince1970) }
 }
