@@ -16,9 +16,9 @@ for a in "$@"; do
 done
 
 # cyclonedds-dev: the ROS 2 wire (Cyclone DDS 0.10, as rmw_cyclonedds); libfastrtps-dev and g++: the Fast DDS
-# peer the interop tests build.
+# peer the interop tests build; dpkg-dev, mmdebstrap and lintian: tools/package.sh and its test on a clean Debian root.
 packages=(libzmq3-dev libyaml-dev libsqlite3-dev libzstd-dev liblz4-dev libncurses-dev cyclonedds-dev libsodium-dev pkg-config tmux
-  chromium libfastrtps-dev g++)
+  chromium libfastrtps-dev g++ dpkg-dev mmdebstrap lintian zsh)
 
 if [ "$want_system" = 1 ]; then
   missing=()

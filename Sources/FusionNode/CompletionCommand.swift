@@ -13,7 +13,7 @@ enum CompletionCommand {
         try a.requirePositionals(1...1)
         switch a.positionals[0] {
         case "bash": print(bash)
-        case "zsh": print("autoload -U +X bashcompinit && bashcompinit\n" + bash)
+        case "zsh": print(zsh)
         default:
             throw UsageError(
                 message:
@@ -24,15 +24,31 @@ enum CompletionCommand {
         return .complete
     }
 
+    /// The bash function through zsh's bashcompinit, usable both ways: sourced (`source <(...)`), or
+    /// installed as `_fusion-node` in $fpath, where zsh autoloads the file as the completion function
+    /// on first use and it must also answer that first request.
+    static var zsh: String {
+        """
+        #compdef fusion-node
+        (( $+functions[compdef] )) || { autoload -U compinit && compinit }
+        autoload -U +X bashcompinit && bashcompinit
+        \(bash)
+        if [[ ${funcstack[1]-} == _fusion-node ]]; then _bash_complete -F _fusion_node "$@"; fi
+        """
+    }
+
     /// A bash function: commands first, then the options of the command typed so far; after
     /// `stages`, the stage types; file names where a value is a path.
     static var bash: String {
         func words(_ help: CommandHelp) -> String { (help.options.map(\.name) + ["--help"]).joined(separator: " ") }
         var cases = ""
-        for help in Commands.all where !help.path.isEmpty && !help.path.hasPrefix("-") {
+        // `stages` completes stage types (its own case below), not only its options.
+        for help in Commands.all where !help.path.isEmpty && !help.path.hasPrefix("-") && help.path != "stages" {
             cases += "    \"\(help.path)\") opts=\"\(words(help))\" ;;\n"
         }
         let top = Commands.topLevel.map(\.name).joined(separator: " ")
+        let topFlags = "--config --version --print-default-pipeline --print-man-page"
+        let groupTest = Commands.groups.keys.sorted().map { "[ \"$path\" = \($0) ]" }.joined(separator: " || ")
         let groupCases = Commands.groups.map {
             let subcommands = $0.value.map { $0.path.split(separator: " ").last! }.joined(separator: " ")
             return "    \"\($0.key)\") opts=\"\(subcommands)\" ;;\n"
@@ -42,11 +58,11 @@ enum CompletionCommand {
             _fusion_node() {
               local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" path="" opts=""
               local w
-              for w in "${COMP_WORDS[@]:1:COMP_CWORD-1}"; do
+              for w in "${COMP_WORDS[@]:1:$((COMP_CWORD - 1))}"; do
                 case "$w" in
                   -*) ;;
                   *) if [ -z "$path" ]; then path="$w"
-                     elif [ "$path" = bag ] || [ "$path" = bench ]; then path="$path $w"; fi ;;
+                     elif \(groupTest); then path="$path $w"; fi ;;
                 esac
               done
               case "$prev" in
@@ -60,8 +76,7 @@ enum CompletionCommand {
                 return
               fi
               if [ -z "$path" ]; then
-                COMPREPLY=($(compgen -W "\(top) \(words(DefaultPipelineCommand.help)) --config --version "
-                    + "--print-default-pipeline" -- "$cur"))
+                COMPREPLY=($(compgen -W "\(top) \(words(DefaultPipelineCommand.help)) \(topFlags)" -- "$cur"))
                 [ "${cur#-}" = "$cur" ] || return
                 return
               fi

@@ -6,8 +6,6 @@ import CompassCore
 import IMUSimulator
 import Pipeline
 
-let gyroCompassVersion = "0.3.0"
-
 /// Thrown by a command group (`bag`, `bench`) asked for its help.
 struct GroupHelpRequested: Error {
     let group: String
@@ -52,8 +50,10 @@ func dispatch(_ arguments: [String]) async throws -> ExitCode {
     case "help": return try runHelp(Array(arguments.dropFirst()))
     case "--help-run": return try runHelp([""])
     case "--version":
-        print("fusion-node \(gyroCompassVersion)")
-        for lib in LinkedLibraries.report { print("  \(lib.name) \(lib.version)") }
+        print(BuildIdentity.text, terminator: "")
+        return .complete
+    case "--print-man-page":
+        print(ManPage.text, terminator: "")
         return .complete
     case "--print-default-pipeline":
         print(BuiltInPipelines.shippedDefault, terminator: "")

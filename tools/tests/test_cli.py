@@ -2,7 +2,7 @@
 name the cause (and the nearest valid word), one table of exit codes, nothing silent, outputs left alone
 by a run that fails before it starts, live output that streams, the README's generated reference.
 """
-import json, math, os, re, signal, subprocess, sys, time
+import json, math, os, re, shutil, signal, subprocess, sys, time
 from pathlib import Path
 
 import pytest
@@ -241,9 +241,28 @@ def test_completion_scripts_know_commands_options_and_stage_types(node):
     assert subprocess.run(['bash', '-n'], input=script, text=True).returncode == 0
     for word in ['replay', '--accuracy-csv', 'calibration', 'summary', '--set', 'info']:
         assert word in script
-    probe = f'{script}\nCOMP_WORDS=(fusion-node replay x --acc); COMP_CWORD=3; _fusion_node; echo "${{COMPREPLY[@]}}"'
-    assert '--accuracy-csv' in subprocess.run(['bash', '-c', probe], capture_output=True, text=True).stdout
-    assert 'bashcompinit' in run(node, 'completion', 'zsh').stdout
+    cases = [('fusion-node replay x --acc', '--accuracy-csv'), ('fusion-node stages fu', 'fusion'),
+             ('fusion-node ros2 echo --do', '--domain-id'), ('fusion-node bag ', 'convert echo info'),
+             ('fusion-node --print-m', '--print-man-page')]
+
+    def probe(words):
+        count = len(words.split()) - (0 if words.endswith(' ') else 1)
+        return f'COMP_WORDS=({words} ""); COMP_WORDS=("${{COMP_WORDS[@]:0:{count + 1}}}"); COMP_CWORD={count}; ' \
+            '_fusion_node; echo "${COMPREPLY[*]}"'
+
+    for words, expected in cases:
+        r = subprocess.run(['bash', '-c', f'{script}\n{probe(words)}'], capture_output=True, text=True)
+        assert sorted(r.stdout.split()) == sorted(expected.split()) and not r.stderr, (words, r.stdout, r.stderr)
+    zsh = run(node, 'completion', 'zsh').stdout
+    assert zsh.startswith('#compdef fusion-node\n') and 'bashcompinit' in zsh
+    if shutil.which('zsh'):
+        # The same function through zsh's bashcompinit (0-based arrays, as it calls it). Outside a
+        # completion widget its compgen does not filter by prefix (zsh does that), so the words the
+        # command path offers must include the expected ones, and nothing may go to stderr.
+        for words, expected in cases:
+            script = f'source <({node} completion zsh)\nsetopt ksharrays\n{probe(words)}'
+            r = subprocess.run(['zsh', '-f', '-c', script], capture_output=True, text=True)
+            assert set(expected.split()) <= set(r.stdout.split()) and not r.stderr, (words, r.stdout, r.stderr)
 
 
 def test_stage_reference_is_the_registry(node):

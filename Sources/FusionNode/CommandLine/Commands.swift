@@ -55,7 +55,7 @@ enum Commands {
 
     /// The overview `fusion-node --help` prints.
     static var overview: String {
-        var out = "fusion-node \(gyroCompassVersion): GyroCompass gyro-compass sensor fusion\n\n"
+        var out = "fusion-node \(BuildIdentity.version): GyroCompass gyro-compass sensor fusion\n\n"
         out +=
             "usage: fusion-node [options]              the built-in pipeline on the simulator (fusion-node "
             + "--help-run)\n"
@@ -68,7 +68,8 @@ enum Commands {
 
             other:
               --print-default-pipeline   the built-in graph as a pipeline file
-              --version                  version and the linked C libraries
+              --print-man-page           the manual page fusion-node(1), in roff
+              --version                  version, commit and the linked C libraries
               -h, --help                 this help; every command also answers --help
 
             exit codes: 0 complete, 1 failed, 2 usage or configuration error, 3 finished but damage or loss was

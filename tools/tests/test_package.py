@@ -1,0 +1,195 @@
+"""The Debian package on a clean machine: tools/package.sh builds gyrocompass_VERSION_ARCH.deb, lintian accepts
+it (each remaining tag overridden with a reason), and in a minimal Debian 12 root made by mmdebstrap from
+Debian's packages alone (no Swift toolchain, no build dependencies) apt installs it and the installed
+fusion-node works: --version, replay (the same CSV as the build tree's binary), bag info, stages, watch
+against a running publisher, man fusion-node, and systemd-analyze verify accepts the unit.
+
+The root is cached as a tarball in ~/.cache/gyrocompass (GYROCOMPASS_CACHE overrides); delete it to refresh.
+"""
+import os, re, shutil, subprocess, time
+from pathlib import Path
+
+import pytest
+
+from test_bag_interop import node  # noqa: F401  (fixture)
+
+ROOT = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get('GYROCOMPASS_CACHE', Path.home() / '.cache' / 'gyrocompass'))
+# The packages beyond apt itself are what the checks use: man-db for `man`, systemd for systemd-analyze.
+ROOT_TARBALL = CACHE / 'debian12-apt-man-systemd.tar'
+
+
+@pytest.fixture(scope='module')
+def deb(tmp_path_factory):
+    out = tmp_path_factory.mktemp('deb')
+    r = subprocess.run(['bash', str(ROOT / 'tools' / 'package.sh'), str(out)], capture_output=True, text=True,
+                       timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    path = Path(r.stdout.strip().splitlines()[-1])
+    assert path.exists() and path.parent == out, r.stdout
+    return path
+
+
+def version_of(binary):
+    r = subprocess.run([str(binary), '--version'], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.splitlines()[0].split()[1]
+
+
+def test_package_name_control_and_contents(deb, node):
+    version = version_of(node)
+    arch = subprocess.run(['dpkg', '--print-architecture'], capture_output=True, text=True).stdout.strip()
+    assert deb.name == f'gyrocompass_{version}_{arch}.deb'
+    # The version is CHANGELOG.md's first numbered heading.
+    assert f'## [{version}] - ' in (ROOT / 'CHANGELOG.md').read_text()
+    control = subprocess.run(['dpkg-deb', '-f', str(deb)], capture_output=True, text=True, check=True).stdout
+    depends = next(line for line in control.splitlines() if line.startswith('Depends:'))
+    # Found from the binary: every C library it links, and no Swift runtime package.
+    for package in ['libzmq5', 'libyaml-0-2', 'libsqlite3-0', 'libzstd1', 'liblz4-1', 'libddsc0debian',
+                    'libncursesw6', 'libsodium23', 'libc6']:
+        assert package in depends, depends
+    assert 'swift' not in depends.lower()
+    listing = subprocess.run(['dpkg-deb', '-c', str(deb)], capture_output=True, text=True, check=True).stdout
+    for path in ['./usr/bin/fusion-node', './usr/share/man/man1/fusion-node.1.gz',
+                 './usr/share/bash-completion/completions/fusion-node', './usr/share/zsh/vendor-completions/_fusion-node',
+                 './etc/gyrocompass/robot.yaml', './lib/systemd/system/gyrocompass@.service',
+                 './usr/share/gyrocompass/pipelines/robot.yaml', './usr/share/doc/gyrocompass/copyright',
+                 './usr/share/gyrocompass/gyrocompass_msgs/msg/Heading.msg']:
+        assert path in listing, path
+    conffiles = subprocess.run(['dpkg-deb', '--ctrl-tarfile', str(deb)], capture_output=True, check=True).stdout
+    assert b'conffiles' in conffiles
+
+
+def test_lintian_is_clean(deb):
+    if not shutil.which('lintian'):
+        pytest.skip('lintian is not installed (tools/setup.sh system installs it)')
+    r = subprocess.run(['lintian', '--info', str(deb)], capture_output=True, text=True, timeout=600)
+    tags = [line for line in r.stdout.splitlines() if line[:2] in ('E:', 'W:', 'I:')]
+    assert not tags, '\n'.join(tags)
+
+
+@pytest.fixture(scope='module')
+def debian_root(tmp_path_factory):
+    """A minimal Debian 12 root, chroot-ready, with /proc, /sys and /dev bound in."""
+    if os.geteuid() != 0:
+        pytest.skip('a Debian root for the package test needs root (mmdebstrap, chroot); run as root')
+    if not shutil.which('mmdebstrap'):
+        pytest.skip('mmdebstrap is not installed (tools/setup.sh system installs it)')
+    if not ROOT_TARBALL.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        partial = ROOT_TARBALL.with_suffix('.partial.tar')
+        r = subprocess.run(['mmdebstrap', '--quiet', '--variant=apt', '--include=man-db,systemd', 'bookworm',
+                            str(partial)], capture_output=True, text=True, timeout=900)
+        if r.returncode != 0:
+            pytest.skip(f'mmdebstrap could not create a Debian 12 root: {r.stderr.strip()[-800:]}')
+        partial.rename(ROOT_TARBALL)
+    root = tmp_path_factory.mktemp('debian-root')
+    subprocess.run(['tar', '-xf', str(ROOT_TARBALL), '-C', str(root)], check=True)
+    shutil.copy('/etc/resolv.conf', root / 'etc' / 'resolv.conf')
+    mounted = []
+    try:
+        for what in ['proc', 'sys', 'dev']:
+            subprocess.run(['mount', '--rbind', f'/{what}', str(root / what)], check=True)
+            mounted.append(root / what)
+        yield root
+    finally:
+        for path in reversed(mounted):
+            subprocess.run(['umount', '-R', '-l', str(path)])
+
+
+def chroot(root, command, timeout=300, **kw):
+    env = {'PATH': '/usr/sbin:/usr/bin:/sbin:/bin', 'HOME': '/root', 'LANG': 'C.UTF-8',
+           'DEBIAN_FRONTEND': 'noninteractive'}
+    return subprocess.run(['chroot', str(root), 'sh', '-c', command], capture_output=True, text=True,
+                          timeout=timeout, env=env, **kw)
+
+
+@pytest.fixture(scope='module')
+def installed(debian_root, deb):
+    shutil.copy(deb, debian_root / 'tmp' / deb.name)
+    assert not (debian_root / 'usr' / 'bin' / 'swift').exists()
+    r = chroot(debian_root, 'apt-get update -qq', timeout=600)
+    assert r.returncode == 0, r.stderr
+    start = time.monotonic()
+    r = chroot(debian_root, f'apt-get install -y --no-install-recommends /tmp/{deb.name}', timeout=600)
+    seconds = time.monotonic() - start
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    pulled = re.findall(r'^Unpacking ([^ :]+)', r.stdout, re.MULTILINE)
+    print(f'\napt-get install of {deb.name} ({deb.stat().st_size / 1e6:.1f} MB): {seconds:.1f} s, '
+          f'{len(pulled)} packages set up: {" ".join(pulled)}')
+    assert 'gyrocompass' in pulled and 'libzmq5' in pulled, r.stdout[-3000:]
+    return debian_root
+
+
+def test_installed_binary_reports_its_version(installed, node):
+    r = chroot(installed, 'fusion-node --version')
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == f'fusion-node {version_of(node)}'
+    head = subprocess.run(['git', 'rev-parse', '--short=12', 'HEAD'], cwd=ROOT, capture_output=True, text=True)
+    if head.returncode == 0:  # the commit built, not the one of an earlier build
+        assert lines[1] == f'commit {head.stdout.strip()}', lines
+    names = {line.split()[0] for line in lines[1:]}
+    assert {'commit', 'libzmq', 'cyclonedds', 'zstd', 'lz4', 'sqlite3', 'libyaml'} <= names, lines
+    # Nothing of the Swift toolchain is present: the runtime is inside the binary.
+    r = chroot(installed, 'ldd /usr/bin/fusion-node')
+    assert r.returncode == 0 and 'not found' not in r.stdout and 'swift' not in r.stdout.lower(), r.stdout
+
+
+def test_installed_replay_matches_the_build_tree(installed, node, tmp_path):
+    bag = tmp_path / 'sim.mcap'
+    env = {**os.environ, 'OUT': str(bag), 'TRUTH': str(tmp_path / 'truth.csv')}
+    r = subprocess.run([str(node), '--config', str(ROOT / 'Pipelines' / 'simulate-bag.yaml')], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([str(node), 'replay', str(bag), '--csv', str(tmp_path / 'tree.csv'), '--quiet'],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    shutil.copy(bag, installed / 'tmp' / 'sim.mcap')
+    r = chroot(installed, 'cd /tmp && fusion-node replay sim.mcap --csv installed.csv --quiet')
+    assert r.returncode == 0, r.stderr
+    tree = (tmp_path / 'tree.csv').read_bytes()
+    assert len(tree.splitlines()) == 12001
+    assert (installed / 'tmp' / 'installed.csv').read_bytes() == tree
+    r = chroot(installed, 'fusion-node bag info /tmp/sim.mcap')
+    assert r.returncode == 0 and 'imu/data_raw' in r.stdout and '12000' in r.stdout.replace(',', ''), r.stdout
+
+
+def test_installed_stages_pipelines_and_manual(installed):
+    r = chroot(installed, 'fusion-node stages')
+    assert r.returncode == 0 and '`type: fusion`' in r.stdout, r.stderr
+    r = chroot(installed, 'fusion-node --config /etc/gyrocompass/robot.yaml --check')
+    assert r.returncode == 0, r.stderr
+    for name in ['simulate-bag.yaml', 'ros2-imu-filter.yaml', 'live-lines.yaml']:
+        r = chroot(installed, f'fusion-node --config /usr/share/gyrocompass/pipelines/{name} --check')
+        assert r.returncode == 0, (name, r.stderr)
+    r = chroot(installed, 'MANPAGER=cat COLUMNS=100 man fusion-node')
+    assert r.returncode == 0, r.stderr
+    assert 'FUSION-NODE(1)' in r.stdout and 'EXIT STATUS' in r.stdout and '--wait-for-subscribers' in r.stdout
+
+
+def test_installed_watch_reads_a_running_publisher(installed):
+    publisher = subprocess.Popen(
+        ['chroot', str(installed), 'fusion-node', 'replay', '/tmp/sim.mcap', '--publish', 'tcp://127.0.0.1:5673',
+         '--rate', '1', '--quiet'], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        time.sleep(0.5)
+        r = chroot(installed, 'timeout 4 fusion-node watch --plain tcp://127.0.0.1:5673', timeout=30)
+        headings = [line for line in r.stdout.splitlines() if line.startswith('heading ')]
+        assert len(headings) >= 3, r.stdout + r.stderr
+    finally:
+        publisher.terminate()
+        publisher.wait(timeout=30)
+
+
+def test_unit_verifies_and_runs_as_a_service_would(installed):
+    r = chroot(installed, 'systemd-analyze verify gyrocompass@robot.service')
+    assert r.returncode == 0, r.stdout + r.stderr
+    unit = (installed / 'lib' / 'systemd' / 'system' / 'gyrocompass@.service').read_text()
+    for line in ['ExecStart=/usr/bin/fusion-node --config /etc/gyrocompass/%i.yaml', 'SuccessExitStatus=130',
+                 'Restart=on-failure', 'DynamicUser=yes', 'StateDirectory=gyrocompass', 'NoNewPrivileges=yes',
+                 'ProtectSystem=strict']:
+        assert line in unit, line
+    # The conffile is registered as one, so an upgrade keeps a user's edits.
+    r = chroot(installed, "dpkg-query -W -f='${Conffiles}' gyrocompass")
+    assert '/etc/gyrocompass/robot.yaml' in r.stdout, r.stdout
