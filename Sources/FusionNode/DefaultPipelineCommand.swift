@@ -66,10 +66,11 @@ enum DefaultPipelineCommand {
         let pipeline = Task { try await PipelineRunner.runAll(config, log: { _ in }) }
         let context = BusContext()
         let socket = try WatchCommand.subscriber(context, endpoint: endpoint, nil)
-        let result = try WatchCommand.view(socket, plain: isatty(1) != 1)
+        let result = try WatchCommand.view(socket, endpoint: endpoint, plain: isatty(1) != 1)
+        // The view is gone: its publisher has nobody left to deliver the tail to (q quits at once).
+        socket.close()
         PipelineSignals.requestStop()
         _ = try? await pipeline.value
-        socket.close()
         return result
     }
 }

@@ -2,7 +2,7 @@
 capture-pane. The heading shown matches the published one, `z` makes it read 0, `q` exits 0 and gives the
 terminal back; without a terminal it prints one line per change.
 """
-import json, os, re, shutil, subprocess, time
+import json, math, os, re, shutil, subprocess, time
 from pathlib import Path
 
 import pytest
@@ -10,6 +10,8 @@ import zmq
 
 from test_bag_interop import node  # noqa: F401  (fixture)
 from test_pipeline_interop import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(shutil.which('tmux') is None, reason='tmux is not installed (tools/setup.sh installs it)')
 
@@ -118,3 +120,88 @@ def test_watch_without_a_terminal_prints_one_line_per_change(node, live):
     lines = out.splitlines()
     assert any(l.startswith('heading ') and 'magnetic' in l for l in lines), out
     assert all(a != b for a, b in zip(lines, lines[1:]))     # a line per change, not per message
+
+
+def turn_then_stop_lines(turn_seconds=4.0, still_seconds=4.0, rate_deg_s=30.0):
+    """Sample lines (t,gx,gy,gz,ax,ay,az,mx,my,mz) of a level device turning counter-clockwise at
+    rate_deg_s, then standing still: the magnetometer turns with it (horizontal 20 uT, 40 uT down)."""
+    lines, yaw = [], 0.0
+    for i in range(int((turn_seconds + still_seconds) * 100)):
+        t = i * 0.01
+        rate = math.radians(rate_deg_s) if t < turn_seconds else 0.0
+        yaw += rate * 0.01
+        mx, my = 2e-5 * math.sin(yaw), 2e-5 * math.cos(yaw)
+        lines.append(f'{t:.2f},0,0,{rate:.6f},0,0,9.81,{mx:.4e},{my:.4e},-4e-5')
+    return lines
+
+
+def test_watch_rate_of_turn_is_the_filters_and_stops_with_the_device(node):
+    """A device that turns, then stands still, fed in real time through Pipelines/live-lines.yaml (headings
+    published only after a 1-degree change): the rate shown while turning is the turn, and once still it
+    reads 0, though no heading arrives to say so. At the end of the stream watch says so and exits 0."""
+    endpoint = f'tcp://127.0.0.1:{free_port()}'
+    pipeline = subprocess.Popen([str(node), '--config', str(ROOT / 'Pipelines' / 'live-lines.yaml')],
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                text=True, env={**os.environ, 'PUBLISH': endpoint})
+    watch = subprocess.Popen([str(node), 'watch', '--plain', endpoint], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        start = time.monotonic()
+        for i, line in enumerate(turn_then_stop_lines()):
+            delay = start + i * 0.01 - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            pipeline.stdin.write(line + '\n')
+            pipeline.stdin.flush()
+        time.sleep(1.0)          # still: imu/data keeps coming, headings do not
+        pipeline.stdin.close()
+        out, err = watch.communicate(timeout=30)
+    finally:
+        pipeline.kill() if pipeline.poll() is None else None
+        watch.kill() if watch.poll() is None else None
+    assert watch.returncode == 0, err
+    rates = [int(m.group(1)) for m in re.finditer(r'turning (-?\d+) deg/s', out)]
+    assert rates, out
+    # Counter-clockwise is a falling heading: -30 deg/s while turning (the filter's gyro, bias-corrected).
+    assert any(abs(r + 30) <= 2 for r in rates), rates
+    assert rates[-1] == 0, out[-2000:]
+    assert 'ENDED: the publisher closed the stream' in out.splitlines()[-1], out[-500:]
+
+
+def test_watch_names_what_it_waits_for_and_what_it_cannot_read_in_80_columns(node, tmp_path):
+    """80x24: a JSON publisher is named as such (watch reads CDR) in whole words, wrapped, never cut; while
+    nothing arrives the endpoint is named; q quits."""
+    endpoint = f'tcp://127.0.0.1:{free_port()}'
+    session = f'gc-watch80-{os.getpid()}'
+    done = tmp_path / 'exit'
+    subprocess.run(['tmux', 'new-session', '-d', '-s', session, '-x', '80', '-y', '24',
+                    f'"{node}" watch {endpoint}; echo $? > {done}; sleep 30'], check=True)
+    config = tmp_path / 'json.yaml'
+    config.write_text(f"""
+stages:
+  sim: {{type: simulator, scenario: rest, duration: 30}}
+  fusion: {{type: fusion, inputs: [sim]}}
+  pub: {{type: publish, inputs: [fusion], bind: '{endpoint}', topics: [heading], encoding: json, min_change_deg: 0}}
+""")
+    pipeline = None
+    try:
+        text = wait_for(session, lambda t: 'waiting for' in t)
+        assert f'waiting for {endpoint}' in text, text
+        pipeline = subprocess.Popen([str(node), '--config', str(config)], stderr=subprocess.DEVNULL)
+        text = wait_for(session, lambda t: 'sends json' in t)
+        right = [line[40:].strip() for line in text.splitlines() if len(line) > 40]
+        joined = ' '.join(part for part in right if part)
+        assert 'the publisher sends json; watch reads cdr (set encoding: cdr on its publish stage)' in joined, text
+        for line in text.splitlines():
+            assert len(line) <= 80
+        subprocess.run(['tmux', 'send-keys', '-t', session, 'q'], check=True)
+        deadline = time.time() + 10
+        while not done.exists() and time.time() < deadline:
+            time.sleep(0.05)
+        assert done.read_text().strip() == '0'
+    finally:
+        subprocess.run(['tmux', 'kill-session', '-t', session], capture_output=True)
+        if pipeline:
+            pipeline.terminate()
+            pipeline.wait(timeout=10)

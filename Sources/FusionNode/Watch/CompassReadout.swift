@@ -16,9 +16,19 @@ struct CompassReadout {
     /// Monotonic arrival time of the newest message, and the message times of the last second.
     var lastArrival: Double?
     var arrivals: [Double] = []
-    /// Rate of turn from successive headings, degrees per second (positive clockwise).
+    /// Rate of turn, degrees per second (positive clockwise, as the heading counts): the filter's own
+    /// bias-corrected rate from imu/data, turned into the earth frame. Not from differences of headings,
+    /// which a publisher with min_change_deg sends only after a change (a still device would keep the
+    /// last turn's rate).
     var turnRateDegreesPerSecond: Double?
-    var previous: (t: Double, heading: Double)?
+    /// Monotonic arrival time of the newest imu/data (the rate is shown only while they keep coming).
+    var lastRateArrival: Double?
+    /// Where the view subscribes, named while it waits.
+    var endpoint = ""
+    /// The publisher sent its end of stream for the heading topic.
+    var ended = false
+    /// An encoding the view cannot read (the publisher's `encoding: json`), named instead of ignored.
+    var unreadableEncoding: String?
     /// Show true north (when the declination is known) instead of magnetic.
     var showTrue = false
     /// "This direction is zero": subtracted from the shown heading.
@@ -30,17 +40,23 @@ struct CompassReadout {
         lastArrival = now
         arrivals.append(now)
         arrivals.removeAll { now - $0 > 1 }
-        guard frame.encoding == "cdr" else { return }
+        guard frame.encoding == "cdr" else {
+            unreadableEncoding = frame.encoding
+            return
+        }
+        ended = false
         switch frame.type {
         case HeadingMessage.typeName:
             guard let h = try? HeadingMessage(cdrBytes: frame.payload) else { return }
-            let t = h.header.stamp.seconds
-            if let p = previous, h.magneticHeading.isFinite, t > p.t {
-                let rate = signedDegrees(h.magneticHeading - p.heading) / (t - p.t)
-                turnRateDegreesPerSecond = turnRateDegreesPerSecond.map { $0 + (rate - $0) * 0.2 } ?? rate
-            }
-            if h.magneticHeading.isFinite { previous = (t, h.magneticHeading) }
             heading = h
+        case ImuMessage.typeName:
+            guard let imu = try? ImuMessage(cdrBytes: frame.payload) else { return }
+            // Up is z in ENU; a counter-clockwise turn about it is positive, the heading turns the other way.
+            let rate = -imu.orientation.rotate(imu.angularVelocity).z / radiansPerDegree
+            guard rate.isFinite else { return }
+            // About 50 ms of smoothing at 100 Hz: steady digits without lagging a turn.
+            turnRateDegreesPerSecond = turnRateDegreesPerSecond.map { $0 + (rate - $0) * 0.2 } ?? rate
+            lastRateArrival = now
         case CalibrationStatusMessage.typeName: calibration = try? CalibrationStatusMessage(cdrBytes: frame.payload)
         case InterferenceStatusMessage.typeName: interference = try? InterferenceStatusMessage(cdrBytes: frame.payload)
         default: break
@@ -48,6 +64,12 @@ struct CompassReadout {
     }
 
     func isStale(at now: Double) -> Bool { lastArrival.map { now - $0 > Self.staleSeconds } ?? true }
+
+    /// The rate of turn while imu/data keeps arriving, else nil.
+    func turnRate(at now: Double) -> Double? {
+        guard let t = lastRateArrival, now - t <= Self.staleSeconds else { return nil }
+        return turnRateDegreesPerSecond
+    }
     func messageRate(at now: Double) -> Int { arrivals.filter { now - $0 <= 1 }.count }
 
     /// The heading shown (after the zero offset) and what it is: nil while there is none.
@@ -76,10 +98,16 @@ struct CompassReadout {
     /// The state in words, most important first.
     func stateLines(at now: Double) -> [String] {
         var lines: [String] = []
-        if isStale(at: now) {
+        if let encoding = unreadableEncoding, heading == nil {
+            lines.append("the publisher sends \(encoding); watch reads cdr (set encoding: cdr on its publish stage)")
+        }
+        if ended {
+            lines.append(
+                "ENDED: the publisher closed the stream" + (heading == nil ? "" : "; the last heading is shown"))
+        } else if isStale(at: now) {
             lines.append(
                 lastArrival.map { "STALE: nothing received for \(format(now - $0, 1)) s" }
-                    ?? "waiting for the first message")
+                    ?? "waiting for \(endpoint.isEmpty ? "the first message" : endpoint)")
         }
         let f = flags
         if f.contains(.initialising) { lines.append("initialising") }
@@ -119,7 +147,9 @@ struct CompassReadout {
         guard let s = shown, let h = heading else { return stateLines(at: now).joined(separator: "; ") }
         let name = CardinalDirection.name(forHeadingDegrees: s.degrees) ?? "-"
         let accuracy = h.headingAccuracy.isFinite ? " +-\(format(h.headingAccuracy, 1))" : " +-?"
-        return "heading \(format(s.degrees, 1)) (\(name)) \(s.kind)\(accuracy); "
+        // Whole degrees per second: a line per change, not one per sample of gyro noise.
+        let turning = turnRate(at: now).map { "; turning \(format($0.rounded() == 0 ? 0 : $0, 0)) deg/s" } ?? ""
+        return "heading \(format(s.degrees, 1)) (\(name)) \(s.kind)\(accuracy)\(turning); "
             + stateLines(at: now).joined(separator: "; ")
     }
 }

@@ -20,10 +20,12 @@ enum WatchCommand {
             OptionHelp("--key", "NAME", "this client's CURVE pair NAME.key / NAME.key_secret"),
         ],
         details: """
-            ENDPOINT defaults to \(defaultEndpoint), where Pipelines/default.yaml publishes heading,
-            calibration/status and interference/status. Keys: q quit, t true/magnetic, z "this direction is
-            zero" (a relative heading), Z clear it, space freeze. The view says STALE when nothing arrived for
-            1 s. Without a terminal (or with --plain) it prints one line whenever what it shows changes.
+            ENDPOINT defaults to \(defaultEndpoint), where Pipelines/default.yaml publishes heading, imu/data
+            (the rate of turn), calibration/status and interference/status, in CDR. Keys: q quit, t
+            true/magnetic, z "this direction is zero" (a relative heading), Z clear it, space freeze. The view
+            names the endpoint while it waits, says STALE when nothing arrived for 1 s and ENDED when the
+            publisher ended its stream. Without a terminal (or with --plain) it prints one line whenever what
+            it shows changes, and exits 0 at the end of the stream.
             fusion-node --watch runs the built-in simulator pipeline straight into this view.
             """,
         examples: [
@@ -38,23 +40,29 @@ enum WatchCommand {
         PipelineSignals.install()
         let context = BusContext()
         let socket = try subscriber(context, endpoint: endpoint, a)
-        return try view(socket, plain: a.has("--plain") || isatty(1) != 1)
+        return try view(socket, endpoint: endpoint, plain: a.has("--plain") || isatty(1) != 1)
     }
 
     /// A subscriber to everything the view reads, with CURVE keys when given.
     static func subscriber(_ context: BusContext, endpoint: String, _ a: Arguments?) throws -> BusSocket {
         let socket = try BusSocket(context, .sub)
-        for topic in [PipelineTopics.heading, PipelineTopics.calibrationStatus, PipelineTopics.interferenceStatus] {
+        for topic in [
+            PipelineTopics.heading, PipelineTopics.imuFused, PipelineTopics.calibrationStatus,
+            PipelineTopics.interferenceStatus,
+        ] {
             try socket.subscribe(Array(topic.utf8) + [0])
         }
+        // A view has nothing to deliver: q must not wait for subscriptions queued to an absent publisher.
+        try socket.setOption(lingerMilliseconds: 0)
         try a?.applyCurveClientKeys(to: socket)
         try socket.connect(endpoint)
         return socket
     }
 
     /// Runs the view until q, Ctrl-C or (plain) the publisher's end of stream.
-    static func view(_ socket: BusSocket, plain: Bool) throws -> ExitCode {
+    static func view(_ socket: BusSocket, endpoint: String, plain: Bool) throws -> ExitCode {
         var readout = CompassReadout()
+        readout.endpoint = endpoint
         var frozen = false
         var lastPlain = ""
         let screen = plain ? nil : TerminalCompass()
@@ -63,15 +71,17 @@ enum WatchCommand {
         var lastDraw = 0.0
         while !PipelineSignals.stopRequested {
             // Everything queued, then the keys (the screen's getch waits up to 100 ms).
-            var ended = false
+            // At most 100 ms of messages per pass, so a key is read at least every ~0.2 s however fast
+            // the stream is.
+            let passStart = Clocks.monotonicSeconds()
             while let bytes = try socket.receive(timeoutMilliseconds: screen == nil ? 100 : 0) {
                 guard let frame = try? WireFrame.decode(bytes) else { continue }
                 if frame.isEndOfStream {
-                    if frame.topic == PipelineTopics.heading { ended = true }
+                    if frame.topic == PipelineTopics.heading { readout.ended = true }
                     continue
                 }
                 if !frozen { readout.receive(frame, at: Clocks.monotonicSeconds()) }
-                if screen == nil { break }
+                if screen == nil || Clocks.monotonicSeconds() - passStart > 0.1 { break }
             }
             let now = Clocks.monotonicSeconds()
             if let screen {
@@ -99,7 +109,7 @@ enum WatchCommand {
                     fflush(nil)
                     lastPlain = text
                 }
-                if ended { return .complete }
+                if readout.ended { return .complete }
             }
         }
         return .interrupted

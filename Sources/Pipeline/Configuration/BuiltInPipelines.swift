@@ -46,7 +46,7 @@ public enum BuiltInPipelines {
                     type: publish
                     inputs: [fusion]
                     bind: \(publish)
-                    topics: [heading, calibration/status, interference/status]   # what fusion-node watch shows
+                    topics: [heading, imu/data, calibration/status, interference/status]   # what watch shows
                     latest_only: true
 
                 """
