@@ -72,7 +72,9 @@ let package = Package(
         // Pipeline stages (actors on their own threads), their configuration and the runtime.
         .target(
             name: "Pipeline",
-            dependencies: ["CompassCore", "IMUSimulator", "WireFormat", "YAML", "Bags", "MessageBus", "ROS2DDS"]),
+            dependencies: [
+                "CompassCore", "IMUSimulator", "WireFormat", "YAML", "Bags", "MessageBus", "ROS2DDS", "BuildInfo",
+            ]),
 
         .executableTarget(
             name: "FusionNode",

@@ -1,3 +1,4 @@
+import Foundation
 import Pipeline
 import YAML
 
@@ -17,13 +18,21 @@ enum ReportCommand {
             ProcessingGraph.noCalibrationOption,
             OptionHelp(
                 "--truth", "FILE", "reference orientation, BROAD-style t,qw,qx,qy,qz[,movement] (.csv or .csv.gz)"),
+            OptionHelp("--salvage", nil, "read past damage in the bag, report it on the page, and accept it (exit 0)"),
         ],
         details: """
             The report: a summary table (duration, headings, final heading, accuracy, share of time per flag,
             calibrations accepted, skipped samples), heading with its accuracy band, flags as shaded spans, field
             strength and dip against the expected values, raw and calibrated magnetometer points in three
-            projections with the fitted sphere, and the gyro bias. Long bags stay small: every plot draws at most
-            one minimum and one maximum per pixel column.
+            projections with the fitted ellipsoid, the calibration values and every fit accepted, the gyro bias
+            the filter removed, what produced the page (version, commit, the pipeline as run). With --truth:
+            the RMSE as the BROAD scorer defines it, error percentiles, the signed heading error against the
+            reported bound and the inclination error. Long bags stay small: every plot draws at most one
+            minimum and one maximum per pixel column.
+            A replay that fails still leaves the page of what was read, marked INCOMPLETE in its first line,
+            and exits 1. A truth that does not fit the recording (it overlaps less than half of it, or the
+            median heading error is over three times the median bound) is warned about, on the page and on
+            stderr, with exit 3.
             """,
         examples: [
             "fusion-node report run.mcap -o run.html",
@@ -59,24 +68,87 @@ enum ReportCommand {
                 overrides.append(SettingOverride(stage: stage, setting: setting, value: v, origin: "\(option) \(v)"))
             }
         }
+        if a.has("--salvage") {
+            overrides.append(SettingOverride(stage: "bag", setting: "salvage", value: "true", origin: "--salvage"))
+        }
         let text = try YAMLEmitter.emit(.mapping([("name", .string("report")), ("stages", .mapping(stages))]))
         let config = try PipelineConfig.parse(
             text, file: "<report command line>", environment: [:], overrides: overrides)
+        let startedAt = Date()
         PipelineSignals.install()
-        let reports = try await PipelineRunner.runAll(config, log: { _ in })
+        let reports: [StageReport]
+        do {
+            reports = try await PipelineRunner.runAll(config, log: { _ in })
+        } catch {
+            // What was read before the failure is still worth a look, but never as a finished report.
+            if written(output, since: startedAt) {
+                try annotate(
+                    output,
+                    status: "INCOMPLETE: the replay failed, the page shows only what was read before: "
+                        + "\(error)", skipped: nil, pipeline: text, overrides: overrides)
+                writeStandardError("fusion-node: \(output) is marked incomplete\n")
+            }
+            throw error
+        }
         for r in reports where r.stage != "report" { writeStandardError("fusion-node: \(r)\n") }
         // The fusion stage's skip counts go into the summary table.
         let skipped = reports.first { $0.stage == "fusion" }?.notes.first { $0.hasPrefix("filter skipped") } ?? "none"
-        if var html = YAMLParser.readFile(output, maximumBytes: Int.max - 1) {
-            html = html.replacingOccurrences(of: "<!--SKIPPED-->", with: skipped)
-            let w = try BufferedFileWriter(path: output)
-            try w.write(html)
-            try w.close()
+        let lossNotes = reports.filter { $0.losses > 0 }.flatMap { r in
+            r.notes.filter { $0.hasPrefix("warning") || $0.contains("skipped") || $0.contains("damage") }
+                .map { "\(r.stage): \($0)" }
         }
-        if let note = reports.first(where: { $0.stage == "report" })?.notes.last {
-            writeStandardError("fusion-node: \(note)\n")
+        let salvaged = a.has("--salvage")
+        let status =
+            reports.contains { $0.losses > 0 }
+            ? (salvaged ? "Read past damage (--salvage): " : "Finished with damage, loss or a warning: ")
+                + (lossNotes.isEmpty ? "see the summary" : lossNotes.joined(separator: "; "))
+            : nil
+        if written(output, since: startedAt) {
+            try annotate(output, status: status, skipped: skipped, pipeline: text, overrides: overrides)
+        }
+        for r in reports where r.stage == "report" {
+            for note in r.notes { writeStandardError("fusion-node: \(note)\n") }
         }
         if PipelineSignals.interruptedBySignal { return .interrupted }
+        let truthWarning = reports.contains { $0.stage == "report" && $0.losses > 0 }
+        if salvaged && !truthWarning { return .complete }
         return reports.contains { $0.losses > 0 } ? .finishedWithLoss : .complete
+    }
+
+    /// Whether `path` was written by this run (the report stage writes it when the inputs end).
+    static func written(_ path: String, since start: Date) -> Bool {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+            let modified = attributes[.modificationDate] as? Date
+        else { return false }
+        return modified >= start.addingTimeInterval(-1)
+    }
+
+    /// Fills the page's placeholders: the status line first (incomplete, damage, a warning), the skipped
+    /// samples, and what produced it (the pipeline as run, with the command-line settings).
+    static func annotate(
+        _ path: String, status: String?, skipped: String?, pipeline: String, overrides: [SettingOverride]
+    ) throws {
+        guard var html = YAMLParser.readFile(path, maximumBytes: Int.max - 1) else { return }
+        func escape(_ s: String) -> String {
+            s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+                .replacingOccurrences(of: ">", with: "&gt;")
+        }
+        if let status {
+            html = html.replacingOccurrences(
+                of: "<!--STATUS-->", with: "<p class=\"incomplete\" id=\"status\">\(escape(status))</p>")
+            if status.hasPrefix("INCOMPLETE"), let range = html.range(of: "<title>") {
+                html.replaceSubrange(range, with: "<title>INCOMPLETE: ")
+            }
+        }
+        if let skipped { html = html.replacingOccurrences(of: "<!--SKIPPED-->", with: escape(skipped)) }
+        let settings = overrides.map(\.origin).joined(separator: " ")
+        html = html.replacingOccurrences(
+            of: "<!--PIPELINE-->",
+            with: "<details id=\"pipeline\"><summary>The pipeline as run"
+                + (settings.isEmpty ? "" : " (with \(escape(settings)))")
+                + "</summary><pre>\(escape(pipeline))</pre></details>\n")
+        let w = try BufferedFileWriter(path: path)
+        try w.write(html)
+        try w.close()
     }
 }

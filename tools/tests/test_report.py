@@ -66,3 +66,97 @@ def test_the_report_scores_against_truth_exactly_as_the_shared_scorer(node, tmp_
     for k in got:
         assert abs(got[k] - expected[k]) < 0.01, (k, got[k], expected[k])
     assert 'id="true-heading"' in html.read_text() and 'id="heading-error"' in html.read_text()
+
+
+def path_points(svg_path_d):
+    """(command, x, y) of an SVG path made of M and L commands."""
+    return [(m.group(1), float(m.group(2)), float(m.group(3)))
+            for m in re.finditer(r'([ML])(-?[\d.]+),(-?[\d.]+)', svg_path_d)]
+
+
+def element(html, element_id):
+    m = re.search(rf'<[a-z]+ id="{re.escape(element_id)}"[^>]*?d="([^"]*)"', html)
+    assert m, element_id
+    return m.group(1)
+
+
+@pytest.fixture(scope='module')
+def simulated_with_truth(node, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp('report-truth')
+    truth = tmp / 'truth.csv'
+    bag = simulated_bag(node, tmp, duration=60, extra=f'truth_path: {truth}\nhard_iron_ut: [12, -20, 6]')
+    return bag, truth
+
+
+def test_the_report_page_is_one_to_send(node, simulated_with_truth, tmp_path):
+    """Legends name every series, headings never draw a full-height stroke at 0/360, the field scatter has
+    equal scales (the fitted sphere's outline is round), and the page says what produced it."""
+    bag, truth = simulated_with_truth
+    html_path = tmp_path / 'r.html'
+    r = subprocess.run([str(node), 'report', str(bag), '-o', str(html_path), '--truth', str(truth)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    html = html_path.read_text()
+    version = subprocess.run([str(node), '--version'], capture_output=True, text=True).stdout.split()[1]
+    assert f'fusion-node {version} (commit ' in html and 'id="pipeline"' in html and 'type: fusion' in html
+    for series in ['true-heading', 'heading-error', 'inclination-error', 'field-strength-expected',
+                   'field-dip-expected', 'fit-x-y', 'fit-calibrated-y-z', 'bias-0', 'calibration-values', 'fits']:
+        assert f'id="{series}"' in html, series
+    for label in ['>estimate<', '>truth<', '>95 % accuracy<', '>heading error (estimate - truth)<', '>raw<',
+                  '>calibrated<', '>fit<', '>x<', '>y<', '>z<', '>expected (fusion&#39;s reference)<'
+                  if '&#39;' in html else ">expected (fusion's reference)<"]:
+        assert label in html, label
+    assert 'heading error percentiles' in html and 'mean signed heading error' in html
+    # The heading plot is 260 px tall with a 34 + 26 px margin: no drawn segment spans most of it.
+    for series in ['heading', 'true-heading']:
+        points = path_points(element(html, series))
+        assert len(points) > 100, series
+        spans = [abs(b[2] - a[2]) for a, b in zip(points, points[1:]) if b[0] == 'L']
+        assert max(spans) < 150, (series, max(spans))
+    # Equal axes: the calibrated fit is a sphere of the fitted strength, so its outline is a circle.
+    outline = path_points(element(html, 'fit-calibrated-x-y'))
+    xs, ys = [p[1] for p in outline], [p[2] for p in outline]
+    width, height = max(xs) - min(xs), max(ys) - min(ys)
+    assert width > 50 and abs(width / height - 1) < 0.02, (width, height)
+    # Ticks are round numbers.
+    for tick in re.findall(r'text-anchor="middle">([^<]+)</text>', html):
+        assert float(tick) == int(float(tick)) or len(tick) <= 4, tick
+
+
+def test_a_failed_replay_marks_its_report_incomplete(node, simulated_with_truth, tmp_path):
+    bag, _ = simulated_with_truth
+    truncated = tmp_path / 'cut.mcap'
+    truncated.write_bytes(bag.read_bytes()[: bag.stat().st_size * 2 // 3])
+    html = tmp_path / 'cut.html'
+    r = subprocess.run([str(node), 'report', str(truncated), '-o', str(html)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert 'marked incomplete' in r.stderr
+    text = html.read_text()
+    body = text[text.index('<body>') + len('<body>'):].lstrip()
+    assert body.startswith('<p class="incomplete" id="status">INCOMPLETE: the replay failed'), body[:300]
+    assert '<title>INCOMPLETE: ' in text
+    # --salvage is accepted by report as by replay: the page is complete, the damage said on it, exit 0.
+    r = subprocess.run([str(node), 'report', str(truncated), '-o', str(html), '--salvage'], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert 'INCOMPLETE' not in html.read_text() and 'Read past damage (--salvage)' in html.read_text()
+
+
+def test_a_truth_from_another_recording_is_warned_about(node, simulated_with_truth, tmp_path):
+    bag, _ = simulated_with_truth
+    other_truth = tmp_path / 'walking.csv'
+    config = tmp_path / 'walk.yaml'
+    config.write_text(f"""
+stages:
+  sim: {{type: simulator, scenario: walking, duration: 60, realtime: false, truth_path: '{other_truth}'}}
+  out: {{type: csv, inputs: [sim], path: '{tmp_path / 'ignored.csv'}'}}
+""")
+    r = subprocess.run([str(node), '--config', str(config)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    html = tmp_path / 'w.html'
+    r = subprocess.run([str(node), 'report', str(bag), '-o', str(html), '--truth', str(other_truth)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 3, r.stderr
+    assert 'is the truth from this recording?' in r.stderr
+    assert 'is the truth from this recording?' in html.read_text()

@@ -35,8 +35,15 @@ final class ReportSink: StageLogic, SinkLogic, @unchecked Sendable {
     var flags: [UInt16] = []
     var raw = EvenSample(), calibrated = EvenSample()
     var expected: (strength: Double, dip: Double)?
+    /// The gyro bias the filter removed: raw minus fused angular velocity at the same stamp, rad/s.
     var biasT: [Double] = [], bias: [Vector3] = []
-    var fits: [(t: Double, rms: Double)] = []
+    /// Raw and fused gyro readings by stamp (nanoseconds) waiting for their partner: the two streams
+    /// reach the sink on different inputs, the raw one far ahead. Bounded: a stamp one side never
+    /// produces (a sample the filter skipped) is dropped with the oldest.
+    var unpairedRaw: [Int64: Vector3] = [:], unpairedFused: [Int64: Vector3] = [:]
+    var pairs = 0
+    /// Every calibration accepted, as its status said.
+    var fits: [CalibrationStatusMessage] = []
     var acceptedFits = AcceptedFits()
     var calibration: CalibrationStatusMessage?
     /// Points spread evenly over the whole run, at most `limit`: every `stride`-th is kept, and when
@@ -81,27 +88,54 @@ final class ReportSink: StageLogic, SinkLogic, @unchecked Sendable {
             strength.append(field.strengthMicrotesla)
             dip.append(field.dipDegrees)
             if h.magneticField.isFinite { calibrated.add(h.magneticField * 1e6) }
-        case PipelineTopics.imuFused where reference != nil:
+        case PipelineTopics.imuRaw:
             let m = try decoded(frame, as: ImuMessage.self)
-            fusedT.append(Double(m.header.stamp.sec - 1_700_000_000) + Double(m.header.stamp.nanosec) * 1e-9)
-            fused.append(m.orientation)
+            pair(stamp: m.header.stamp, raw: m.angularVelocity, fused: nil)
+        case PipelineTopics.imuFused:
+            let m = try decoded(frame, as: ImuMessage.self)
+            if reference != nil {
+                fusedT.append(Double(m.header.stamp.sec - 1_700_000_000) + Double(m.header.stamp.nanosec) * 1e-9)
+                fused.append(m.orientation)
+            }
+            pair(stamp: m.header.stamp, raw: nil, fused: m.angularVelocity)
         case PipelineTopics.magnetometer:
             let m = try decoded(frame, as: MagneticFieldMessage.self)
             if m.magneticField.isFinite { raw.add(m.magneticField * 1e6) }
         case PipelineTopics.calibrationStatus:
             let c = try decoded(frame, as: CalibrationStatusMessage.self)
             calibration = c
-            if c.gyroBias.isFinite {
-                biasT.append(c.header.stamp.seconds)
-                bias.append(c.gyroBias)
-            }
-            if acceptedFits.isNewFit(c) { fits.append((c.header.stamp.seconds, c.rmsResidual)) }
+            if acceptedFits.isNewFit(c) { fits.append(c) }
         case PipelineTopics.interferenceStatus:
             let i = try decoded(frame, as: InterferenceStatusMessage.self)
             if i.expectedStrength.isFinite { expected = (i.expectedStrength, i.expectedDip) }
         default:
             break
         }
+    }
+
+    /// Pairs a raw and a fused rate of the same stamp; every tenth pair (plenty for a slowly varying
+    /// bias) goes into the plot as raw minus fused.
+    func pair(stamp: RosTime, raw: Vector3?, fused: Vector3?) {
+        let key = Self.nanoseconds(stamp)
+        var r = raw, f = fused
+        if let raw { f = unpairedFused.removeValue(forKey: key) } else { r = unpairedRaw.removeValue(forKey: key) }
+        guard let r, let f else {
+            if let raw { unpairedRaw[key] = raw } else if let fused { unpairedFused[key] = fused }
+            if unpairedRaw.count + unpairedFused.count > 200_000 {
+                unpairedRaw.removeAll(keepingCapacity: true)
+                unpairedFused.removeAll(keepingCapacity: true)
+            }
+            return
+        }
+        pairs += 1
+        if pairs % 10 == 1 {
+            biasT.append(stamp.seconds)
+            bias.append(r - f)
+        }
+    }
+
+    static func nanoseconds(_ stamp: RosTime) -> Int64 {
+        Int64(stamp.sec) &* 1_000_000_000 &+ Int64(stamp.nanosec)
     }
 
     /// Spans of time during which `flag` was set, seconds from the first heading.
@@ -130,6 +164,11 @@ final class ReportSink: StageLogic, SinkLogic, @unchecked Sendable {
         let w = try BufferedFileWriter(path: settings.path)
         try w.write(page.html())
         try w.close()
+        // A truth from another recording would score a good run as broken: said, and the exit code says it.
+        if let problem = page.truthMismatch {
+            notes.append("warning: \(settings.truth): \(problem)")
+            losses += 1
+        }
         notes.append("report of \(t.count) headings to \(settings.path)")
         return
     }

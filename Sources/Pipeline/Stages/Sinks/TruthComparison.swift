@@ -51,10 +51,11 @@ struct TruthComparison {
     func errors(estimateTimes et: [Double], estimates eq: [Quaternion], boundTimes bt: [Double], bounds: [Double])
         -> (
             total: Double, heading: Double, inclination: Double, coverage: Double, boundCoverage: Double,
-            errorTimes: [Double], headingErrors: [Double]
+            errorTimes: [Double], headingErrors: [Double], signedHeadingErrors: [Double], inclinationErrors: [Double]
         )
     {
         var errorTimes: [Double] = [], headingErrors: [Double] = []
+        var signedHeadingErrors: [Double] = [], inclinationErrors: [Double] = []
         var sums = (0.0, 0.0, 0.0), n = 0, evaluated = 0, covered = 0, inside = 0
         var j = 0, b = 0
         for i in t.indices where movement[i] && q[i].isFinite {
@@ -78,6 +79,11 @@ struct TruthComparison {
             covered += 1
             errorTimes.append(target)
             headingErrors.append(heading * degreesPerRadian)
+            // estimate * truth^-1 turns the truth into the estimate about earth axes: positive z is
+            // counter-clockwise about up, so the clockwise heading of the estimate is smaller.
+            let sign: Double = (e.w < 0) == (e.z < 0) ? -1 : 1
+            signedHeadingErrors.append(e.z == 0 ? 0 : sign * heading * degreesPerRadian)
+            inclinationErrors.append(incl * degreesPerRadian)
             // The bound in force at this time (the latest one at or before it).
             while b + 1 < bt.count && bt[b + 1] <= target + 1e-6 { b += 1 }
             if b < bounds.count, bounds[b].isFinite, heading * degreesPerRadian <= bounds[b] { inside += 1 }
@@ -85,7 +91,7 @@ struct TruthComparison {
         func rmse(_ s: Double) -> Double { n > 0 ? (s / Double(n)).squareRoot() * degreesPerRadian : .nan }
         return (
             rmse(sums.0), rmse(sums.1), rmse(sums.2), Double(covered) / Double(max(1, evaluated)),
-            Double(inside) / Double(max(1, n)), errorTimes, headingErrors
+            Double(inside) / Double(max(1, n)), errorTimes, headingErrors, signedHeadingErrors, inclinationErrors
         )
     }
 
