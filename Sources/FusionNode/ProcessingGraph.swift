@@ -7,16 +7,35 @@ enum ProcessingGraph {
     static let noCalibrationOption = OptionHelp(
         "--no-calibration", nil, "fusion alone: no online calibration stage (the magnetometer as recorded)")
 
-    /// The stages after `source`, in order; the last is `fusion`.
-    static func stages(after source: String, calibrate: Bool) -> [(String, YAMLValue)] {
+    static let mountingOptions = [
+        OptionHelp(
+            "--imu-rotation", "ROTATION",
+            "the IMU's mounting: a name (yaw_90, roll_180, ...) or ROLL,PITCH,YAW in degrees (URDF convention)"),
+        OptionHelp("--mag-rotation", "ROTATION", "the magnetometer's mounting, as --imu-rotation"),
+    ]
+
+    /// The stages after `source`, in order; the last is `fusion`. With a mounting rotation, a `mount`
+    /// stage first turns the sensors into the body frame.
+    static func stages(after source: String, calibrate: Bool, _ a: Arguments? = nil) -> [(String, YAMLValue)] {
         var stages: [(String, YAMLValue)] = []
         var upstream = source
+        let imu = a?.string("--imu-rotation"), mag = a?.string("--mag-rotation")
+        if imu != nil || mag != nil {
+            func value(_ text: String) -> YAMLValue {
+                text.contains(",") ? .sequence(text.split(separator: ",").map { .string(String($0)) }) : .string(text)
+            }
+            var mount: [(String, YAMLValue)] = [("type", .string("mount")), ("inputs", .sequence([.string(source)]))]
+            if let imu { mount.append(("imu_rotation", value(imu))) }
+            if let mag { mount.append(("mag_rotation", value(mag))) }
+            stages.append(("mount", .mapping(mount)))
+            upstream = "mount"
+        }
         if calibrate {
             stages.append(
                 (
                     "calibration",
                     .mapping([
-                        ("type", .string("calibration")), ("inputs", .sequence([.string(source)])),
+                        ("type", .string("calibration")), ("inputs", .sequence([.string(upstream)])),
                         ("online", .string("true")), ("prompt", .string("false")),
                     ])
                 ))

@@ -16,6 +16,7 @@ enum ReportCommand {
             OptionHelp("--start", "SECONDS", "skip this long from the start of the bag", default: "0"),
             OptionHelp("--duration", "SECONDS", "replay only this long; 0 = all", default: "0"),
             ProcessingGraph.noCalibrationOption,
+        ] + ProcessingGraph.mountingOptions + [
             OptionHelp(
                 "--truth", "FILE", "reference orientation, BROAD-style t,qw,qx,qy,qz[,movement] (.csv or .csv.gz)"),
             OptionHelp("--salvage", nil, "read past damage in the bag, report it on the page, and accept it (exit 0)"),
@@ -49,7 +50,7 @@ enum ReportCommand {
         let calibrate = !a.has("--no-calibration")
         var stages: [(String, YAMLValue)] =
             [("bag", .mapping([("type", .string("bag")), ("path", .string(bag))]))]
-            + ProcessingGraph.stages(after: "bag", calibrate: calibrate)
+            + ProcessingGraph.stages(after: "bag", calibrate: calibrate, a)
         stages.append(
             (
                 "report",

@@ -394,3 +394,26 @@ def test_stage_processes_end_when_their_supervisor_is_killed(node):
         time.sleep(0.2)
         alive = [c for c in alive if running(c)]
     assert alive == []
+
+
+def test_rotate_bag_and_mounting_options_undo_each_other(node, tmp_path):
+    """tools/rotate_bag.sh turns a recording's magnetometer as if mounted roll_180_yaw_90; replay with the
+    same --mag-rotation gives the original's orientations, replay without does not."""
+    import numpy as np
+    from test_default_graph import simulated_bag
+    bag = simulated_bag(node, tmp_path, duration=30)
+    turned = tmp_path / 'turned.mcap'
+    r = subprocess.run(['bash', str(ROOT / 'tools' / 'rotate_bag.sh'), str(bag), str(turned), '--mag',
+                        'roll_180_yaw_90'], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, 'FUSION_NODE': str(node)})
+    assert r.returncode == 0, r.stderr
+    csv = {}
+    for name, path, extra in [('plain', bag, []), ('mounted', turned, ['--mag-rotation', 'roll_180_yaw_90']),
+                              ('unmounted', turned, [])]:
+        out = tmp_path / f'{name}.csv'
+        r = run(node, 'replay', path, '--csv', out, '--quiet', *extra, timeout=120)
+        assert r.returncode == 0, r.stderr
+        csv[name] = np.loadtxt(out, delimiter=',', skiprows=1)
+    assert csv['mounted'].shape == csv['plain'].shape
+    assert np.abs(csv['mounted'] - csv['plain']).max() < 1e-9
+    assert np.abs(csv['unmounted'][:, 1:] - csv['plain'][:, 1:]).max() > 0.1

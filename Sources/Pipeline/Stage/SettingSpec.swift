@@ -6,6 +6,8 @@ public struct SettingSpec: Sendable {
         case string, number, integer, bool, stringList, numberList(Int)
         /// A number that may be left empty ("" = not given), such as a latitude.
         case optionalNumber
+        /// A sensor's mounting: a rotation name (`yaw_90`) or `[roll, pitch, yaw]` in degrees.
+        case rotation
 
         var article: String {
             switch self {
@@ -16,6 +18,7 @@ public struct SettingSpec: Sendable {
             case .stringList: return "a list of strings"
             case .numberList(let n): return "a list of \(n) numbers"
             case .optionalNumber: return "a number or \"\""
+            case .rotation: return "a rotation name (none, yaw_90, roll_180, ...) or [roll, pitch, yaw] in degrees"
             }
         }
 
@@ -29,6 +32,7 @@ public struct SettingSpec: Sendable {
             case .stringList: return "list of strings"
             case .numberList(let n): return "list of \(n) numbers"
             case .optionalNumber: return "number or \"\""
+            case .rotation: return "rotation"
             }
         }
     }
@@ -81,6 +85,7 @@ public struct SettingSpec: Sendable {
         }
         switch kind {
         case .string: return current + "x"
+        case .rotation: return current == "yaw_90" ? "none" : "yaw_90"
         case .bool: return current == "true" ? "false" : "true"
         case .number, .integer, .optionalNumber: return number(avoiding: current)
         case .stringList: return current.isEmpty ? "x" : ""

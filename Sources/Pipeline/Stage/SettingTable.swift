@@ -113,6 +113,13 @@ struct SettingEntry<Settings: DeclaredSettings>: @unchecked Sendable {
         }
     }
 
+    /// A sensor's mounting rotation: a name or [roll, pitch, yaw] in degrees (see `MountingRotation`).
+    static func rotation(_ key: String, _ path: WritableKeyPath<Settings, MountingRotation>, _ help: String) -> Self {
+        Self(key, .rotation, default: defaults[keyPath: path].description, unit: "", help: help) { s, settings in
+            if let rotation = MountingRotation.parse(s.string(key)) { settings[keyPath: path] = rotation }
+        }
+    }
+
     /// Nine numbers, a 3x3 matrix row by row.
     static func matrix(
         _ key: String, _ path: WritableKeyPath<Settings, Matrix3>, range: ClosedRange<Double>, _ help: String

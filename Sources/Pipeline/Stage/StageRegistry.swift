@@ -9,6 +9,7 @@ public enum StageRegistry {
         LinesSource.type,
         ROS2Source.type,
         // Transforms
+        MountStage.type,
         CalibrationStage.type,
         FusionStage.type,
         DirectionStage.type,

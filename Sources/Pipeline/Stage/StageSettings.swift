@@ -1,3 +1,4 @@
+import CompassCore
 import WireFormat
 import YAML
 
@@ -111,6 +112,29 @@ public struct StageSettings: Sendable {
             case "false", "no", "off": numbers[spec.name] = 0
             default: throw fail("\(spec.kind.article), found '\(value.text)'")
             }
+        case .rotation:
+            // A list is [roll, pitch, yaw] in degrees, kept as "r,p,y"; a scalar must be a known name.
+            // A list written as one value (an environment variable: "[0, 0, -90]" or "0,0,-90") is a list.
+            var items = value.items
+            if items.isEmpty, value.text.contains(",") {
+                items = value.text.filter { $0 != "[" && $0 != "]" && $0 != " " }.split(separator: ",").map(String.init)
+            }
+            if items.isEmpty {
+                guard MountingRotation.named(value.text) != nil else {
+                    throw fail(
+                        "\(spec.kind.article), found '\(value.text)'"
+                            + didYouMean(value.text, in: MountingRotation.names))
+                }
+                strings[spec.name] = value.text
+            } else {
+                guard items.count == 3 else { throw fail("\(spec.kind.article), found \(items.count) item(s)") }
+                for item in items {
+                    guard let d = Double(item), d.isFinite, (-360...360).contains(d) else {
+                        throw fail("\(spec.kind.article) (each angle -360 to 360), found '\(item)'")
+                    }
+                }
+                strings[spec.name] = items.joined(separator: ",")
+            }
         case .stringList:
             for item in value.items { try chosen(item) }
             lists[spec.name] = spec.namesTopics ? value.items.map { PipelineTopics.named($0) } : value.items
@@ -145,6 +169,8 @@ private struct SettingValue {
         switch kind {
         case .stringList, .numberList:
             items = defaultText.isEmpty ? [] : defaultText.split(separator: ",").map(String.init)
+        case .rotation where defaultText.contains(","):
+            items = defaultText.split(separator: ",").map(String.init)
         default: break
         }
     }
@@ -160,6 +186,11 @@ private struct SettingValue {
                     + "found \(node.kind)\(node.scalar.map { " '\($0)'" } ?? "")")
         }
         switch spec.kind {
+        case .rotation where node.sequence != nil:
+            for item in node.sequence! {
+                guard let s = item.scalar, !item.isNull else { throw bad() }
+                items.append(try substitute(s, item, environment, file))
+            }
         case .stringList, .numberList:
             guard let sequence = node.sequence else { throw bad() }
             for item in sequence {

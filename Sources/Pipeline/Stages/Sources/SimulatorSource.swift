@@ -26,6 +26,10 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
         var hardIronMicrotesla = Vector3.zero
         /// Soft-iron matrix the simulated magnetometer applies to the field before the offset.
         var softIron = Matrix3.identity
+        /// How the simulated IMU and magnetometer are mounted: their readings come in their own axes,
+        /// R^T times the body's (a `mount` stage with the same rotations turns them back).
+        var imuRotation = MountingRotation.none
+        var magnetometerRotation = MountingRotation.none
         /// Also write the true orientation, t,qw,qx,qy,qz,movement per sample (BROAD's truth format), here.
         var truthPath = ""
         var pauseWithoutSubscribers = true
@@ -55,6 +59,11 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
             .matrix(
                 "soft_iron", \.softIron, range: -100...100,
                 "row-major soft-iron matrix the simulated magnetometer applies to the field before the offset"),
+            .rotation(
+                "imu_rotation", \.imuRotation,
+                "the simulated IMU's mounting (readings in its own axes; a mount stage with the same rotation "
+                    + "turns them back)"),
+            .rotation("mag_rotation", \.magnetometerRotation, "the simulated magnetometer's mounting, as imu_rotation"),
             .string(
                 "truth_path", \.truthPath, "also write the true orientation here: t,qw,qx,qy,qz,movement per sample"),
             .pauseWithoutSubscribers(\.pauseWithoutSubscribers),
@@ -130,9 +139,13 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
                 try truth.write("\(x.imu.timestamp - 1_700_000_000),\(q.w),\(q.x),\(q.y),\(q.z),1\n")
             }
             let stamp = settings.stamp == .wall ? Clocks.wallNow() : RosTime(seconds: x.imu.timestamp)
+            let toIMU = settings.imuRotation.matrix.transposed,
+                toMagnetometer = settings.magnetometerRotation.matrix.transposed
             appendRawSample(
-                RosHeader(stamp: stamp, frameId: "imu_link"), angularVelocity: x.imu.angularVelocity,
-                specificForce: x.imu.specificForce, fieldTesla: x.magnetometer.fieldMicrotesla * 1e-6, to: &batch)
+                RosHeader(stamp: stamp, frameId: "imu_link"), angularVelocity: toIMU * x.imu.angularVelocity,
+                specificForce: toIMU * x.imu.specificForce,
+                fieldTesla: toMagnetometer * x.magnetometer.fieldMicrotesla * 1e-6,
+                to: &batch)
             k += 1
             if settings.realtime {
                 pausedSeconds += try emit(batch)
