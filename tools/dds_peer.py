@@ -17,7 +17,7 @@ from pathlib import Path
 from cyclonedds.core import Policy, Qos
 from cyclonedds.domain import DomainParticipant
 from cyclonedds.idl import IdlStruct
-from cyclonedds.idl.types import array, float64, int8, int32, uint8, uint16, uint32
+from cyclonedds.idl.types import array, float64, int8, int32, sequence, uint8, uint16, uint32
 from cyclonedds.pub import DataWriter
 from cyclonedds.sub import DataReader
 from cyclonedds.topic import Topic
@@ -80,6 +80,27 @@ class MagneticField(IdlStruct, typename='sensor_msgs::msg::dds_::MagneticField_'
     header: Header
     magnetic_field: Vector3
     magnetic_field_covariance: array[float64, 9]
+
+
+@dataclass
+class KeyValue(IdlStruct, typename='diagnostic_msgs::msg::dds_::KeyValue_'):
+    key: str
+    value: str
+
+
+@dataclass
+class DiagnosticStatus(IdlStruct, typename='diagnostic_msgs::msg::dds_::DiagnosticStatus_'):
+    level: uint8
+    name: str
+    message: str
+    hardware_id: str
+    values: sequence[KeyValue]
+
+
+@dataclass
+class DiagnosticArray(IdlStruct, typename='diagnostic_msgs::msg::dds_::DiagnosticArray_'):
+    header: Header
+    status: sequence[DiagnosticStatus]
 
 
 @dataclass

@@ -328,3 +328,47 @@ def test_endpoints_announce_the_type_hash_jazzy_expects(node, tmp_path, python_p
         pkg, kind, name = msgtype.split('/')
         assert type_name == f'{pkg}::{kind}::dds_::{name}_'
         assert user_data == f'typehash={store.hash_rihs01(msgtype)};'.encode(), key
+
+
+def test_health_reaches_diagnostics_as_diagnostic_array(node, tmp_path, python_participant):
+    """A real-time simulator with an uncalibrated magnetometer through calibration, fusion and ros2_sink: a
+    Python cyclonedds reader of /diagnostics (diagnostic_msgs/msg/DiagnosticArray, as diagnostic_aggregator
+    reads it) gets the heading, calibration and interference statuses, the calibration first a warning
+    while it collects and OK once accepted."""
+    from cyclonedds.sub import DataReader
+    from cyclonedds.topic import Topic
+    domain = next(DOMAINS)
+    participant = python_participant(domain)
+    reader = DataReader(participant, Topic(participant, 'rt/diagnostics', dds_peer.DiagnosticArray))
+    config = tmp_path / 'health.yaml'
+    config.write_text(f"""
+stages:
+  sim: {{type: simulator, scenario: figure_eight, duration: 12, realtime: true, hard_iron_ut: [12, -20, 6]}}
+  calibration: {{type: calibration, inputs: [sim], online: true}}
+  fusion: {{type: fusion, inputs: [calibration]}}
+  out: {{type: ros2_sink, inputs: [fusion], domain_id: {domain}, diagnostics_period: 0.5}}
+""")
+    fusion = subprocess.Popen([str(node), '--config', str(config)], stderr=subprocess.PIPE, text=True)
+    arrays, deadline = [], time.time() + 45
+    try:
+        while time.time() < deadline and fusion.poll() is None:
+            arrays += reader.take(N=100)
+            time.sleep(0.1)
+        arrays += reader.take(N=100)
+    finally:
+        fusion.terminate()
+        _, err = fusion.communicate(timeout=30)
+    assert len(arrays) >= 12, (len(arrays), err)   # 12 s at 0.5 s
+    by_name = {}
+    for a in arrays:
+        for s in a.status:
+            by_name.setdefault(s.name, []).append(s)
+    assert {'gyrocompass: heading', 'gyrocompass: magnetometer calibration',
+            'gyrocompass: magnetic interference'} <= set(by_name), set(by_name)
+    calibration = by_name['gyrocompass: magnetometer calibration']
+    assert calibration[0].level == 1 and calibration[-1].level == 0, [(s.level, s.message) for s in calibration]
+    assert calibration[-1].message == 'calibrated'
+    heading = by_name['gyrocompass: heading'][-1]
+    keys = {kv.key: kv.value for kv in heading.values}
+    assert heading.level == 0 and float(keys['95 % accuracy (deg)']) < 10, (heading.message, keys)
+    assert heading.hardware_id == 'imu_link'

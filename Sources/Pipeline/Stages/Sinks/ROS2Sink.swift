@@ -10,6 +10,8 @@ import ROS2DDS
 ///   heading/quaternion  geometry_msgs/msg/QuaternionStamped: the heading as a rotation about the
 ///                       vertical (true north when known), for users without gyrocompass_msgs
 ///   /tf                 tf2_msgs/msg/TFMessage fixed_frame -> the IMU frame (publish_tf)
+///   /diagnostics        diagnostic_msgs/msg/DiagnosticArray: heading, calibration and interference
+///                       health once per diagnostics_period (wall clock), and once at the end
 /// With world_frame enu and no offsets the Imu bytes go out exactly as the fusion stage made them.
 final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
     struct Settings: DeclaredSettings {
@@ -33,6 +35,12 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
         var orientationStddevRadians = 0.0
         /// Hold the stream until this many subscribers matched (counted over the published topics).
         var waitForSubscribers = 0
+        /// ROS topic for the health ("" = none), and how often it is published, seconds.
+        var diagnosticsTopic = "/diagnostics"
+        var diagnosticsPeriodSeconds = 1.0
+        /// 95 % heading bounds that make the heading status a warning and an error, degrees.
+        var diagnosticsWarnAccuracyDegrees = 10.0
+        var diagnosticsErrorAccuracyDegrees = 45.0
 
         enum WorldFrame: String, CaseIterable {
             case enu, ned
@@ -62,6 +70,18 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
             .integer(
                 "wait_for_subscribers", \.waitForSubscribers, range: 0...10_000,
                 "hold the stream until this many subscribers matched"),
+            .string(
+                "diagnostics_topic", \.diagnosticsTopic,
+                "ROS topic for the health as diagnostic_msgs/msg/DiagnosticArray ('' = none)"),
+            .number(
+                "diagnostics_period", \.diagnosticsPeriodSeconds, unit: "s", range: 0.01...3600,
+                "publish the health this often (diagnostic_updater's default: 1 s)"),
+            .number(
+                "diagnostics_warn_accuracy_deg", \.diagnosticsWarnAccuracyDegrees, unit: "deg",
+                range: SettingSpec.degreesRange, "a 95 % heading bound above this makes the heading status WARN"),
+            .number(
+                "diagnostics_error_accuracy_deg", \.diagnosticsErrorAccuracyDegrees, unit: "deg",
+                range: SettingSpec.degreesRange, "a 95 % heading bound above this makes the heading status ERROR"),
         ])
 
         var worldNED: Bool { worldFrame == .ned }
@@ -83,7 +103,7 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
                 qos: ["qos": settings.qosText],
                 topics: [
                     "imu_topic": settings.imuTopic, "heading_topic": settings.headingTopic,
-                    "quaternion_topic": settings.quaternionTopic,
+                    "quaternion_topic": settings.quaternionTopic, "diagnostics_topic": settings.diagnosticsTopic,
                 ], namespace: settings.namespace)
         }
     ) { settings, context in try ROS2Sink(settings, stage: context.stage, log: context.log) }
@@ -94,8 +114,12 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
     let participant: DomainParticipant
     let discovery: EndpointDiscovery
     var imuWriter: SerializedWriter?, headingWriter: SerializedWriter?, quaternionWriter: SerializedWriter?
-    var tfWriter: SerializedWriter?
-    var writers: [SerializedWriter] { [imuWriter, headingWriter, quaternionWriter, tfWriter].compactMap { $0 } }
+    var tfWriter: SerializedWriter?, diagnosticsWriter: SerializedWriter?
+    var writers: [SerializedWriter] {
+        [imuWriter, headingWriter, quaternionWriter, tfWriter, diagnosticsWriter].compactMap { $0 }
+    }
+    var health = HealthDiagnostics()
+    var lastDiagnostics = 0.0
     /// Messages written per ROS topic; writes that waited for a slow reliable reader.
     var written: [String: Int] = [:]
     var blockedWrites = 0
@@ -132,6 +156,8 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
             var tfQoS = ROS2QoS.rosDefault
             tfQoS.history = .keepLast(100)
             tfWriter = settings.publishTF ? try writer("/tf", TFMessage.typeName, tfQoS) : nil
+            // diagnostic_updater's publisher: reliable, volatile, keep last 10 (the ROS default).
+            diagnosticsWriter = try writer(settings.diagnosticsTopic, DiagnosticArrayMessage.typeName, .rosDefault)
             discovery = try EndpointDiscovery(participant, .subscriptions)
         } catch let e as DDSError {
             throw StageFailure("\(stage): \(e)")
@@ -139,10 +165,15 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
             throw StageFailure("\(stage): \(e)")
         }
         super.init()
+        health.warnAccuracyDegrees = settings.diagnosticsWarnAccuracyDegrees
+        health.errorAccuracyDegrees = settings.diagnosticsErrorAccuracyDegrees
+        lastDiagnostics = Clocks.monotonicSeconds()
         try waitForSubscribers()
     }
 
     func waitForSubscribers() throws {
+        // The health topic is not what a run waits for: a monitor may come and go.
+        let writers = writers.filter { $0 !== diagnosticsWriter }
         guard settings.waitForSubscribers > 0, !writers.isEmpty else { return }
         var announced = 0.0
         let start = Clocks.monotonicSeconds()
@@ -165,6 +196,7 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
     var inputHandling: InputHandling { .decoded }
 
     func consume(_ frame: consuming WireFrame) throws {
+        if diagnosticsWriter != nil { try observeHealth(frame) }
         switch frame.topic {
         case PipelineTopics.imuFused:
             guard imuWriter != nil || tfWriter != nil else { return }
@@ -206,6 +238,25 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
             }
         default:
             return
+        }
+    }
+
+    /// Feeds the health, and publishes it when a diagnostics period has passed.
+    func observeHealth(_ frame: borrowing WireFrame) throws {
+        switch frame.topic {
+        case PipelineTopics.heading where frame.type == HeadingMessage.typeName:
+            health.observe(try decoded(frame, as: HeadingMessage.self))
+        case PipelineTopics.calibrationStatus where frame.type == CalibrationStatusMessage.typeName:
+            health.observe(try decoded(frame, as: CalibrationStatusMessage.self))
+        case PipelineTopics.interferenceStatus where frame.type == InterferenceStatusMessage.typeName:
+            health.observe(try decoded(frame, as: InterferenceStatusMessage.self))
+        default:
+            return
+        }
+        let now = Clocks.monotonicSeconds()
+        if now - lastDiagnostics >= settings.diagnosticsPeriodSeconds {
+            lastDiagnostics = now
+            try write(health.report().cdr()[...], diagnosticsWriter)
         }
     }
 
@@ -252,6 +303,10 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
     }
 
     func close() throws {
+        // The health at the end of the run, so a short replay reports at least once.
+        if diagnosticsWriter != nil, health.heading != nil {
+            try write(health.report(final: true).cdr()[...], diagnosticsWriter)
+        }
         for w in writers { w.flush() }
         // Reliable subscribers get everything before this participant leaves the domain.
         for w in writers where w.topic.qos.reliability == .reliable && w.matchedReaders > 0 {

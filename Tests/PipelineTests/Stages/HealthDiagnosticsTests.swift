@@ -1,0 +1,58 @@
+import Testing
+import CompassCore
+import WireFormat
+@testable import Pipeline
+
+@Suite("Health diagnostics")
+struct HealthDiagnosticsTests {
+    func heading(accuracy: Double, flags: FusionFlags = []) -> HeadingMessage {
+        HeadingMessage(
+            header: RosHeader(stamp: RosTime(seconds: 1_700_000_010), frameId: "imu_link"), magneticHeading: 30,
+            trueHeading: .nan, headingAccuracy: accuracy, declination: .nan, orientation: .identity,
+            magneticField: .zero, source: 0, flags: UInt16(flags.rawValue))
+    }
+
+    @Test("the heading status follows the 95 % bound, the flags and silence")
+    func headingLevels() {
+        var health = HealthDiagnostics()
+        #expect(health.report().status[0].level == .error)  // no heading yet
+        for (accuracy, flags, level) in [
+            (5.0, FusionFlags(), DiagnosticArrayMessage.Level.ok), (20, [], .warn), (90, [], .error),
+            (.nan, [], .error), (5, .initialising, .warn), (5, .gyroOnly, .warn),
+        ] {
+            health.observe(heading(accuracy: accuracy, flags: flags))
+            let status = health.report().status[0]
+            #expect(status.level == level, "\(accuracy) \(flags): \(status.message)")
+            #expect(status.hardwareId == "imu_link")
+        }
+        // A period with no new heading is an error, except at the end of the input.
+        #expect(health.report().status[0].level == .error)
+        #expect(health.report(final: true).status[0].level == .warn)
+    }
+
+    @Test("calibration and interference statuses, and the array survives CDR")
+    func otherStatuses() throws {
+        var health = HealthDiagnostics()
+        health.observe(heading(accuracy: 4))
+        var c = CalibrationStatusMessage(
+            header: RosHeader(stamp: RosTime(seconds: 1_700_000_010), frameId: "imu_link"), state: 1, prompt: true,
+            progress: 40, coverage: 0.4, rmsResidual: .nan, fieldStrength: .nan, hardIron: .zero, softIron: .zero,
+            gyroBias: .zero)
+        health.observe(c)
+        var report = health.report()
+        #expect(report.status.count == 2 && report.status[1].level == .warn)
+        #expect(report.status[1].message == "collecting directions: 40 %")
+        c.state = OnlineCalibrator.State.calibrated.rawValue
+        health.observe(c)
+        health.observe(heading(accuracy: 4))
+        health.observe(
+            InterferenceStatusMessage(
+                header: c.header, disturbed: true, flags: 8, samplesAssessed: 200, samplesFlagged: 50,
+                disturbedPeriods: 1, disturbedSeconds: 0.5, expectedStrength: 48, expectedDip: 66))
+        report = health.report()
+        #expect(report.status.map(\.level) == [.ok, .ok, .warn])
+        #expect(report.status[2].values.first { $0.key == "readings flagged (%)" }?.value == "25.0")
+        let decoded = try DiagnosticArrayMessage(cdrBytes: report.cdr())
+        #expect(decoded == report)
+    }
+}
