@@ -1,3 +1,4 @@
+import Pipeline
 import YAML
 
 /// The processing every command that replays runs, the same as the built-in graph and the files in
@@ -16,7 +17,27 @@ enum ProcessingGraph {
 
     /// The stages after `source`, in order; the last is `fusion`. With a mounting rotation, a `mount`
     /// stage first turns the sensors into the body frame.
-    static func stages(after source: String, calibrate: Bool, _ a: Arguments? = nil) -> [(String, YAMLValue)] {
+    static let calibrationFileOption = OptionHelp(
+        "--calibration", "FILE",
+        "a calibration file (fusion-node calibrate, or a calibration stage's file) applied from the start, "
+            + "instead of learning online")
+
+    /// The calibration file `--calibration` names, checked: a file that cannot be used is a usage error,
+    /// never a silent start uncalibrated.
+    static func calibrationFile(_ a: Arguments, command: String) throws -> String? {
+        guard let path = a.string("--calibration") else { return nil }
+        if a.has("--no-calibration") {
+            throw UsageError(message: "--calibration and --no-calibration contradict each other", command: command)
+        }
+        if case .failure(let refusal) = CalibrationFile.load(path) {
+            throw UsageError(message: "--calibration \(path): \(refusal.reason)", command: command)
+        }
+        return path
+    }
+
+    static func stages(
+        after source: String, calibrate: Bool, _ a: Arguments? = nil, calibrationFile: String? = nil
+    ) -> [(String, YAMLValue)] {
         var stages: [(String, YAMLValue)] = []
         var upstream = source
         let imu = a?.string("--imu-rotation"), mag = a?.string("--mag-rotation")
@@ -34,10 +55,10 @@ enum ProcessingGraph {
             stages.append(
                 (
                     "calibration",
-                    .mapping([
-                        ("type", .string("calibration")), ("inputs", .sequence([.string(upstream)])),
-                        ("online", .string("true")), ("prompt", .string("false")),
-                    ])
+                    .mapping(
+                        [("type", .string("calibration")), ("inputs", .sequence([.string(upstream)]))]
+                            + (calibrationFile.map { [("file", .string($0)), ("online", .string("false"))] }
+                                ?? [("online", .string("true"))]) + [("prompt", .string("false"))])
                 ))
             upstream = "calibration"
         }

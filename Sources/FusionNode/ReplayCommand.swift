@@ -39,7 +39,7 @@ enum ReplayCommand {
             OptionHelp("--insecure", nil, "allow --publish on an address other hosts can reach (no encryption)"),
             OptionHelp("--filter", "NAME", "kalman or complementary", default: "kalman"),
             ProcessingGraph.noCalibrationOption,
-        ] + ProcessingGraph.mountingOptions + [
+        ] + ProcessingGraph.mountingOptions + [ProcessingGraph.calibrationFileOption] + [
             OptionHelp(
                 "--sensor-latency", "SECONDS", "predict the orientation this far ahead (the IMU's output latency)",
                 default: "0"),
@@ -77,7 +77,9 @@ enum ReplayCommand {
         // The graph; every value the user gave is an override below, so its error names the option.
         var stages: [(String, YAMLValue)] =
             [("bag", .mapping([("type", .string("bag")), ("path", .string(bagPath))]))]
-            + ProcessingGraph.stages(after: "bag", calibrate: !a.has("--no-calibration"), a)
+            + ProcessingGraph.stages(
+                after: "bag", calibrate: !a.has("--no-calibration"), a,
+                calibrationFile: try ProcessingGraph.calibrationFile(a, command: help.path))
         var overrides: [SettingOverride] = []
         func set(_ stage: String, _ setting: String, _ option: String, _ value: String? = nil) {
             guard let v = value ?? a.string(option) else { return }

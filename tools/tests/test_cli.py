@@ -13,7 +13,7 @@ from test_bag_interop import make_messages, node, write_rosbags  # noqa: F401  (
 from test_pipeline_interop import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMANDS = [['replay'], ['bag'], ['bag', 'info'], ['bag', 'echo'], ['echo'], ['bench'], ['bench', 'filter'],
+COMMANDS = [['replay'], ['calibrate'], ['bag'], ['bag', 'info'], ['bag', 'echo'], ['echo'], ['bench'], ['bench', 'filter'],
             ['bench', 'bag'], ['bench', 'pipeline'], ['bench', 'curve'], ['bag', 'convert'], ['stages'], ['completion'],
             ['keygen'], ['watch'], ['report'], ['--config']]
 
@@ -417,3 +417,57 @@ def test_rotate_bag_and_mounting_options_undo_each_other(node, tmp_path):
     assert csv['mounted'].shape == csv['plain'].shape
     assert np.abs(csv['mounted'] - csv['plain']).max() < 1e-9
     assert np.abs(csv['unmounted'][:, 1:] - csv['plain'][:, 1:]).max() > 0.1
+
+
+def test_calibrate_refits_a_recording_and_replay_uses_it_from_the_start(node, tmp_path):
+    """Hard iron (25, -30, 12) uT and 10 % soft iron: `calibrate` recovers both (1 uT, 1 %), and a replay with
+    the file has no calibration phase: its early headings match the truth where the online replay's do not."""
+    import numpy as np
+    truth = tmp_path / 'truth.csv'
+    config = tmp_path / 'sim.yaml'
+    bag = tmp_path / 'sim.mcap'
+    config.write_text(f"""
+stages:
+  sim: {{type: simulator, scenario: figure_eight, duration: 60, realtime: false, hard_iron_ut: [25, -30, 12],
+         soft_iron: [1.1, 0.03, 0, 0.03, 0.95, 0, 0, 0, 1.0], truth_path: '{truth}'}}
+  rec: {{type: record, inputs: [sim], path: '{bag}', topics: [imu/data_raw, imu/mag]}}
+""")
+    assert run(node, '--config', config).returncode == 0
+    out = tmp_path / 'cal.json'
+    r = run(node, 'calibrate', bag, '-o', out, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert 'heading change:' in r.stdout and 'saved:' in r.stdout, r.stdout
+    stored = json.loads(out.read_text())
+    assert np.abs(np.array(stored['hard_iron_ut']) - [25, -30, 12]).max() < 1.0, stored
+    # The correction undoes the simulated soft iron up to a common scale: W S = k I within 1 %.
+    w = np.array(stored['soft_iron']).reshape(3, 3)
+    product = w @ np.array([[1.1, 0.03, 0], [0.03, 0.95, 0], [0, 0, 1.0]])
+    k = np.trace(product) / 3
+    assert np.abs(product / k - np.eye(3)).max() < 0.01, product / k
+    # Never overwritten; a recording with too little motion is refused and writes nothing.
+    assert run(node, 'calibrate', bag, '-o', out).returncode == 2
+    still = tmp_path / 'still.mcap'
+    config.write_text(config.read_text().replace('figure_eight', 'rest').replace(str(bag), str(still))
+                      .replace(str(truth), str(tmp_path / 'still-truth.csv')))
+    assert run(node, '--config', config).returncode == 0
+    refused = tmp_path / 'refused.json'
+    r = run(node, 'calibrate', still, '-o', refused, timeout=120)
+    assert r.returncode == 1 and 'no calibration written' in r.stderr and not refused.exists(), r.stderr
+    # From the start: the first 10 s of headings against the truth.
+    def early_error(extra):
+        csv = tmp_path / f'h{len(extra)}.csv'
+        assert run(node, 'replay', bag, '--csv', csv, '--quiet', *extra, timeout=120).returncode == 0
+        est = np.loadtxt(csv, delimiter=',', skiprows=1)
+        ref = np.loadtxt(truth, delimiter=',', skiprows=1)
+        def heading(q):
+            w, x, y, z = q.T
+            return np.degrees(np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)))
+        n = min(len(est), len(ref), 1000)
+        d = (heading(est[:n, 1:5]) - heading(ref[:n, 1:5]) + 180) % 360 - 180
+        return np.sqrt(np.mean(d[200:] ** 2))          # after the first 2 s of initialisation
+    with_file, online = early_error(['--calibration', str(out)]), early_error([])
+    assert with_file < 3 and online > 3 * with_file, (with_file, online)
+    bad = tmp_path / 'bad.json'
+    bad.write_text('{"version": 1}')
+    r = run(node, 'replay', bag, '--calibration', bad, '--csv', tmp_path / 'x.csv')
+    assert r.returncode == 2 and 'bad.json' in r.stderr, r.stderr

@@ -3,7 +3,7 @@ import CompassCore
 
 /// A calibration file: JSON, written to a temporary name, synced and renamed, so a crash never leaves
 /// a broken file.
-enum CalibrationFile {
+public enum CalibrationFile {
     struct Stored: Codable {
         var version: Int
         var hard_iron_ut: [Double]
@@ -12,12 +12,12 @@ enum CalibrationFile {
         var rms_ut: Double
         var coverage: Double
     }
-    struct Refusal: Error {
-        let exists: Bool
-        let reason: String
+    public struct Refusal: Error {
+        public let exists: Bool
+        public let reason: String
     }
 
-    static func load(_ path: String) -> Result<MagnetometerCalibration, Refusal> {
+    public static func load(_ path: String) -> Result<MagnetometerCalibration, Refusal> {
         guard FileManager.default.fileExists(atPath: path) else {
             return .failure(Refusal(exists: false, reason: "no such file"))
         }
@@ -49,7 +49,7 @@ enum CalibrationFile {
                 fieldRadiusMicrotesla: stored.field_ut))
     }
 
-    static func save(_ fit: CalibrationFit, to path: String) throws {
+    public static func save(_ fit: CalibrationFit, to path: String) throws {
         let c = fit.calibration, w = c.softIronCorrection
         let stored = Stored(
             version: 1,

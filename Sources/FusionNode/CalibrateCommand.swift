@@ -1,0 +1,239 @@
+import Bags
+import CompassCore
+import Foundation
+import Pipeline
+import WireFormat
+import YAML
+
+/// `fusion-node calibrate BAG -o calibration.json`: the hard- and soft-iron calibration refitted
+/// from a whole recording, judged by the limits the online calibrator accepts a fit by, and saved
+/// only when it passes. It says what the refit changes: the field's residual before and after, and
+/// how far the headings of a replay with the file from the start lie from the online replay's.
+enum CalibrateCommand {
+    static let help = CommandHelp(
+        path: "calibrate", summary: "Refit the magnetometer calibration from a recording and save it (BAG -o FILE).",
+        positionals: "BAG",
+        options: [
+            OptionHelp(
+                "-o", "FILE", "the calibration file to write (JSON, as the calibration stage's file; must not exist)"),
+            OptionHelp("--mag-topic", "TOPIC", "bag topic with sensor_msgs/msg/MagneticField", default: "/imu/mag"),
+            OptionHelp(
+                "--imu-topic", "TOPIC", "bag topic with sensor_msgs/msg/Imu (for the comparison replays)",
+                default: "/imu/data_raw"),
+            OptionHelp(
+                "--mag-rotation", "ROTATION",
+                "the magnetometer's mounting: fit in body axes (as --mag-rotation of replay)"),
+            OptionHelp("--salvage", nil, "read past damage in the bag"),
+        ],
+        details: """
+            Every magnetometer reading of the recording (at most 20,000, spread evenly) goes into an ellipsoid
+            fit (hard and soft iron) and a sphere fit (hard iron only); the ellipsoid is kept only when it cuts
+            the residual by more than a fifth, since fitted to noise it skews the heading. Readings
+            far off the fitted surface (over 3 times the rms residual and 2 uT: a magnet passing, a steel desk)
+            are left out and the fit repeated, twice at most. The fit is saved only within the online
+            calibrator's limits: directions covered at least 60 % (80 % for soft iron), rms residual at most
+            2 uT, field radius 20 to 70 uT. Then both replays run, online calibration and the file from the
+            start, and the heading difference between them is printed.
+            Use the file: fusion-node replay BAG --calibration FILE, or `file:` of a calibration stage.
+            Exit codes: 0 saved, 1 the fit failed its limits (nothing written), 2 usage.
+            """,
+        examples: [
+            "fusion-node calibrate run.mcap -o calibration.json",
+            "fusion-node replay run.mcap --calibration calibration.json --csv out.csv",
+        ])
+
+    static let maximumReadings = 20_000
+
+    static func run(_ args: [String]) async throws -> ExitCode {
+        let a = try Arguments(args, help)
+        try a.requirePositionals(1...1)
+        guard let output = a.string("-o") else {
+            throw UsageError(
+                message: "'fusion-node calibrate' needs -o FILE (the calibration to write)", command: help.path)
+        }
+        if FileManager.default.fileExists(atPath: output) {
+            throw UsageError(
+                message: "\(output) exists: a calibration is never overwritten; remove it or choose another name",
+                command: help.path)
+        }
+        let bag = a.positionals[0]
+        let magTopic = a.string("--mag-topic") ?? "/imu/mag"
+        var rotation = MountingRotation.none
+        if let text = a.string("--mag-rotation") {
+            guard let parsed = MountingRotation.parse(text) else {
+                throw UsageError(
+                    message: "--mag-rotation \(text): not a rotation name or ROLL,PITCH,YAW in degrees"
+                        + didYouMean(text, in: MountingRotation.names), command: help.path)
+            }
+            rotation = parsed
+        }
+        var options = BagReadOptions()
+        options.salvage = a.has("--salvage")
+        options.topics = [magTopic]
+        var all: [Vector3] = [], stamps: [Double] = []
+        try BagReader(path: bag).forEachMessage(options) { m in
+            guard m.type == MagneticFieldMessage.typeName, let message = try? MagneticFieldMessage(cdrBytes: m.data),
+                message.magneticField.isFinite
+            else { return }
+            all.append(rotation.apply(message.magneticField * 1e6))
+            stamps.append(message.header.stamp.seconds)
+        }
+        guard all.count >= CalibrationFitter.minimumEllipsoidReadings else {
+            writeStandardError(
+                "fusion-node: \(bag): \(all.count) magnetometer readings on \(magTopic): too few to fit\n")
+            return .failed
+        }
+        let stride = max(1, (all.count + maximumReadings - 1) / maximumReadings)
+        let readings = Swift.stride(from: 0, to: all.count, by: stride).map { all[$0] }
+        let limits = OnlineCalibrationSettings()
+        let refit = robustFit(readings, limits: limits)
+        guard let fit = refit.fit else {
+            writeStandardError("fusion-node: no calibration written: \(refit.problem)\n")
+            return .failed
+        }
+        let before = radialResidual(
+            readings, MagnetometerCalibration(hardIronOffsetMicrotesla: .zero, fieldRadiusMicrotesla: 0))
+        let after = radialResidual(readings, fit.calibration)
+        let c = fit.calibration
+        let s = c.softIronCorrection
+        let rows = [s.row0, s.row1, s.row2].map { "\(format($0.x, 4)) \(format($0.y, 4)) \(format($0.z, 4))" }
+        print(
+            "readings:        \(all.count) on \(magTopic) (\(readings.count) fitted, \(refit.leftOut) left out as off "
+                + "the surface)"
+        )
+        print("fit:             \(fit.model), coverage \(format(100 * fit.directionCoverage, 0)) %")
+        print(
+            "hard iron:       \(format(c.hardIronOffsetMicrotesla.x, 2)), \(format(c.hardIronOffsetMicrotesla.y, 2)), "
+                + "\(format(c.hardIronOffsetMicrotesla.z, 2)) uT")
+        print("soft iron:       \(rows.joined(separator: " / "))")
+        print("field:           \(format(c.fieldRadiusMicrotesla, 2)) uT")
+        print(
+            "field residual:  rms \(format(before, 2)) uT raw -> \(format(after, 2)) uT calibrated (about the fitted "
+                + "strength)"
+        )
+        try CalibrationFile.save(fit, to: output)
+        print("saved:           \(output)")
+        // What using it changes: the same recording replayed with online calibration and with the file.
+        let online = try await orientations(bag, a, calibration: nil).map { $0.q.headingDegrees ?? .nan }
+        let fixed = try await orientations(bag, a, calibration: output).map { $0.q.headingDegrees ?? .nan }
+        let differences = zip(online, fixed).map { signedDegrees($0 - $1) }.filter(\.isFinite)
+        if !differences.isEmpty {
+            let rms = (differences.map { $0 * $0 }.reduce(0, +) / Double(differences.count)).squareRoot()
+            let secondHalf = differences.suffix(differences.count / 2)
+            let rmsLate = (secondHalf.map { $0 * $0 }.reduce(0, +) / Double(max(1, secondHalf.count))).squareRoot()
+            print(
+                "heading change:  rms \(format(rms, 2)) deg against the online replay (\(format(rmsLate, 2)) deg "
+                    + "over the second half, once the online calibration has settled)")
+        }
+        return .complete
+    }
+
+    /// The ellipsoid (or sphere) fit, with readings off the fitted surface left out and the fit repeated.
+    static func robustFit(_ readings: [Vector3], limits: OnlineCalibrationSettings)
+        -> (fit: CalibrationFit?, leftOut: Int, problem: String)
+    {
+        var kept = readings
+        var best: CalibrationFit?
+        var problem = "no fit"
+        for _ in 0..<3 {
+            var candidates: [CalibrationFit] = []
+            if case .success(let e) = CalibrationFitter.fitEllipsoid(kept),
+                e.directionCoverage >= limits.ellipsoidCoverage
+            {
+                candidates.append(e)
+            }
+            switch CalibrationFitter.fitSphere(kept) {
+            case .success(let sphere): candidates.append(sphere)
+            case .failure(let e): problem = "the sphere fit failed: \(e)"
+            }
+            // Soft iron only when it earns its six extra parameters: a real soft iron cuts the residual by
+            // far more than a fifth, while an ellipsoid fitted to a sphere's noise and uneven coverage
+            // skews the heading (1.5 % of anisotropy turns it by about a degree).
+            let sphere = candidates.first { $0.model == .sphere }
+            let ellipsoid = candidates.first { $0.model != .sphere }
+            let chosen: CalibrationFit? =
+                switch (sphere, ellipsoid) {
+                case (let s?, let e?): e.rmsResidualMicrotesla < 0.8 * s.rmsResidualMicrotesla ? e : s
+                case (let s?, nil): s
+                case (nil, let e?): e
+                case (nil, nil): nil
+                }
+            guard let fit = chosen else { break }
+            best = fit
+            let cut = max(3 * fit.rmsResidualMicrotesla, 2)
+            let next = kept.filter {
+                abs(fit.calibration.apply($0).norm - fit.calibration.fieldRadiusMicrotesla) <= cut
+            }
+            if next.count == kept.count || next.count < CalibrationFitter.minimumEllipsoidReadings { break }
+            kept = next
+        }
+        guard let fit = best else { return (nil, readings.count - kept.count, problem) }
+        let leftOut = readings.count - kept.count
+        if fit.directionCoverage < limits.minimumCoverage {
+            return (
+                nil, leftOut,
+                "the recording covers \(format(100 * fit.directionCoverage, 0)) % of the directions; "
+                    + "\(format(100 * limits.minimumCoverage, 0)) % is needed (turn the device through all of them)"
+            )
+        }
+        if fit.rmsResidualMicrotesla > limits.maximumResidualMicrotesla {
+            return (
+                nil, leftOut,
+                "rms residual \(format(fit.rmsResidualMicrotesla, 2)) uT exceeds "
+                    + "\(format(limits.maximumResidualMicrotesla, 1)) uT: the field was disturbed for much of the "
+                    + "recording"
+            )
+        }
+        if !limits.plausibleRadiusMicrotesla.contains(fit.calibration.fieldRadiusMicrotesla) {
+            return (
+                nil, leftOut,
+                "the fitted field, \(format(fit.calibration.fieldRadiusMicrotesla, 1)) uT, is outside "
+                    + "\(format(limits.plausibleRadiusMicrotesla.lowerBound, 0)) to "
+                    + "\(format(limits.plausibleRadiusMicrotesla.upperBound, 0)) uT, the earth's field anywhere"
+            )
+        }
+        return (fit, leftOut, "")
+    }
+
+    /// RMS of |calibrated field| - the fit's radius (the raw field: its spread about its own mean strength).
+    static func radialResidual(_ readings: [Vector3], _ c: MagnetometerCalibration) -> Double {
+        let strengths = readings.map { c.apply($0).norm }
+        let centre =
+            c.fieldRadiusMicrotesla > 0 ? c.fieldRadiusMicrotesla : strengths.reduce(0, +) / Double(strengths.count)
+        return (strengths.map { ($0 - centre) * ($0 - centre) }.reduce(0, +) / Double(strengths.count)).squareRoot()
+    }
+
+    /// The fused orientation, one per sample, of the recording through the default graph (online
+    /// calibration) or with the calibration file from the start.
+    static func orientations(_ bag: String, _ a: Arguments, calibration file: String?) async throws
+        -> [(t: Double, q: Quaternion)]
+    {
+        let csv = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "gyrocompass-calibrate-\(getpid())-\(file == nil ? "online" : "file").csv"
+        ).path
+        defer { try? FileManager.default.removeItem(atPath: csv) }
+        var bagStage: [(String, YAMLValue)] = [
+            ("type", .string("bag")), ("path", .string(bag)), ("progress", .string("false")),
+        ]
+        if let t = a.string("--imu-topic") { bagStage.append(("imu_topic", .string(t))) }
+        if let t = a.string("--mag-topic") { bagStage.append(("mag_topic", .string(t))) }
+        if a.has("--salvage") { bagStage.append(("salvage", .string("true"))) }
+        var stages: [(String, YAMLValue)] = [("bag", .mapping(bagStage))]
+        stages += ProcessingGraph.stages(after: "bag", calibrate: true, a, calibrationFile: file)
+        stages.append(
+            (
+                "csv",
+                .mapping([("type", .string("csv")), ("inputs", .sequence([.string("fusion")])), ("path", .string(csv))])
+            ))
+        let text = try YAMLEmitter.emit(.mapping([("name", .string("calibrate")), ("stages", .mapping(stages))]))
+        let config = try PipelineConfig.parse(text, file: "<calibrate command line>", environment: [:])
+        _ = try await PipelineRunner.runAll(config, log: { _ in })
+        guard let rows = YAMLParser.readFile(csv, maximumBytes: Int.max - 1) else { return [] }
+        return rows.split(separator: "\n").dropFirst().compactMap { line in
+            let v = line.split(separator: ",").compactMap { Double($0) }
+            guard v.count == 5 else { return nil }
+            return (v[0], Quaternion(w: v[1], x: v[2], y: v[3], z: v[4]))
+        }
+    }
+
+}
