@@ -37,10 +37,12 @@ module DDSSerializedType {
 MAP
 
 rebuilt=0
-build_module() {  # NAME: Sources/NAME/**/*.swift into libNAME.a and NAME.swiftmodule
+build_module() {  # NAME [EXTRA.swift ...]: Sources/NAME/**/*.swift (and EXTRA) into libNAME.a and NAME.swiftmodule
   local name="$1" stamp="$out/$1.stamp"
+  shift
   local sources
   mapfile -t sources < <(find "$root/Sources/$name" -name '*.swift' | sort)
+  sources+=("$@")
   # Up to date when nothing of its own changed and no module before it (in dependency order) was rebuilt.
   local changed
   changed="$(find "$root/Sources/$name" -name '*.swift' -newer "$stamp" 2>/dev/null | head -1 || true)"
@@ -52,6 +54,11 @@ build_module() {  # NAME: Sources/NAME/**/*.swift into libNAME.a and NAME.swiftm
     "${sources[@]}" -o "$out/lib$name.a"
   touch "$stamp"
 }
+# BuildInfo's values come from a file SwiftPM's build plugin writes; here the same tool writes it.
+swiftc -O "$root"/Sources/BuildInfoTool/*.swift -o "$out/BuildInfoTool"
+"$out/BuildInfoTool" "$root" "$out/BuildInfo.generated.swift"
+[ "$out/BuildInfo.generated.swift" -nt "$out/BuildInfo.stamp" ] && rm -f "$out/BuildInfo.stamp"
+build_module BuildInfo "$out/BuildInfo.generated.swift"
 for m in CompassCore IMUSimulator WireFormat YAML Bags MessageBus ROS2DDS Pipeline; do build_module "$m"; done
 
 # Memory a process keeps on purpose (the parsed-schema cache of KnownInterfaces) is held through
@@ -63,7 +70,7 @@ for h in "${harnesses[@]}"; do
   bin="$out/fuzz-$h"
   swiftc "${flags[@]}" -I "$mods" -I "$mods/DDSSerializedType" "${cmods[@]}" "$root/tools/fuzz/harnesses/$h.swift" \
     "$root"/tools/fuzz/harnesses/shared/*.swift \
-    "$out"/libPipeline.a "$out"/libROS2DDS.a "$out"/libMessageBus.a "$out"/libBags.a "$out"/libYAML.a \
+    "$out"/libPipeline.a "$out"/libBuildInfo.a "$out"/libROS2DDS.a "$out"/libMessageBus.a "$out"/libBags.a "$out"/libYAML.a \
     "$out"/libWireFormat.a "$out"/libIMUSimulator.a "$out"/libCompassCore.a "$out/serialized_type.o" "${libs[@]}" \
     -o "$bin" 2>"$out/$h-link.log" || { cat "$out/$h-link.log" >&2; exit 1; }  # gold warns about ASan symbols
   corpus="$out/corpus/$h"

@@ -118,7 +118,7 @@ final class ReportSink: StageLogic, SinkLogic, @unchecked Sendable {
     func pair(stamp: RosTime, raw: Vector3?, fused: Vector3?) {
         let key = Self.nanoseconds(stamp)
         var r = raw, f = fused
-        if let raw { f = unpairedFused.removeValue(forKey: key) } else { r = unpairedRaw.removeValue(forKey: key) }
+        if raw != nil { f = unpairedFused.removeValue(forKey: key) } else { r = unpairedRaw.removeValue(forKey: key) }
         guard let r, let f else {
             if let raw { unpairedRaw[key] = raw } else if let fused { unpairedFused[key] = fused }
             if unpairedRaw.count + unpairedFused.count > 200_000 {
