@@ -8,6 +8,11 @@ enum ProcessingGraph {
     static let noCalibrationOption = OptionHelp(
         "--no-calibration", nil, "fusion alone: no online calibration stage (the magnetometer as recorded)")
 
+    static let currentTopicOption = OptionHelp(
+        "--current-topic", "TOPIC",
+        "bag topic with the motors' current (BatteryState, or Float32/Float64 amperes): the calibration removes the "
+            + "field it makes, learning how much")
+
     static let mountingOptions = [
         OptionHelp(
             "--imu-rotation", "ROTATION",

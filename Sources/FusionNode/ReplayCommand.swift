@@ -48,6 +48,7 @@ enum ReplayCommand {
                 "kalman: smooth offline, each estimate using the whole recording (outputs come at the end)"),
             OptionHelp("--imu-topic", "TOPIC", "bag topic with sensor_msgs/msg/Imu", default: "/imu/data_raw"),
             OptionHelp("--mag-topic", "TOPIC", "bag topic with sensor_msgs/msg/MagneticField", default: "/imu/mag"),
+            ProcessingGraph.currentTopicOption,
             OptionHelp("--rate", "R", "1 = real time, 2 = twice as fast, 0 = as fast as possible", default: "0"),
             OptionHelp("--start", "SECONDS", "skip this long from the start of the bag", default: "0"),
             OptionHelp("--duration", "SECONDS", "replay only this long; 0 = all", default: "0"),
@@ -91,8 +92,8 @@ enum ReplayCommand {
             }
         }
         for (option, setting) in [
-            ("--imu-topic", "imu_topic"), ("--mag-topic", "mag_topic"), ("--rate", "rate"), ("--start", "start"),
-            ("--duration", "duration"), ("--time", "time"),
+            ("--imu-topic", "imu_topic"), ("--mag-topic", "mag_topic"), ("--current-topic", "current_topic"),
+            ("--rate", "rate"), ("--start", "start"), ("--duration", "duration"), ("--time", "time"),
         ] { set("bag", setting, option) }
         flag("bag", "loop", "--loop")
         flag("bag", "salvage", "--salvage")

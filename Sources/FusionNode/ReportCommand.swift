@@ -13,6 +13,7 @@ enum ReportCommand {
             OptionHelp("--filter", "NAME", "kalman or complementary", default: "kalman"),
             OptionHelp("--imu-topic", "TOPIC", "bag topic with sensor_msgs/msg/Imu", default: "/imu/data_raw"),
             OptionHelp("--mag-topic", "TOPIC", "bag topic with sensor_msgs/msg/MagneticField", default: "/imu/mag"),
+            ProcessingGraph.currentTopicOption,
             OptionHelp("--start", "SECONDS", "skip this long from the start of the bag", default: "0"),
             OptionHelp("--duration", "SECONDS", "replay only this long; 0 = all", default: "0"),
             ProcessingGraph.noCalibrationOption,
@@ -63,7 +64,8 @@ enum ReportCommand {
         var overrides: [SettingOverride] = []
         for (option, stage, setting) in [
             ("--filter", "fusion", "filter"), ("--imu-topic", "bag", "imu_topic"), ("--mag-topic", "bag", "mag_topic"),
-            ("--start", "bag", "start"), ("--duration", "bag", "duration"), ("--truth", "report", "truth"),
+            ("--current-topic", "bag", "current_topic"), ("--start", "bag", "start"), ("--duration", "bag", "duration"),
+            ("--truth", "report", "truth"),
         ] {
             if let v = a.string(option) {
                 overrides.append(SettingOverride(stage: stage, setting: setting, value: v, origin: "\(option) \(v)"))

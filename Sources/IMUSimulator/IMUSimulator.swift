@@ -19,6 +19,8 @@ public struct SimulatedSample: Sendable, Equatable {
     public var trueLinearAcceleration: Vector3
     /// True when a scheduled disturbance is (partly) present.
     public var isDisturbed: Bool
+    /// Current the motors draw, amperes (0 without motors).
+    public var motorCurrentAmperes = 0.0
 
     /// True compass heading of the sensor x axis, degrees clockwise from magnetic north.
     public var trueHeadingDegrees: Double? { trueOrientation.headingDegrees }
@@ -117,7 +119,10 @@ public struct IMUSimulator: Sequence, IteratorProtocol, Sendable {
             }
         }
         let sensed = q.inverseRotate(worldField) + sensorDisturbance
-        let mag = sensors.softIron * sensed + sensors.hardIronMicrotesla + noise(sensors.magnetometerNoiseMicrotesla)
+        let current = motorCurrent(at: runTime)
+        let mag =
+            sensors.softIron * sensed + sensors.hardIronMicrotesla + sensors.motorFieldMicroteslaPerAmpere * current
+            + noise(sensors.magnetometerNoiseMicrotesla)
 
         let t = scenario.startTime + runTime
         index += 1
@@ -125,7 +130,20 @@ public struct IMUSimulator: Sequence, IteratorProtocol, Sendable {
             imu: ImuSample(timestamp: t, angularVelocity: gyro, specificForce: accel),
             magnetometer: MagnetometerSample(timestamp: t, fieldMicrotesla: mag),
             trueOrientation: q, trueGyroBias: bias, trueEarthFieldMicrotesla: q.inverseRotate(earth),
-            trueLinearAcceleration: pose.linearAcceleration, isDisturbed: disturbed)
+            trueLinearAcceleration: pose.linearAcceleration, isDisturbed: disturbed, motorCurrentAmperes: current)
+    }
+
+    /// The motors' current at `runTime` seconds: between 10 % and 100 % of the peak, slow like a
+    /// throttle; deterministic (it draws nothing from the noise generator, so other streams stay as
+    /// they were).
+    func motorCurrent(at runTime: Double) -> Double {
+        let peak = scenario.motorCurrentAmperes
+        guard peak > 0 else { return 0 }
+        let phase1 = Double(scenario.seed % 97) * 0.37, phase2 = Double(scenario.seed % 89) * 0.61
+        let level =
+            0.55 + 0.3 * sin(2 * Double.pi * runTime / 5.3 + phase1) + 0.15
+            * sin(2 * Double.pi * runTime / 1.7 + phase2)
+        return peak * Swift.min(1, Swift.max(0.1, level))
     }
 
     private mutating func noise(_ sigma: Double) -> Vector3 {

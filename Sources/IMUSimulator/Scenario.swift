@@ -82,6 +82,9 @@ public struct SensorErrorModel: Sendable, Equatable {
     public var hardIronMicrotesla = Vector3.zero
     /// Soft-iron matrix applied to the field before the offset. Default identity.
     public var softIron = Matrix3.identity
+    /// The field the motors add per ampere drawn, microtesla per ampere, sensor frame (added like a
+    /// hard iron that follows the current). Default zero.
+    public var motorFieldMicroteslaPerAmpere = Vector3.zero
 
     public init() {}
 
@@ -119,6 +122,9 @@ public struct SimulationScenario: Sendable, Equatable {
     /// as a handheld turned at the wrist or an IMU mounted off a vehicle's centre does. Default zero
     /// (turning about the sensor itself).
     public var leverArmMeters = Vector3.zero
+    /// Peak current the motors draw, amperes (0 = no motors). The current wanders between 10 % and
+    /// the peak like a throttle (two slow sines, phases from the seed).
+    public var motorCurrentAmperes = 0.0
     /// Repeat the motion forever (disturbance times then refer to the whole run).
     public var loops = false
 

@@ -75,6 +75,9 @@ public struct CDRReader {
     public mutating func float64(_ field: String) throws(CDRError) -> Double {
         Double(bitPattern: try raw(UInt64.self, field))
     }
+    public mutating func float32(_ field: String) throws(CDRError) -> Float {
+        Float(bitPattern: try raw(UInt32.self, field))
+    }
 
     /// A CDR string: uint32 length including the terminating NUL, the bytes, the NUL.
     public mutating func string(_ field: String) throws(CDRError) -> String {
@@ -165,6 +168,7 @@ public struct CDRWriter {
     @inline(__always) public mutating func int32(_ v: Int32) { raw(UInt32(bitPattern: v)) }
     @inline(__always) public mutating func uint32(_ v: UInt32) { raw(v) }
     @inline(__always) public mutating func float64(_ v: Double) { raw(v.bitPattern) }
+    @inline(__always) public mutating func float32(_ v: Float) { raw(v.bitPattern) }
     public mutating func string(_ s: String) {
         var s = s
         s.withUTF8 { utf8 in

@@ -9,6 +9,8 @@ public enum PipelineTopics {
     public static let direction = "direction"
     public static let calibrationStatus = "calibration/status"
     public static let interferenceStatus = "interference/status"
+    /// The current drawn by the motors near the magnetometer (sensor_msgs/BatteryState).
+    public static let motorCurrent = "motor/current"
 
     /// A topic as the pipeline spells it: ROS's leading slash, if written, removed.
     public static func named(_ topic: String) -> String { topic.hasPrefix("/") ? String(topic.dropFirst()) : topic }
@@ -21,6 +23,7 @@ public enum PipelineTopics {
     /// Every topic above (string literals: immortal, so handing one out costs no reference counting).
     public static let all = [
         imuRaw, magnetometer, heading, imuFused, fix, direction, calibrationStatus, interferenceStatus,
+        motorCurrent,
     ]
 }
 
@@ -28,6 +31,6 @@ public enum PipelineTopics {
 public enum PipelineMessageTypes {
     public static let all = [
         ImuMessage.typeName, MagneticFieldMessage.typeName, NavSatFixMessage.typeName, HeadingMessage.typeName,
-        CalibrationStatusMessage.typeName, InterferenceStatusMessage.typeName,
+        CalibrationStatusMessage.typeName, InterferenceStatusMessage.typeName, BatteryStateMessage.typeName,
     ]
 }

@@ -293,6 +293,14 @@ public struct OnlineCalibrator: Sendable {
         return result
     }
 
+    /// The readings from now on are corrected differently (the motors' field is removed from them now):
+    /// those collected so far no longer describe the same sensor and are dropped; the accepted
+    /// calibration stands until a new fit replaces it.
+    public mutating func discardReadings() {
+        forgetReadings(centre: centreEstimate)
+        gyroFit.reset()
+    }
+
     /// Drops every binned reading (they describe a sensor that has changed); directions are judged from
     /// `centre` until a sphere fit gives one.
     mutating func forgetReadings(centre: Vector3?) {

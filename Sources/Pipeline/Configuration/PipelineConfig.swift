@@ -97,16 +97,20 @@ public struct PipelineConfig: Sendable {
                 message: "cannot read the file: \(SettingOverride.errnoText)",
                 origin: path)
         }
-        return try parse(text, file: path, environment: environment, overrides: overrides)
+        return try parse(text, file: path, environment: environment, overrides: overrides, requireSink: true)
     }
 
     /// Parses and validates a pipeline file's text. `environment` resolves ${VAR} and ${VAR:-default};
     /// `overrides` replace or add settings as if the file gave them (errors name the override).
+    /// `requireSink`: a graph without a sink is an error (a file a user runs); graphs that tests or
+    /// commands drive stage by stage may have none.
     public static func parse(
-        _ text: String, file: String, environment: [String: String], overrides: [SettingOverride] = []
+        _ text: String, file: String, environment: [String: String], overrides: [SettingOverride] = [],
+        requireSink: Bool = false
     ) throws(PipelineConfigError) -> PipelineConfig {
         do {
-            return try parseText(text, file: file, environment: environment, overrides: overrides)
+            return try parseText(
+                text, file: file, environment: environment, overrides: overrides, requireSink: requireSink)
         } catch {
             throw SettingOverride.attribute(error, to: overrides)
         }

@@ -7,7 +7,8 @@ import MessageBus
 /// inputs, so a long generated chain validates as fast as it parses.
 extension PipelineConfig {
     static func parseText(
-        _ text: String, file: String, environment: [String: String], overrides: [SettingOverride]
+        _ text: String, file: String, environment: [String: String], overrides: [SettingOverride],
+        requireSink: Bool
     ) throws(PipelineConfigError) -> PipelineConfig {
         let reader = FileReader(file: file, environment: environment)
         let root = try reader.document(text)
@@ -26,6 +27,11 @@ extension PipelineConfig {
                 throw reader.fail(key, "duplicate stage name '\(stage.name)'")
             }
             stages.append(stage)
+        }
+        // A graph without a sink computes and throws the result away: nothing the user can have meant.
+        guard !requireSink || stages.contains(where: \.type.isSink) else {
+            let sinks = StageType.allCases.filter(\.isSink).map(\.name).joined(separator: ", ")
+            throw reader.fail(stagesNode, "the pipeline has no sink, so its results go nowhere: add one (\(sinks))")
         }
         let ordered = try reader.dependencyOrder(stages)
         try reader.checkDistinctEndpoints(ordered)
@@ -214,13 +220,19 @@ private struct FileReader {
 
     func inputs(of name: String, _ body: YAMLNode, type: StageType) throws(PipelineConfigError) -> [String] {
         var inputs: [String] = []
+        var seen = Set<String>()
         if let inputsNode = body["inputs"] {
             guard let items = inputsNode.sequence else {
                 throw fail(inputsNode, "'inputs' of stage '\(name)' must be a list of stage names")
             }
             for item in items {
                 guard let s = item.scalar, !item.isNull else { throw fail(item, "an input must be a stage name") }
-                inputs.append(try substituted(s, item))
+                let input = try substituted(s, item)
+                // Reading a stage twice would deliver every message twice.
+                guard seen.insert(input).inserted else {
+                    throw fail(item, "stage '\(name)' lists input '\(input)' twice (each message would arrive twice)")
+                }
+                inputs.append(input)
             }
         }
         if type.isSource && !inputs.isEmpty {

@@ -102,6 +102,8 @@ protocol InPlaceTransform: TransformLogic {
 enum InPlaceSample {
     case imu(header: RosHeader, angularVelocity: Vector3, linearAcceleration: Vector3, offset: Int?)
     case magnetometer(header: RosHeader, field: Vector3, offset: Int?)
+    /// A motor current (amperes drawn), read in stream order with the readings around it.
+    case current(header: RosHeader, drawnAmperes: Double)
     /// A frame the stage passes on untouched.
     case unchanged
 
@@ -109,7 +111,7 @@ enum InPlaceSample {
     var offset: Int? {
         switch self {
         case .imu(_, _, _, let o), .magnetometer(_, _, let o): return o
-        case .unchanged: return nil
+        case .current, .unchanged: return nil
         }
     }
 }

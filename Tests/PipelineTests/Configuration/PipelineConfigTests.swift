@@ -91,6 +91,10 @@ struct PipelineConfigTests {
                     + "    filter: complementary\n    smooth: true\n",
                 8, 13, "needs filter kalman"
             ),
+            (
+                "stages:\n  a:\n    type: simulator\n  f:\n    type: fusion\n    inputs: [a, a]\n", 6, 17,
+                "lists input 'a' twice"
+            ),
         ])
     func errors(_ text: String, line: Int, column: Int, message: String) throws {
         let e = try #require(configError(text))
@@ -98,6 +102,22 @@ struct PipelineConfigTests {
         #expect(e.mark == YAMLMark(line: line, column: column), "\(e)")
         #expect(e.message.contains(message), "\(e)")
         #expect(e.description.hasPrefix("test.yaml:\(line):\(column): "))
+    }
+
+    @Test("a file without a sink is refused at its stages; a graph driven stage by stage may have none")
+    func noSink() throws {
+        let text = "stages:\n  a:\n    type: simulator\n  f:\n    type: fusion\n    inputs: [a]\n"
+        let path = temporaryPath("nosink.yaml")
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(throws: PipelineConfigError.self) {
+            try PipelineConfig.load(path: path, environment: [:])
+        }
+        do {
+            _ = try PipelineConfig.load(path: path, environment: [:])
+        } catch {
+            #expect(error.mark == YAMLMark(line: 2, column: 3) && error.message.contains("no sink"), "\(error)")
+        }
+        #expect((try? PipelineConfig.parse(text, file: "t.yaml", environment: [:])) != nil)
     }
 
     @Test("cpus pins every stage thread: parsed, and applied to a new thread")

@@ -18,6 +18,8 @@ struct InPlacePathTests {
             duration: 12
             realtime: false
             hard_iron_ut: [22, -27, 14]
+            motor_current_a: 20
+            motor_field_ut_per_a: [0.5, 0, -0.4]
           calibration:
             type: calibration
             inputs: [sim]

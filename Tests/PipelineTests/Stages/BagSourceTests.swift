@@ -101,3 +101,44 @@ extension PipelineRunTests {
         #expect(standard == vendor)
     }
 }
+
+extension PipelineRunTests {
+    @Test(
+        "a current topic of std_msgs Float32 becomes motor/current at its log time; another type is refused by name")
+    func currentTopic() throws {
+        let path = "\(dir)/current.mcap"
+        let w = try MCAPWriter(path: path)
+        try w.addTopic("/imu/data_raw", type: ImuMessage.typeName, definition: MessageDefinitions.imu)
+        try w.addTopic("/imu/mag", type: MagneticFieldMessage.typeName, definition: MessageDefinitions.magneticField)
+        try w.addTopic(
+            "/esc/current", type: "std_msgs/msg/Float32",
+            definition: KnownInterfaces.definition(for: "std_msgs/msg/Float32")!)
+        for k in 0..<20 {
+            let t = UInt64(1_700_000_000_000_000_000) + UInt64(k) * 10_000_000
+            let header = RosHeader(stamp: RosTime(sec: 1_700_000_000, nanosec: UInt32(k * 10_000_000)), frameId: "imu")
+            try w.write(
+                topic: "/imu/data_raw", logTime: t,
+                data: ImuMessage(
+                    header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0), orientationCovariance: [-1],
+                    angularVelocity: .zero, angularVelocityCovariance: [], linearAcceleration: Vector3(0, 0, 9.8),
+                    linearAccelerationCovariance: []
+                ).cdr())
+            try w.write(
+                topic: "/imu/mag", logTime: t,
+                data: MagneticFieldMessage(
+                    header: header, magneticField: Vector3(2e-5, 0, -4e-5), magneticFieldCovariance: []
+                )
+                .cdr())
+            var current = CDRWriter()
+            current.float32(Float(k) * 0.5)
+            try w.write(topic: "/esc/current", logTime: t + 1_000, data: current.take())
+        }
+        try w.finish()
+        let source = try stageLogic("bag", "    path: \(path)\n    current_topic: esc/current\n") as! BagSource
+        let currents = try emitted(by: source).filter { $0.topic == PipelineTopics.motorCurrent }
+        #expect(currents.count == 20)
+        let last = try BatteryStateMessage(cdrBytes: currents[19].payload)
+        #expect(last.drawnAmperes == 9.5 && last.header.stamp == RosTime(sec: 1_700_000_000, nanosec: 190_001_000))
+        #expect(throws: StageFailure.self) { try stageLogic("bag", "    path: \(path)\n    current_topic: /imu/mag\n") }
+    }
+}

@@ -143,7 +143,7 @@ final class RecordSink: StageLogic, SinkLogic, @unchecked Sendable {
 
     func consume(_ frame: consuming WireFrame) throws {
         guard topics.contains(frame.topic) else { return }
-        guard frame.encoding == "cdr", let definition = MessageDefinitions.definition(for: frame.type) else {
+        guard frame.encoding == "cdr", let definition = KnownInterfaces.definition(for: frame.type) else {
             throw UnexpectedFrame(reason: "cannot record \(frame.type) in \(frame.encoding)")
         }
         // Log time = header stamp.

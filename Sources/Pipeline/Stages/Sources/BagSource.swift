@@ -13,6 +13,8 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
         var path = ""
         /// Bag topics read as imu/data_raw, imu/mag and fix ("" = no fixes).
         var imuTopic = "/imu/data_raw", magTopic = "/imu/mag", fixTopic = ""
+        /// Bag topic with the motors' current, read as motor/current ("" = none).
+        var currentTopic = ""
         /// Playback speed: 1 = real time, 2 = twice, 0 = as fast as possible.
         var rate = 0.0
         /// Seconds skipped from the start; seconds played (0 = all).
@@ -45,6 +47,10 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
             .choice("time", \.time, "header: keep the header stamps; log: stamp each message with its log time"),
             .string(
                 "fix_topic", \.fixTopic, "bag topic with sensor_msgs/msg/NavSatFix to pass on as 'fix' ('' = none)"),
+            .string(
+                "current_topic", \.currentTopic,
+                "bag topic with the motors' current, passed on as 'motor/current': sensor_msgs/msg/BatteryState, or "
+                    + "std_msgs/msg/Float32 or Float64 in amperes drawn, stamped with its log time ('' = none)"),
             .bool("progress", \.progress, "progress bar on stderr when it is a terminal"),
             .pauseWithoutSubscribers(\.pauseWithoutSubscribers),
         ])
@@ -53,8 +59,13 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
     static let type = StageType(
         name: "bag", role: .source, summary: "a recorded ROS 2 bag (MCAP or sqlite3), replayed as stored",
         settings: Settings.table,
-        outputTopics: [PipelineTopics.imuRaw, PipelineTopics.magnetometer, PipelineTopics.fix]
+        outputTopics: [
+            PipelineTopics.imuRaw, PipelineTopics.magnetometer, PipelineTopics.fix, PipelineTopics.motorCurrent,
+        ]
     ) { settings, context in try BagSource(settings, log: context.log) }
+
+    /// The types a current topic may have.
+    static let currentTypes = [BatteryStateMessage.typeName, "std_msgs/msg/Float32", "std_msgs/msg/Float64"]
 
     var pausesWithoutSubscribers: Bool { settings.pauseWithoutSubscribers }
 
@@ -81,13 +92,45 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
         resolved.imuTopic = try resolve(settings.imuTopic, "imu_topic")
         resolved.magTopic = try resolve(settings.magTopic, "mag_topic")
         if !settings.fixTopic.isEmpty { resolved.fixTopic = try resolve(settings.fixTopic, "fix_topic") }
+        if !settings.currentTopic.isEmpty {
+            resolved.currentTopic = try resolve(settings.currentTopic, "current_topic")
+            let type = topics.first { $0.name == resolved.currentTopic }?.type ?? ""
+            guard Self.currentTypes.contains(type) else {
+                throw StageFailure(
+                    "\(settings.path): current_topic \(resolved.currentTopic) carries \(type), not one of "
+                        + Self.currentTypes.joined(separator: ", "))
+            }
+        }
         self.settings = resolved
     }
 
     /// The pipeline topic a bag topic is read as.
     func pipelineTopic(_ bagTopic: String) -> String {
-        bagTopic == settings.imuTopic
-            ? PipelineTopics.imuRaw : bagTopic == settings.magTopic ? PipelineTopics.magnetometer : PipelineTopics.fix
+        switch bagTopic {
+        case settings.imuTopic: PipelineTopics.imuRaw
+        case settings.magTopic: PipelineTopics.magnetometer
+        case settings.currentTopic: PipelineTopics.motorCurrent
+        default: PipelineTopics.fix
+        }
+    }
+
+    /// A current as a BatteryState frame: stored ones as they are, a Float32/Float64 (amperes drawn,
+    /// no header) converted, stamped with its log time. Nil when the payload does not decode.
+    func currentFrame(_ m: BagMessage) -> WireFrame? {
+        let stamp = RosTime(
+            sec: Int32(truncatingIfNeeded: m.logTime / 1_000_000_000), nanosec: UInt32(m.logTime % 1_000_000_000))
+        if m.type == BatteryStateMessage.typeName {
+            guard m.encoding == "cdr" else { return nil }
+            var payload = m.data
+            if settings.time == .log { CDRHeaderStamp.overwrite(stamp, in: &payload) }
+            return WireFrame(topic: PipelineTopics.motorCurrent, type: m.type, encoding: m.encoding, payload: payload)
+        }
+        guard m.encoding == "cdr",
+            let value = try? m.data.withUnsafeBytes({ try standardFloatValue(type: m.type, cdr: $0) })
+        else { return nil }
+        return cdrFrame(
+            BatteryStateMessage(header: RosHeader(stamp: stamp, frameId: ""), drawnAmperes: value),
+            topic: PipelineTopics.motorCurrent)
     }
 
     func run(emit: ([WireFrame]) throws -> Double) throws {
@@ -99,7 +142,8 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
     func replayAll(emit: ([WireFrame]) throws -> Double) throws {
         let sensorTopics = [settings.imuTopic, settings.magTopic]
         var options = BagReadOptions()
-        options.topics = Set(settings.fixTopic.isEmpty ? sensorTopics : sensorTopics + [settings.fixTopic])
+        options.topics = Set(
+            sensorTopics + [settings.fixTopic, settings.currentTopic].filter { !$0.isEmpty })
         options.salvage = settings.salvage
         var first: UInt64?
         struct Stop: Error {}
@@ -133,6 +177,15 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
             var batch: [WireFrame] = []
             var startWall: Double?, startLog: UInt64 = 0, pausedSeconds = 0.0
             try bag.forEachMessage(options) { m in
+                if m.topic == settings.currentTopic {
+                    guard let frame = currentFrame(m) else {
+                        undecodable += 1
+                        if undecodable <= 10 { log("bag: \(m.topic) at log time \(m.logTime): not a current") }
+                        return
+                    }
+                    batch.append(frame)
+                    return
+                }
                 var payload = m.data
                 if let adapter = adapters[m.topic], adapter.mode == .byName {
                     do { payload = try adapter.standardPayload(m.data) } catch {

@@ -30,6 +30,10 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
         /// R^T times the body's (a `mount` stage with the same rotations turns them back).
         var imuRotation = MountingRotation.none
         var magnetometerRotation = MountingRotation.none
+        /// Peak current the simulated motors draw, amperes (0 = no motors, no motor/current topic).
+        var motorCurrentAmperes = 0.0
+        /// The field the motors add per ampere drawn, microtesla per ampere, body axes.
+        var motorFieldMicroteslaPerAmpere = Vector3.zero
         /// Also write the true orientation, t,qw,qx,qy,qz,movement per sample (BROAD's truth format), here.
         var truthPath = ""
         var pauseWithoutSubscribers = true
@@ -64,6 +68,13 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
                 "the simulated IMU's mounting (readings in its own axes; a mount stage with the same rotation "
                     + "turns them back)"),
             .rotation("mag_rotation", \.magnetometerRotation, "the simulated magnetometer's mounting, as imu_rotation"),
+            .number(
+                "motor_current_a", \.motorCurrentAmperes, unit: "A", range: 0...1000,
+                "peak current of simulated motors, wandering like a throttle and published on motor/current "
+                    + "(0 = none)"),
+            .vector(
+                "motor_field_ut_per_a", \.motorFieldMicroteslaPerAmpere, unit: "uT/A", range: -100...100,
+                "field the simulated motors add to the magnetometer per ampere drawn (body axes)"),
             .string(
                 "truth_path", \.truthPath, "also write the true orientation here: t,qw,qx,qy,qz,movement per sample"),
             .pauseWithoutSubscribers(\.pauseWithoutSubscribers),
@@ -74,7 +85,8 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
     static let type = StageType(
         name: "simulator", role: .source,
         summary: "the seeded IMU and magnetometer simulator (a product feature and the test bed)",
-        settings: Settings.table, outputTopics: [PipelineTopics.imuRaw, PipelineTopics.magnetometer]
+        settings: Settings.table,
+        outputTopics: [PipelineTopics.imuRaw, PipelineTopics.magnetometer, PipelineTopics.motorCurrent]
     ) { settings, _ in SimulatorSource(settings) }
 
     let settings: Settings
@@ -117,6 +129,8 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
         }
         s.sensors.hardIronMicrotesla = settings.hardIronMicrotesla
         s.sensors.softIron = settings.softIron
+        s.sensors.motorFieldMicroteslaPerAmpere = settings.motorFieldMicroteslaPerAmpere
+        s.motorCurrentAmperes = settings.motorCurrentAmperes
         s.loops = true
         s.startTime = 1_700_000_000
         return s
@@ -141,6 +155,12 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
             let stamp = settings.stamp == .wall ? Clocks.wallNow() : RosTime(seconds: x.imu.timestamp)
             let toIMU = settings.imuRotation.matrix.transposed,
                 toMagnetometer = settings.magnetometerRotation.matrix.transposed
+            // The current first: the magnetometer reading of the same instant is corrected with it.
+            if settings.motorCurrentAmperes > 0 {
+                let current = BatteryStateMessage(
+                    header: RosHeader(stamp: stamp, frameId: "base_link"), drawnAmperes: x.motorCurrentAmperes)
+                batch.append(cdrFrame(current, topic: PipelineTopics.motorCurrent))
+            }
             appendRawSample(
                 RosHeader(stamp: stamp, frameId: "imu_link"), angularVelocity: toIMU * x.imu.angularVelocity,
                 specificForce: toIMU * x.imu.specificForce,

@@ -11,6 +11,8 @@ public enum CalibrationFile {
         var field_ut: Double
         var rms_ut: Double
         var coverage: Double
+        /// The motors' field per ampere drawn, microtesla per ampere (absent when none was learned or given).
+        var motor_ut_per_a: [Double]?
     }
     public struct Refusal: Error {
         public let exists: Bool
@@ -49,13 +51,24 @@ public enum CalibrationFile {
                 fieldRadiusMicrotesla: stored.field_ut))
     }
 
-    public static func save(_ fit: CalibrationFit, to path: String) throws {
+    /// The motor coefficients a calibration file holds, microtesla per ampere; nil when it holds none
+    /// (or cannot be read: `load` says why).
+    public static func motorCoefficients(in path: String) -> Vector3? {
+        guard let data = FileManager.default.contents(atPath: path),
+            let stored = try? JSONDecoder().decode(Stored.self, from: data), let k = stored.motor_ut_per_a,
+            k.count == 3, k.allSatisfy(\.isFinite), k.allSatisfy({ abs($0) <= 100 })
+        else { return nil }
+        return Vector3(k[0], k[1], k[2])
+    }
+
+    public static func save(_ fit: CalibrationFit, motor: Vector3? = nil, to path: String) throws {
         let c = fit.calibration, w = c.softIronCorrection
         let stored = Stored(
             version: 1,
             hard_iron_ut: [c.hardIronOffsetMicrotesla.x, c.hardIronOffsetMicrotesla.y, c.hardIronOffsetMicrotesla.z],
             soft_iron: [w.m00, w.m01, w.m02, w.m10, w.m11, w.m12, w.m20, w.m21, w.m22],
-            field_ut: c.fieldRadiusMicrotesla, rms_ut: fit.rmsResidualMicrotesla, coverage: fit.directionCoverage)
+            field_ut: c.fieldRadiusMicrotesla, rms_ut: fit.rmsResidualMicrotesla, coverage: fit.directionCoverage,
+            motor_ut_per_a: motor.map { [$0.x, $0.y, $0.z] })
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         let data = try encoder.encode(stored)

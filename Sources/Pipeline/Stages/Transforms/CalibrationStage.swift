@@ -20,6 +20,11 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         var prompt = true
         /// Publish calibration/status this often (stream seconds), and on every change.
         var statusSeconds = 1.0
+        /// The field the motors add per ampere drawn (motor/current), microtesla per ampere: fixed, or
+        /// the start when learning.
+        var motorMicroteslaPerAmpere = Vector3.zero
+        /// With `online`, learn those coefficients while the current varies.
+        var learnMotor = true
 
         static let table = SettingTable<Settings>([
             .vector(
@@ -34,6 +39,13 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             .number(
                 "status_seconds", \.statusSeconds, unit: "s", range: 0.001...86_400,
                 "publish calibration/status this often (and on every change)"),
+            .vector(
+                "motor_ut_per_a", \.motorMicroteslaPerAmpere, unit: "uT/A", range: -100...100,
+                "field the motors add per ampere drawn (from motor/current), removed from every reading; "
+                    + "fixed, or the start when learning"),
+            .bool(
+                "learn_motor", \.learnMotor,
+                "with online: learn motor_ut_per_a from the readings while the motor current varies"),
         ])
 
         /// The fixed calibration (identity when nothing is given).
@@ -61,6 +73,11 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
     /// Readings beyond physical limits, passed on without learning from them.
     var implausible = 0
     var lastLogged: CalibrationFit?
+    /// The motors' field, removed in proportion to the current on motor/current (see
+    /// `MotorCurrentCompensator`); idle until a current arrives.
+    var motor: MotorCurrentCompensator
+    var motorLearnedLogged = false
+    var currentsReceived = 0
 
     /// What a status change is: the calibrator's state, whether the prompt is shown, and how many
     /// fits were accepted (every accepted fit is published at once).
@@ -74,12 +91,23 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         self.settings = settings
         self.log = log
         throttle = StatusThrottle(intervalSeconds: settings.statusSeconds)
+        var motorSettings = MotorCompensationSettings()
+        motorSettings.coefficientsMicroteslaPerAmpere = settings.motorMicroteslaPerAmpere
+        motorSettings.learn = settings.online && settings.learnMotor
+        motor = MotorCurrentCompensator(settings: motorSettings)
         super.init()
         var start: MagnetometerCalibration? = settings.fixed == Self.identity ? nil : settings.fixed
         if !settings.file.isEmpty {
             switch CalibrationFile.load(settings.file) {
             case .success(let stored):
                 start = stored
+                // Coefficients in the file are the start unless the pipeline gives its own.
+                if settings.motorMicroteslaPerAmpere == .zero,
+                    let k = CalibrationFile.motorCoefficients(in: settings.file)
+                {
+                    motorSettings.coefficientsMicroteslaPerAmpere = k
+                    motor = MotorCurrentCompensator(settings: motorSettings)
+                }
                 notes.append("loaded the calibration in \(settings.file)")
             case .failure(let why) where why.exists:
                 log("calibration: \(settings.file) is refused (\(why.reason)); starting uncalibrated")
@@ -97,7 +125,9 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
     }
 
     var current: MagnetometerCalibration { online?.calibration ?? settings.fixed }
-    var isIdentity: Bool { online == nil && settings.fixed == Self.identity }
+    var isIdentity: Bool {
+        online == nil && settings.fixed == Self.identity && motor.coefficients == .zero && !motor.settings.learn
+    }
     /// True while the online calibrator learns (the gyro-aided fit reads the IMU); a loaded file in
     /// fixed mode is applied as is.
     var learning: Bool { settings.online }
@@ -114,6 +144,15 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             // A big-endian payload has no offset to patch: the general path re-encodes it.
             guard let sample = decodeInPlace(frame), sample.offset != nil else { return nil }
             return sample
+        case PipelineTopics.motorCurrent:
+            // Applied in stream order (apply), not while the batch is decoded.
+            guard frame.encoding == "cdr", frame.type == BatteryStateMessage.typeName,
+                let m = try? BatteryStateMessage(cdr: UnsafeRawBufferPointer(frame.payload))
+            else {
+                implausible += 1
+                return .unchanged
+            }
+            return .current(header: m.header, drawnAmperes: m.drawnAmperes)
         default:
             return .unchanged
         }
@@ -127,6 +166,8 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             let value = calibrated(header, field)
             if let offset { CDRSamples.overwrite(value, at: offset, in: frame.payload) }
             status(header, into: &extra)
+        case .current(let header, let amperes):
+            noteCurrent(amperes, at: header.stamp.seconds)
         case .unchanged:
             break
         }
@@ -150,9 +191,29 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
                 output.append(cdrFrame(full, topic: PipelineTopics.magnetometer))
             }
             status(m.header, into: &output)
+        case PipelineTopics.motorCurrent:
+            if frame.encoding == "cdr", frame.type == BatteryStateMessage.typeName,
+                let m = try? BatteryStateMessage(cdrBytes: frame.payload)
+            {
+                noteCurrent(m.drawnAmperes, at: m.header.stamp.seconds)
+            } else {
+                implausible += 1
+            }
+            output.append(frame)
         default:
             output.append(frame)
         }
+    }
+
+    /// A motor current, amperes drawn (from sensor_msgs/BatteryState); one that does not decode or is
+    /// not finite is counted as implausible and changes nothing.
+    func noteCurrent(_ amperes: Double, at time: Double) {
+        guard amperes.isFinite, time.isFinite else {
+            implausible += 1
+            return
+        }
+        currentsReceived += 1
+        motor.addCurrent(amperes, time: time)
     }
 
     /// One IMU sample for the gyro-aided fit (read only: it passes on unchanged).
@@ -166,16 +227,19 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         let dt = lastImuTime.map { min(0.1, max(0, t - $0)) } ?? 0
         lastImuTime = t
         online?.addMotion(rate: angularVelocity, specificForce: linearAcceleration, dt: dt)
+        motor.addMotion(rate: angularVelocity, dt: dt)
     }
 
     /// One magnetometer sample (tesla) through the online calibrator; the calibrated field, tesla.
     func calibrated(_ header: RosHeader, _ field: Vector3) -> Vector3 {
-        let raw = field * 1e6
         let t = header.stamp.seconds
-        guard SampleValidator.isPlausible(fieldMicrotesla: raw) else {
+        guard SampleValidator.isPlausible(fieldMicrotesla: field * 1e6) else {
             implausible += 1
             return field  // passed on as it came: fusion skips it, the fits never see it
         }
+        // The motors' field first: hard and soft iron are learned from what the earth and the sensor give.
+        let raw = motor.compensate(field * 1e6, softIron: current.softIronCorrection, time: t)
+        if motor.learned && !motorLearnedLogged { motorLearned(at: t) }
         if var calibrator = online {
             if let fit = calibrator.add(raw, time: t) { accepted(fit, at: t) }
             online = calibrator
@@ -205,9 +269,27 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
                     // A gyro-aided fit is made from turning, not from binned directions: no coverage.
                     + (fit.directionCoverage.isFinite ? ", coverage \(format(fit.directionCoverage * 100, 0)) %" : ""))
         }
-        guard !settings.file.isEmpty, savedResidual.map({ fit.rmsResidualMicrotesla < $0 }) ?? true else { return }
+        guard savedResidual.map({ fit.rmsResidualMicrotesla < $0 }) ?? true else { return }
+        save(fit)
+    }
+
+    /// The first learned motor coefficients: logged, and saved with the calibration when there is one.
+    func motorLearned(at time: Double) {
+        motorLearnedLogged = true
+        // The readings binned so far still hold the motors' field.
+        online?.discardReadings()
+        let k = motor.coefficients, u = motor.uncertainty
+        log(
+            "calibration: at \(format(time, 2)) s learned the motors' field: \(format(k.x, 3)), \(format(k.y, 3)), "
+                + "\(format(k.z, 3)) uT/A (+- \(format(max(u.x, u.y, u.z), 3)))")
+        if let fit = online?.fit { save(fit) }
+    }
+
+    func save(_ fit: CalibrationFit) {
+        guard !settings.file.isEmpty else { return }
         do {
-            try CalibrationFile.save(fit, to: settings.file)
+            try CalibrationFile.save(
+                fit, motor: motor.coefficients == .zero ? nil : motor.coefficients, to: settings.file)
             savedResidual = fit.rmsResidualMicrotesla
         } catch {
             log("calibration: cannot save \(settings.file): \(error)")
@@ -237,6 +319,20 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
     func finish() throws -> [WireFrame] {
         if implausible > 0 {
             notes.append("\(implausible) implausible reading(s) passed on without learning from them")
+        }
+        if currentsReceived > 0 {
+            let k = motor.coefficients, u = motor.uncertainty
+            let how =
+                motor.learned
+                ? "learned from \(motor.windowsAccepted) window(s), +- \(format(max(u.x, u.y, u.z), 3)) uT/A"
+                : motor.settings.learn
+                    ? "not learned yet (\(motor.windowsAccepted) window(s) accepted, \(motor.windowsRefused) refused); "
+                        + "applied as given" : "fixed"
+            notes.append(
+                "motors' field \(format(k.x, 3)), \(format(k.y, 3)), \(format(k.z, 3)) uT/A from \(currentsReceived) "
+                    + "current reading(s), \(how)")
+        } else if motor.coefficients != .zero {
+            notes.append("motor_ut_per_a is set but no current arrived on \(PipelineTopics.motorCurrent)")
         }
         if let o = online {
             notes.append(

@@ -328,6 +328,8 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         case PipelineTopics.calibrationStatus:
             if let c = try? CalibrationStatusMessage(cdrBytes: frame.payload) { noteCalibration(c) }
             output.append(frame)  // status travels on to the sinks
+        case PipelineTopics.motorCurrent:
+            output.append(frame)  // the calibration stage used it; a record sink keeps it
         default:
             throw UnexpectedFrame(
                 reason: "fusion reads \(PipelineTopics.imuRaw) and \(PipelineTopics.magnetometer) only")
@@ -359,7 +361,7 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         switch sample {
         case .imu(let h, let w, let a, _): try fuseImu(h, w, a, into: &extra)
         case .magnetometer(let h, let field, _): try fuseMagnetometer(h, field, into: &extra)
-        case .unchanged: break
+        case .current, .unchanged: break
         }
     }
 
