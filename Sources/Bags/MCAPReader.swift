@@ -212,18 +212,34 @@ public final class MCAPReader: @unchecked Sendable {
 
     // MARK: - Reading
 
+    /// Messages in log-time order whatever order the file stores them in, as rosbag2 reads them
+    /// (equal log times keep their order in the file). Chunks are read by their first log time; a
+    /// chunk whose messages are in order and end before the next chunk begins (what recorders write)
+    /// passes straight through, otherwise messages wait in a heap until no later chunk can hold an
+    /// earlier one. Memory: the chunks whose time ranges overlap.
     func readIndexed(_ options: BagReadOptions, _ body: (BagMessage) throws -> Void) throws {
         let wanted: Set<UInt16>? = options.topics.map { topics in
             Set(channels.values.filter { topics.contains($0.topic) }.map(\.id))
         }
         // A chunk listed twice in the summary (a writer's or a copier's fault) is read once: the
         // index only says where the chunk is, and the chunk's own CRC vouches for its content.
-        var read = Set<UInt64>()
+        var seen = Set<UInt64>()
+        var chunks: [ChunkIndex] = []
         for index in chunkIndexes {
-            guard read.insert(index.chunkStartOffset).inserted else { continue }
+            guard seen.insert(index.chunkStartOffset).inserted else { continue }
             if let wanted, index.channels.isDisjoint(with: wanted), !index.channels.isEmpty { continue }
             if let start = options.startTime, index.messageEndTime < start { continue }
             if let end = options.endTime, index.messageStartTime >= end { continue }
+            chunks.append(index)
+        }
+        // Stable: chunks that start together keep the file's order.
+        let order = chunks.indices.sorted {
+            (chunks[$0].messageStartTime, $0) < (chunks[$1].messageStartTime, $1)
+        }
+        var waiting = LogTimeHeap()
+        var messages: [BagMessage] = []
+        for (position, i) in order.enumerated() {
+            let index = chunks[i]
             guard index.chunkStartOffset < UInt64(file.bytes.count) else {
                 try report(
                     .truncated(
@@ -237,8 +253,18 @@ public final class MCAPReader: @unchecked Sendable {
             let end =
                 index.chunkLength > UInt64(file.bytes.count - offset)
                 ? file.bytes.count : offset + Int(index.chunkLength)
-            try scan(from: offset, to: end, options, body, topLevel: false)
+            messages.removeAll(keepingCapacity: true)
+            try scan(from: offset, to: end, options, { messages.append($0) }, topLevel: false)
+            let nextStart = position + 1 < order.count ? chunks[order[position + 1]].messageStartTime : UInt64.max
+            let inOrder = zip(messages, messages.dropFirst()).allSatisfy { $0.logTime <= $1.logTime }
+            if waiting.isEmpty, inOrder, (messages.last?.logTime ?? 0) < nextStart {
+                for m in messages { try body(m) }
+                continue
+            }
+            for (k, m) in messages.enumerated() { waiting.insert(m, filePosition: (index.chunkStartOffset, k)) }
+            while let first = waiting.minimumLogTime, first < nextStart { try body(waiting.popMinimum()!) }
         }
+        while let m = waiting.popMinimum() { try body(m) }
     }
 
     func report(_ error: BagError, _ options: BagReadOptions) throws {
@@ -494,5 +520,47 @@ public final class MCAPReader: @unchecked Sendable {
         case 0x0F: return "DataEnd"
         default: return "record 0x\(String(op, radix: 16))"
         }
+    }
+}
+
+/// Messages by (log time, position in the file): a binary min-heap, so equal log times leave in the
+/// order the file stores them.
+struct LogTimeHeap {
+    private var items: [(key: UInt64, sequence: (UInt64, Int), message: BagMessage)] = []
+
+    var isEmpty: Bool { items.isEmpty }
+    var minimumLogTime: UInt64? { items.first?.key }
+
+    private func less(_ a: Int, _ b: Int) -> Bool {
+        (items[a].key, items[a].sequence.0, items[a].sequence.1) < (
+            items[b].key, items[b].sequence.0, items[b].sequence.1
+        )
+    }
+
+    /// `filePosition`: the chunk's offset and the message's place in it.
+    mutating func insert(_ m: BagMessage, filePosition: (UInt64, Int)) {
+        items.append((m.logTime, filePosition, m))
+        var i = items.count - 1
+        while i > 0, less(i, (i - 1) / 2) {
+            items.swapAt(i, (i - 1) / 2)
+            i = (i - 1) / 2
+        }
+    }
+
+    mutating func popMinimum() -> BagMessage? {
+        guard !items.isEmpty else { return nil }
+        items.swapAt(0, items.count - 1)
+        let top = items.removeLast().message
+        var i = 0
+        while true {
+            let l = 2 * i + 1, r = l + 1
+            var m = i
+            if l < items.count, less(l, m) { m = l }
+            if r < items.count, less(r, m) { m = r }
+            if m == i { break }
+            items.swapAt(i, m)
+            i = m
+        }
+        return top
     }
 }

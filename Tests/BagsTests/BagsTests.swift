@@ -58,6 +58,13 @@ func writeMCAP(
     return w
 }
 
+extension Array {
+    /// Consecutive slices of `size` elements (the last may be shorter).
+    func chunked(_ size: Int) -> [[Element]] {
+        stride(from: 0, to: count, by: size).map { Array(self[$0..<Swift.min($0 + size, count)]) }
+    }
+}
+
 func readAll(_ path: String, _ options: BagReadOptions = .init()) throws -> [BagMessage] {
     var out: [BagMessage] = []
     try BagReader(path: path).forEachMessage(options) { out.append($0) }
@@ -87,6 +94,29 @@ struct BagsTests {
         #expect(
             topics.map(\.name) == ["/imu/data_raw", "/imu/mag"]
                 && topics.allSatisfy { $0.messageCount == messages.count / 2 })
+    }
+
+    @Test(
+        "messages stored out of log-time order (reversed, chunks overlapping) read in log-time order, ties as stored")
+    func logTimeOrder() throws {
+        let dir = ScratchDirectory()
+        // In log-time order the stream is the simulator's: IMU before magnetometer at every equal time.
+        let ordered = messages
+        for (name, stored) in [
+            ("reversed", Array(messages.reversed().chunked(2).flatMap { $0.reversed() })),
+            (
+                "interleaved",
+                stride(from: 0, to: messages.count, by: 2).map { messages[$0] }
+                    + stride(from: 1, to: messages.count, by: 2).map { messages[$0] }
+            ),
+        ] {
+            let path = dir.path + "/\(name).mcap"
+            _ = try writeMCAP(stored, to: path, compression: "zstd", chunkBytes: 4 << 10)
+            #expect(try MCAPReader(path: path).chunkIndexes.count > 3)
+            let got = try readAll(path)
+            let sameTimes = got.map(\.logTime) == ordered.map(\.logTime), same = got == ordered
+            #expect(got.count == ordered.count && sameTimes && same, "\(name)")
+        }
     }
 
     @Test("topic and time filters select without reading the rest")
