@@ -75,8 +75,8 @@ public struct MotorCurrentCompensator: Sendable {
         window.rotation = window.rotation * Quaternion(rotationVector: rate * dt).rotationMatrix
     }
 
-    /// The reading with the motors' field removed, microtesla. `corrected` is the reading with the
-    /// soft-iron correction W applied (W m; the learned k then is W k, turned back here), for learning.
+    /// The reading with the motors' field removed, microtesla. `softIron` is the calibration's W: learning
+    /// fits W m (the soft-iron corrected reading), so it finds W k and turns it back to k.
     public mutating func compensate(_ raw: Vector3, softIron: Matrix3 = .identity, time: Double) -> Vector3 {
         guard let amperes = currentAmperes else { return raw }
         if settings.learn && time - currentTime <= settings.maximumCurrentAgeSeconds && time.isFinite {

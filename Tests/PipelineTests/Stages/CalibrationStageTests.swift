@@ -67,6 +67,30 @@ extension PipelineRunTests {
         // ... and the calibration it learns replaces the broken file.
         #expect(CalibrationFile.load(file).isSuccess)
     }
+
+    @Test("the calibration file keeps the motor coefficients; a file without them, or with absurd ones, has none")
+    func motorCoefficientsInTheFile() throws {
+        let file = temporaryPath("motor-calibration.json")
+        // Points on a 48 uT sphere around (1, 2, 3): the eight corners and six faces of a cube.
+        var directions = [Vector3(1, 0, 0), Vector3(-1, 0, 0), Vector3(0, 1, 0), Vector3(0, -1, 0), Vector3(0, 0, 1)]
+        directions.append(Vector3(0, 0, -1))
+        for x in [-1.0, 1] {
+            for y in [-1.0, 1] { for z in [-1.0, 1] { directions.append(Vector3(x, y, z).normalized!) } }
+        }
+        let sphere = directions.map { Vector3(1, 2, 3) + $0 * 48 }
+        guard case .success(let fit) = CalibrationFitter.fitSphere(sphere) else {
+            Issue.record("no sphere fit")
+            return
+        }
+        try CalibrationFile.save(fit, motor: Vector3(0.6, -0.5, 0.25), to: file)
+        let loaded = try CalibrationFile.load(file).get()
+        #expect(loaded.motorMicroteslaPerAmpere == Vector3(0.6, -0.5, 0.25))
+        #expect((loaded.calibration.hardIronOffsetMicrotesla - Vector3(1, 2, 3)).norm < 1e-6)
+        try CalibrationFile.save(fit, to: file)
+        #expect(try CalibrationFile.load(file).get().motorMicroteslaPerAmpere == nil)
+        try CalibrationFile.save(fit, motor: Vector3(0, 500, 0), to: file)
+        #expect(try CalibrationFile.load(file).get().motorMicroteslaPerAmpere == nil)
+    }
 }
 
 extension Result { var isSuccess: Bool { if case .success = self { return true } else { return false } } }

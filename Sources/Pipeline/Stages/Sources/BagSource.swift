@@ -114,20 +114,24 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
         }
     }
 
+    /// A bag's log time (nanoseconds since the epoch) as a header stamp.
+    static func stamp(logTime: UInt64) -> RosTime {
+        RosTime(sec: Int32(truncatingIfNeeded: logTime / 1_000_000_000), nanosec: UInt32(logTime % 1_000_000_000))
+    }
+
     /// A current as a BatteryState frame: stored ones as they are, a Float32/Float64 (amperes drawn,
     /// no header) converted, stamped with its log time. Nil when the payload does not decode.
     func currentFrame(_ m: BagMessage) -> WireFrame? {
-        let stamp = RosTime(
-            sec: Int32(truncatingIfNeeded: m.logTime / 1_000_000_000), nanosec: UInt32(m.logTime % 1_000_000_000))
+        guard m.encoding == "cdr" else { return nil }
+        let stamp = Self.stamp(logTime: m.logTime)
         if m.type == BatteryStateMessage.typeName {
-            guard m.encoding == "cdr" else { return nil }
             var payload = m.data
             if settings.time == .log { CDRHeaderStamp.overwrite(stamp, in: &payload) }
             return WireFrame(topic: PipelineTopics.motorCurrent, type: m.type, encoding: m.encoding, payload: payload)
         }
-        guard m.encoding == "cdr",
-            let value = try? m.data.withUnsafeBytes({ try standardFloatValue(type: m.type, cdr: $0) })
-        else { return nil }
+        guard let value = try? m.data.withUnsafeBytes({ try standardFloatValue(type: m.type, cdr: $0) }) else {
+            return nil
+        }
         return cdrFrame(
             BatteryStateMessage(header: RosHeader(stamp: stamp, frameId: ""), drawnAmperes: value),
             topic: PipelineTopics.motorCurrent)
@@ -195,10 +199,7 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
                     }
                 }
                 if (settings.time == .log) && m.encoding == "cdr" {
-                    let stamp = RosTime(
-                        sec: Int32(truncatingIfNeeded: m.logTime / 1_000_000_000),
-                        nanosec: UInt32(m.logTime % 1_000_000_000))
-                    CDRHeaderStamp.overwrite(stamp, in: &payload)
+                    CDRHeaderStamp.overwrite(Self.stamp(logTime: m.logTime), in: &payload)
                 }
                 batch.append(
                     WireFrame(topic: pipelineTopic(m.topic), type: m.type, encoding: m.encoding, payload: payload))

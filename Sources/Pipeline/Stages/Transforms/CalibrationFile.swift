@@ -19,7 +19,15 @@ public enum CalibrationFile {
         public let reason: String
     }
 
-    public static func load(_ path: String) -> Result<MagnetometerCalibration, Refusal> {
+    /// What a calibration file holds.
+    public struct Contents: Sendable {
+        public var calibration: MagnetometerCalibration
+        /// The motors' field per ampere drawn, microtesla per ampere; nil when the file holds none (or
+        /// values that are not finite or beyond 100 uT/A, which are ignored).
+        public var motorMicroteslaPerAmpere: Vector3?
+    }
+
+    public static func load(_ path: String) -> Result<Contents, Refusal> {
         guard FileManager.default.fileExists(atPath: path) else {
             return .failure(Refusal(exists: false, reason: "no such file"))
         }
@@ -45,20 +53,16 @@ public enum CalibrationFile {
                 Refusal(exists: true, reason: "implausible values (singular matrix or field \(stored.field_ut) uT)"))
         }
         let h = stored.hard_iron_ut
+        var motor: Vector3?
+        if let k = stored.motor_ut_per_a, k.count == 3, k.allSatisfy({ $0.isFinite && abs($0) <= 100 }) {
+            motor = Vector3(k[0], k[1], k[2])
+        }
         return .success(
-            MagnetometerCalibration(
-                hardIronOffsetMicrotesla: Vector3(h[0], h[1], h[2]), softIronCorrection: matrix,
-                fieldRadiusMicrotesla: stored.field_ut))
-    }
-
-    /// The motor coefficients a calibration file holds, microtesla per ampere; nil when it holds none
-    /// (or cannot be read: `load` says why).
-    public static func motorCoefficients(in path: String) -> Vector3? {
-        guard let data = FileManager.default.contents(atPath: path),
-            let stored = try? JSONDecoder().decode(Stored.self, from: data), let k = stored.motor_ut_per_a,
-            k.count == 3, k.allSatisfy(\.isFinite), k.allSatisfy({ abs($0) <= 100 })
-        else { return nil }
-        return Vector3(k[0], k[1], k[2])
+            Contents(
+                calibration: MagnetometerCalibration(
+                    hardIronOffsetMicrotesla: Vector3(h[0], h[1], h[2]), softIronCorrection: matrix,
+                    fieldRadiusMicrotesla: stored.field_ut),
+                motorMicroteslaPerAmpere: motor))
     }
 
     public static func save(_ fit: CalibrationFit, motor: Vector3? = nil, to path: String) throws {

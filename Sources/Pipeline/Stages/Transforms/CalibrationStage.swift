@@ -100,11 +100,9 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         if !settings.file.isEmpty {
             switch CalibrationFile.load(settings.file) {
             case .success(let stored):
-                start = stored
+                start = stored.calibration
                 // Coefficients in the file are the start unless the pipeline gives its own.
-                if settings.motorMicroteslaPerAmpere == .zero,
-                    let k = CalibrationFile.motorCoefficients(in: settings.file)
-                {
+                if settings.motorMicroteslaPerAmpere == .zero, let k = stored.motorMicroteslaPerAmpere {
                     motorSettings.coefficientsMicroteslaPerAmpere = k
                     motor = MotorCurrentCompensator(settings: motorSettings)
                 }
@@ -146,10 +144,7 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             return sample
         case PipelineTopics.motorCurrent:
             // Applied in stream order (apply), not while the batch is decoded.
-            guard frame.encoding == "cdr", frame.type == BatteryStateMessage.typeName,
-                let m = try? BatteryStateMessage(cdr: UnsafeRawBufferPointer(frame.payload))
-            else {
-                implausible += 1
+            guard let m = batteryState(frame.type, frame.encoding, UnsafeRawBufferPointer(frame.payload)) else {
                 return .unchanged
             }
             return .current(header: m.header, drawnAmperes: m.drawnAmperes)
@@ -192,12 +187,8 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             }
             status(m.header, into: &output)
         case PipelineTopics.motorCurrent:
-            if frame.encoding == "cdr", frame.type == BatteryStateMessage.typeName,
-                let m = try? BatteryStateMessage(cdrBytes: frame.payload)
-            {
+            if let m = frame.payload.withUnsafeBytes({ batteryState(frame.type, frame.encoding, $0) }) {
                 noteCurrent(m.drawnAmperes, at: m.header.stamp.seconds)
-            } else {
-                implausible += 1
             }
             output.append(frame)
         default:
@@ -205,8 +196,20 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         }
     }
 
-    /// A motor current, amperes drawn (from sensor_msgs/BatteryState); one that does not decode or is
-    /// not finite is counted as implausible and changes nothing.
+    /// A motor/current payload as sensor_msgs/BatteryState; one of another type or encoding, or that does
+    /// not decode, is counted as implausible (and passed on unread).
+    func batteryState(_ type: String, _ encoding: String, _ payload: UnsafeRawBufferPointer) -> BatteryStateMessage? {
+        guard encoding == "cdr", type == BatteryStateMessage.typeName,
+            let m = try? BatteryStateMessage(cdr: payload)
+        else {
+            implausible += 1
+            return nil
+        }
+        return m
+    }
+
+    /// A motor current, amperes drawn (from sensor_msgs/BatteryState); one that is not finite is
+    /// counted as implausible and changes nothing.
     func noteCurrent(_ amperes: Double, at time: Double) {
         guard amperes.isFinite, time.isFinite else {
             implausible += 1
@@ -232,13 +235,13 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
 
     /// One magnetometer sample (tesla) through the online calibrator; the calibrated field, tesla.
     func calibrated(_ header: RosHeader, _ field: Vector3) -> Vector3 {
-        let t = header.stamp.seconds
-        guard SampleValidator.isPlausible(fieldMicrotesla: field * 1e6) else {
+        let t = header.stamp.seconds, measured = field * 1e6
+        guard SampleValidator.isPlausible(fieldMicrotesla: measured) else {
             implausible += 1
             return field  // passed on as it came: fusion skips it, the fits never see it
         }
         // The motors' field first: hard and soft iron are learned from what the earth and the sensor give.
-        let raw = motor.compensate(field * 1e6, softIron: current.softIronCorrection, time: t)
+        let raw = motor.compensate(measured, softIron: current.softIronCorrection, time: t)
         if motor.learned && !motorLearnedLogged { motorLearned(at: t) }
         if var calibrator = online {
             if let fit = calibrator.add(raw, time: t) { accepted(fit, at: t) }
