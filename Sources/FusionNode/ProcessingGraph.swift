@@ -17,7 +17,9 @@ enum ProcessingGraph {
         OptionHelp(
             "--imu-rotation", "ROTATION",
             "the IMU's mounting: a name (yaw_90, roll_180, ...) or ROLL,PITCH,YAW in degrees (URDF convention)"),
-        OptionHelp("--mag-rotation", "ROTATION", "the magnetometer's mounting, as --imu-rotation"),
+        OptionHelp(
+            "--mag-rotation", "ROTATION",
+            "the magnetometer's mounting, as --imu-rotation, or auto: found from motion by the calibration stage"),
     ]
 
     /// The stages after `source`, in order; the last is `fusion`. With a mounting rotation, a `mount`
@@ -40,12 +42,25 @@ enum ProcessingGraph {
         return path
     }
 
+    /// `--mag-rotation auto` asks the calibration stage to find the mounting: without that stage it
+    /// would be silently ignored.
+    static func checkMounting(_ a: Arguments, command: String) throws {
+        if a.string("--mag-rotation") == "auto" && a.has("--no-calibration") {
+            throw UsageError(
+                message:
+                    "--mag-rotation auto needs the calibration stage (it finds the mounting); drop --no-calibration",
+                command: command)
+        }
+    }
+
     static func stages(
         after source: String, calibrate: Bool, _ a: Arguments? = nil, calibrationFile: String? = nil
     ) -> [(String, YAMLValue)] {
         var stages: [(String, YAMLValue)] = []
         var upstream = source
-        let imu = a?.string("--imu-rotation"), mag = a?.string("--mag-rotation")
+        let imu = a?.string("--imu-rotation")
+        let detect = a?.string("--mag-rotation") == "auto"
+        let mag = detect ? nil : a?.string("--mag-rotation")
         if imu != nil || mag != nil {
             func value(_ text: String) -> YAMLValue {
                 text.contains(",") ? .sequence(text.split(separator: ",").map { .string(String($0)) }) : .string(text)
@@ -63,7 +78,8 @@ enum ProcessingGraph {
                     .mapping(
                         [("type", .string("calibration")), ("inputs", .sequence([.string(upstream)]))]
                             + (calibrationFile.map { [("file", .string($0)), ("online", .string("false"))] }
-                                ?? [("online", .string("true"))]) + [("prompt", .string("false"))])
+                                ?? [("online", .string("true"))]) + [("prompt", .string("false"))]
+                            + (detect ? [("detect_rotation", .string("true"))] : []))
                 ))
             upstream = "calibration"
         }

@@ -75,6 +75,7 @@ enum ReplayCommand {
         let a = try Arguments(args, help)
         try a.requirePositionals(1...1)
         let bagPath = a.positionals[0]
+        try ProcessingGraph.checkMounting(a, command: help.path)
         // The graph; every value the user gave is an override below, so its error names the option.
         var stages: [(String, YAMLValue)] =
             [("bag", .mapping([("type", .string("bag")), ("path", .string(bagPath))]))]

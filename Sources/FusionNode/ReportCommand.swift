@@ -49,6 +49,7 @@ enum ReportCommand {
         }
         let bag = a.positionals[0]
         let calibrate = !a.has("--no-calibration")
+        try ProcessingGraph.checkMounting(a, command: help.path)
         var stages: [(String, YAMLValue)] =
             [("bag", .mapping([("type", .string("bag")), ("path", .string(bag))]))]
             + ProcessingGraph.stages(after: "bag", calibrate: calibrate, a)

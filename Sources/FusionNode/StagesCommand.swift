@@ -1,3 +1,4 @@
+import CompassCore
 import Pipeline
 
 /// `fusion-node stages`: every registered stage type with its settings, as Markdown (docs/stages.md's
@@ -41,6 +42,11 @@ enum StagesCommand {
                             + "\(accepted.replacingOccurrences(of: "|", with: "\\|")) | "
                             + "\(s.help.replacingOccurrences(of: "|", with: "\\|")) |"
                     )
+                }
+                if type.settings.contains(where: { $0.kind == .rotation }) {
+                    print(
+                        "\nRotation names (ArduPilot's `Rotation` list): "
+                            + MountingRotation.names.map { "`\($0)`" }.joined(separator: ", "))
                 }
                 print("")
             }

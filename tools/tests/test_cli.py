@@ -419,6 +419,23 @@ def test_rotate_bag_and_mounting_options_undo_each_other(node, tmp_path):
     assert np.abs(csv['unmounted'][:, 1:] - csv['plain'][:, 1:]).max() > 0.1
 
 
+def test_replay_finds_the_magnetometer_mounting(node, tmp_path):
+    """A recording whose magnetometer is mounted yaw_90: `replay --mag-rotation auto` names it from the motion
+    and says how many readings it held back; with --no-calibration (nothing would find it) it is refused."""
+    from test_default_graph import simulated_bag
+    bag = simulated_bag(node, tmp_path, duration=60)
+    turned = tmp_path / 'turned.mcap'
+    r = subprocess.run(['bash', str(ROOT / 'tools' / 'rotate_bag.sh'), str(bag), str(turned), '--mag', 'yaw_90'],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, 'FUSION_NODE': str(node)})
+    assert r.returncode == 0, r.stderr
+    r = run(node, 'replay', turned, '--csv', tmp_path / 'auto.csv', '--mag-rotation', 'auto', timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "the magnetometer's mounting is yaw_90, " in r.stderr
+    assert 'magnetometer reading(s) held back until the mounting was clear' in r.stderr
+    r = run(node, 'replay', turned, '--csv', tmp_path / 'x.csv', '--mag-rotation', 'auto', '--no-calibration')
+    assert r.returncode == 2 and '--mag-rotation auto needs the calibration stage' in r.stderr
+
+
 def test_calibrate_refits_a_recording_and_replay_uses_it_from_the_start(node, tmp_path):
     """Hard iron (25, -30, 12) uT and 10 % soft iron: `calibrate` recovers both (1 uT, 1 %), and a replay with
     the file has no calibration phase: its early headings match the truth where the online replay's do not."""

@@ -293,6 +293,17 @@ public struct OnlineCalibrator: Sendable {
         return result
     }
 
+    /// A reading from before the calibrator started (raw, microtesla, in time order and before any
+    /// `add`): binned for the next fit, never used for the gyro-aided fit (its motion is not known)
+    /// nor fitted at once. Readings held back until a magnetometer's mounting was known come this way.
+    public mutating func addEarlier(_ raw: Vector3, time: Double) {
+        guard raw.isFinite else { return }
+        meanSum += raw
+        meanCount += 1
+        insert(raw, time: time, centre: centreEstimate ?? calibration?.hardIronOffsetMicrotesla ?? meanSum / meanCount)
+        if state == .uncalibrated { state = .collecting }
+    }
+
     /// The readings from now on are corrected differently (the motors' field is removed from them now):
     /// those collected so far no longer describe the same sensor and are dropped; the accepted
     /// calibration stands until a new fit replaces it.

@@ -120,6 +120,11 @@ public struct StageSettings: Sendable {
                 items = value.text.filter { $0 != "[" && $0 != "]" && $0 != " " }.split(separator: ",").map(String.init)
             }
             if items.isEmpty {
+                if value.text == "auto" {
+                    throw fail(
+                        "\(spec.kind.article), found 'auto': a mounting found from motion is the calibration "
+                            + "stage's detect_rotation: true")
+                }
                 guard MountingRotation.named(value.text) != nil else {
                     throw fail(
                         "\(spec.kind.article), found '\(value.text)'"

@@ -90,6 +90,22 @@ extension PipelineRunTests {
         #expect(try CalibrationFile.load(file).get().motorMicroteslaPerAmpere == nil)
         try CalibrationFile.save(fit, motor: Vector3(0, 500, 0), to: file)
         #expect(try CalibrationFile.load(file).get().motorMicroteslaPerAmpere == nil)
+
+        // A gyro-aided fit has no direction coverage: it is saved (JSON has no NaN), without one.
+        var turning = fit
+        turning.model = .gyroAided
+        turning.directionCoverage = .nan
+        try CalibrationFile.save(turning, rotation: MountingRotation.named("yaw_90"), rotationFound: "yaw_90", to: file)
+        let text = try String(contentsOfFile: file, encoding: .utf8)
+        #expect(!text.contains("coverage") && text.contains("\"mag_rotation\" : \"yaw_90\""))
+        #expect(try CalibrationFile.load(file).get().magnetometerRotation?.description == "yaw_90")
+        try text.replacingOccurrences(of: "\"yaw_90\"", with: "\"yaw90\"").write(
+            toFile: file, atomically: true, encoding: .utf8)
+        guard case .failure(let refusal) = CalibrationFile.load(file) else {
+            Issue.record("a file with an unknown rotation name was accepted")
+            return
+        }
+        #expect(refusal.reason.contains("'yaw90' is not a rotation name"))
     }
 }
 

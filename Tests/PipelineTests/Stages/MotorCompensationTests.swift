@@ -37,22 +37,9 @@ struct MotorCompensationTests {
         let calibration = try config.stage(named: "calibration")!.makeLogic(log: { _ in }) as! CalibrationStage
         let fusion = try config.stage(named: "fusion")!.makeLogic(log: { _ in }) as! TransformLogic
         let scenario = source.scenario()
-        var truth: [Quaternion] = []
-        var simulator = IMUSimulator(scenario: scenario)
-        while truth.count < 12_000, let x = simulator.next() { truth.append(x.trueOrientation) }
         let fused = try processed(try processed(try emitted(by: source), by: calibration), by: fusion)
-        var sum = 0.0, n = 0
-        for f in fused where f.topic == PipelineTopics.heading {
-            let h = try HeadingMessage(cdrBytes: f.payload)
-            let t = h.header.stamp.seconds - scenario.startTime
-            let i = Int((t * scenario.sampleRateHz).rounded())
-            guard t >= from, i < truth.count else { continue }
-            let e = (h.orientation.normalized * truth[i].normalized.conjugate).normalized
-            let error = 2 * atan2(abs(e.z), abs(e.w)) * degreesPerRadian
-            sum += error * error
-            n += 1
-        }
-        return ((sum / Double(max(1, n))).squareRoot(), calibration.notes)
+        let rmse = try headingRMSE(fused, scenario: scenario, count: 12_000, from: from)
+        return (rmse, calibration.notes)
     }
 
     @Test("30 A at 1 uT/A: learned compensation is within 0.3 degrees of no motors; without it, it is not")

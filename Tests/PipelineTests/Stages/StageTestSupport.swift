@@ -1,4 +1,6 @@
 import Foundation
+import CompassCore
+import IMUSimulator
 import WireFormat
 import MessageBus
 @testable import Pipeline
@@ -47,4 +49,24 @@ func temporaryPath(_ name: String) -> String {
 func minimalSettings(_ type: StageType) -> String {
     let required = type.settings.filter { $0.defaultValue == nil }.map(\.name) + (type.name == "csv" ? ["path"] : [])
     return required.map { "    \($0): \(temporaryPath($0))\n" }.joined()
+}
+
+/// Heading RMSE in degrees of the `heading` frames from `from` seconds on, against the simulator's truth
+/// for `scenario` (its first `count` samples).
+func headingRMSE(_ frames: [WireFrame], scenario: SimulationScenario, count: Int, from: Double) throws -> Double {
+    var truth: [Quaternion] = []
+    var simulator = IMUSimulator(scenario: scenario)
+    while truth.count < count, let x = simulator.next() { truth.append(x.trueOrientation) }
+    var sum = 0.0, n = 0
+    for f in frames where f.topic == PipelineTopics.heading {
+        let h = try HeadingMessage(cdrBytes: f.payload)
+        let t = h.header.stamp.seconds - scenario.startTime
+        let i = Int((t * scenario.sampleRateHz).rounded())
+        guard t >= from, i < truth.count else { continue }
+        let e = (h.orientation.normalized * truth[i].normalized.conjugate).normalized
+        let error = 2 * atan2(abs(e.z), abs(e.w)) * degreesPerRadian
+        sum += error * error
+        n += 1
+    }
+    return (sum / Double(max(1, n))).squareRoot()
 }

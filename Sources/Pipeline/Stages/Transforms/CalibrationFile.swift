@@ -10,9 +10,15 @@ public enum CalibrationFile {
         var soft_iron: [Double]
         var field_ut: Double
         var rms_ut: Double
-        var coverage: Double
+        /// Share of directions the fit saw (0...1); absent for a fit made from turning (gyro-aided).
+        var coverage: Double?
         /// The motors' field per ampere drawn, microtesla per ampere (absent when none was learned or given).
         var motor_ut_per_a: [Double]?
+        /// The magnetometer's mounting found from motion (a rotation name): the calibration is for
+        /// readings turned by it into the IMU's axes. Absent when the readings were used as they came.
+        var mag_rotation: String?
+        /// How clearly the mounting was found, for people ("yaw_90, 54.5 x better than ...").
+        var mag_rotation_found: String?
     }
     public struct Refusal: Error {
         public let exists: Bool
@@ -25,6 +31,11 @@ public enum CalibrationFile {
         /// The motors' field per ampere drawn, microtesla per ampere; nil when the file holds none (or
         /// values that are not finite or beyond 100 uT/A, which are ignored).
         public var motorMicroteslaPerAmpere: Vector3?
+        /// The magnetometer's mounting the calibration was learned with (readings are turned by it
+        /// first); nil when the file names none.
+        public var magnetometerRotation: MountingRotation?
+        /// How it was found ("yaw_90, 54.5 x better than ...").
+        public var magnetometerRotationFound: String?
     }
 
     public static func load(_ path: String) -> Result<Contents, Refusal> {
@@ -52,6 +63,13 @@ public enum CalibrationFile {
             return .failure(
                 Refusal(exists: true, reason: "implausible values (singular matrix or field \(stored.field_ut) uT)"))
         }
+        var rotation: MountingRotation?
+        if let name = stored.mag_rotation {
+            guard let named = MountingRotation.named(name) else {
+                return .failure(Refusal(exists: true, reason: "mag_rotation '\(name)' is not a rotation name"))
+            }
+            rotation = named
+        }
         let h = stored.hard_iron_ut
         var motor: Vector3?
         if let k = stored.motor_ut_per_a, k.count == 3, k.allSatisfy({ $0.isFinite && abs($0) <= 100 }) {
@@ -62,17 +80,23 @@ public enum CalibrationFile {
                 calibration: MagnetometerCalibration(
                     hardIronOffsetMicrotesla: Vector3(h[0], h[1], h[2]), softIronCorrection: matrix,
                     fieldRadiusMicrotesla: stored.field_ut),
-                motorMicroteslaPerAmpere: motor))
+                motorMicroteslaPerAmpere: motor, magnetometerRotation: rotation,
+                magnetometerRotationFound: stored.mag_rotation_found))
     }
 
-    public static func save(_ fit: CalibrationFit, motor: Vector3? = nil, to path: String) throws {
+    public static func save(
+        _ fit: CalibrationFit, motor: Vector3? = nil, rotation: MountingRotation? = nil, rotationFound: String? = nil,
+        to path: String
+    ) throws {
         let c = fit.calibration, w = c.softIronCorrection
         let stored = Stored(
             version: 1,
             hard_iron_ut: [c.hardIronOffsetMicrotesla.x, c.hardIronOffsetMicrotesla.y, c.hardIronOffsetMicrotesla.z],
             soft_iron: [w.m00, w.m01, w.m02, w.m10, w.m11, w.m12, w.m20, w.m21, w.m22],
-            field_ut: c.fieldRadiusMicrotesla, rms_ut: fit.rmsResidualMicrotesla, coverage: fit.directionCoverage,
-            motor_ut_per_a: motor.map { [$0.x, $0.y, $0.z] })
+            field_ut: c.fieldRadiusMicrotesla, rms_ut: fit.rmsResidualMicrotesla,
+            coverage: fit.directionCoverage.isFinite ? fit.directionCoverage : nil,
+            motor_ut_per_a: motor.map { [$0.x, $0.y, $0.z] }, mag_rotation: rotation?.description,
+            mag_rotation_found: rotationFound)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         let data = try encoder.encode(stored)

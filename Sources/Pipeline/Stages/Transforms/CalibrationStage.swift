@@ -25,6 +25,8 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         var motorMicroteslaPerAmpere = Vector3.zero
         /// With `online`, learn those coefficients while the current varies.
         var learnMotor = true
+        /// Find the magnetometer's mounting against the IMU from motion (`MountingRotationDetector`).
+        var detectRotation = false
 
         static let table = SettingTable<Settings>([
             .vector(
@@ -46,6 +48,10 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             .bool(
                 "learn_motor", \.learnMotor,
                 "with online: learn motor_ut_per_a from the readings while the motor current varies"),
+            .bool(
+                "detect_rotation", \.detectRotation,
+                "find how the magnetometer is mounted against the IMU (a rotation name) from motion; its readings "
+                    + "are held back until the rotation is clear, then turned into the IMU's axes; kept in file"),
         ])
 
         /// The fixed calibration (identity when nothing is given).
@@ -78,6 +84,23 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
     var motor: MotorCurrentCompensator
     var motorLearnedLogged = false
     var currentsReceived = 0
+    /// Finds the magnetometer's mounting (detect_rotation); keeps checking one loaded from the file.
+    var detector: MountingRotationDetector?
+    /// The magnetometer's mounting applied before the calibration: found, or loaded with the file.
+    var magnetometerRotation: MountingRotation?
+    /// How the mounting was found (saved beside it).
+    var rotationFound: String?
+    /// Readings held back while the mounting was not yet clear.
+    var withheld = 0
+    /// The latest of them (raw microtesla, magnetometer axes, with their times): once the mounting is
+    /// known they are turned and binned for the first fits, so the calibration is not learned from
+    /// scratch after the wait. At most `heldReadingsLimit` (the oldest go first).
+    var held: [(field: Vector3, time: Double)] = []
+    var heldStart = 0
+    static let heldReadingsLimit = 60_000
+    var contradictionLogged = false
+    /// frame_id of the IMU's messages: the axes turned readings are in.
+    var imuFrame: String?
 
     /// What a status change is: the calibrator's state, whether the prompt is shown, and how many
     /// fits were accepted (every accepted fit is published at once).
@@ -106,7 +129,11 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
                     motorSettings.coefficientsMicroteslaPerAmpere = k
                     motor = MotorCurrentCompensator(settings: motorSettings)
                 }
-                notes.append("loaded the calibration in \(settings.file)")
+                magnetometerRotation = stored.magnetometerRotation
+                rotationFound = stored.magnetometerRotationFound
+                notes.append(
+                    "loaded the calibration in \(settings.file)"
+                        + (stored.magnetometerRotation.map { ", for the magnetometer mounted \($0)" } ?? ""))
             case .failure(let why) where why.exists:
                 log("calibration: \(settings.file) is refused (\(why.reason)); starting uncalibrated")
                 notes.append("refused \(settings.file): \(why.reason)")
@@ -114,6 +141,7 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
                 break
             }
         }
+        if settings.detectRotation { detector = MountingRotationDetector() }
         if settings.online {
             online = OnlineCalibrator(initial: start)
         } else if let start, start != settings.fixed {
@@ -125,14 +153,19 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
     var current: MagnetometerCalibration { online?.calibration ?? settings.fixed }
     var isIdentity: Bool {
         online == nil && settings.fixed == Self.identity && motor.coefficients == .zero && !motor.settings.learn
+            && !turnsReadings
     }
-    /// True while the online calibrator learns (the gyro-aided fit reads the IMU); a loaded file in
-    /// fixed mode is applied as is.
-    var learning: Bool { settings.online }
+    /// True while the online calibrator learns (the gyro-aided fit reads the IMU), or the mounting is
+    /// being found; a loaded file in fixed mode is applied as is.
+    var learning: Bool { settings.online || detector != nil }
+    /// Readings are turned (a mounting found or loaded) or held back: whole messages are rewritten.
+    var turnsReadings: Bool { detector != nil || magnetometerRotation != nil }
 
     /// In place: the vectors of little-endian payloads are overwritten where they are; an identity
-    /// calibration passes messages on unread.
-    var inputHandling: InputHandling { isIdentity ? .passThrough : .inPlace(.patchedMessage) }
+    /// calibration passes messages on unread; readings to turn or hold back are decoded.
+    var inputHandling: InputHandling {
+        isIdentity ? .passThrough : turnsReadings ? .decoded : .inPlace(.patchedMessage)
+    }
 
     func inPlaceSample(_ frame: WireFrame.View) -> InPlaceSample? {
         switch frame.topic {
@@ -170,10 +203,24 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
 
     func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
         switch frame.topic {
-        case PipelineTopics.imuRaw where learning:
+        case PipelineTopics.imuRaw where learning || turnsReadings:
             let m = try imuSample(frame)
             observeMotion(m.header, m.angularVelocity, m.linearAcceleration)
+            if turnsReadings && imuFrame == nil { imuFrame = m.header.frameId }
             output.append(frame)
+        case PipelineTopics.magnetometer where turnsReadings:
+            var full = try decoded(frame, as: MagneticFieldMessage.self)
+            guard let rotation = mounting(full.header, full.magneticField) else {
+                withheld += 1
+                hold(full.magneticField * 1e6, time: full.header.stamp.seconds)
+                status(full.header, into: &output)
+                return
+            }
+            full.magneticField = calibrated(full.header, rotation.apply(full.magneticField))
+            full.magneticFieldCovariance = MountStage.turned(full.magneticFieldCovariance, by: rotation)
+            if let imuFrame, !rotation.isIdentity { full.header.frameId = imuFrame }
+            output.append(cdrFrame(full, topic: PipelineTopics.magnetometer))
+            status(full.header, into: &output)
         case PipelineTopics.magnetometer where !isIdentity:
             let m = try magneticSample(frame)
             let calibrated = calibrated(m.header, m.field)
@@ -231,6 +278,57 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         lastImuTime = t
         online?.addMotion(rate: angularVelocity, specificForce: linearAcceleration, dt: dt)
         motor.addMotion(rate: angularVelocity, dt: dt)
+        detector?.addMotion(rate: angularVelocity, dt: dt)
+    }
+
+    /// The mounting that turns a raw reading (tesla, magnetometer axes) into the IMU's axes; nil while it
+    /// is still being found. The finder sees every plausible reading; once it is clear the mounting is
+    /// applied (and never changed: a different answer later, against a loaded file, is reported, since
+    /// the calibration was learned for the first).
+    func mounting(_ header: RosHeader, _ field: Vector3) -> MountingRotation? {
+        let t = header.stamp.seconds
+        // Mutated where it is stored: a copy would copy its sums on every reading.
+        if detector != nil, SampleValidator.isPlausible(fieldMicrotesla: field * 1e6) {
+            let before = detector?.detected
+            detector?.addReading(field * 1e6, time: t)
+            if before == nil, let found = detector?.detected { mountingFound(found, at: t) }
+        }
+        return magnetometerRotation
+    }
+
+    func hold(_ field: Vector3, time: Double) {
+        guard settings.online, SampleValidator.isPlausible(fieldMicrotesla: field) else { return }
+        if held.count - heldStart >= Self.heldReadingsLimit { heldStart += 1 }
+        if heldStart > Self.heldReadingsLimit {
+            held.removeFirst(heldStart)
+            heldStart = 0
+        }
+        held.append((field, time))
+    }
+
+    /// The held readings, turned into the IMU's axes, binned for the first fits. Not when the motors'
+    /// field is being removed: the current that went with each reading is not kept.
+    func learnFromHeld(_ rotation: MountingRotation) {
+        defer { (held, heldStart) = ([], 0) }
+        guard var calibrator = online, currentsReceived == 0, motor.coefficients == .zero else { return }
+        for (field, time) in held[heldStart...] { calibrator.addEarlier(rotation.apply(field), time: time) }
+        online = calibrator
+    }
+
+    func mountingFound(_ found: MountingRotationDetector.Detection, at time: Double) {
+        guard let loaded = magnetometerRotation else {
+            magnetometerRotation = found.rotation
+            rotationFound = found.description
+            log("calibration: at \(format(time, 2)) s the magnetometer's mounting is \(found)")
+            learnFromHeld(found.rotation)
+            return
+        }
+        guard !contradictionLogged, loaded.matrix != found.rotation.matrix else { return }
+        contradictionLogged = true
+        log(
+            "calibration: at \(format(time, 2)) s the motion says the magnetometer is mounted \(found), but "
+                + "\(settings.file) was learned for \(loaded); still applying \(loaded): was the compass remounted? "
+                + "Remove the file to start again")
     }
 
     /// One magnetometer sample (tesla) through the online calibrator; the calibrated field, tesla.
@@ -292,7 +390,8 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         guard !settings.file.isEmpty else { return }
         do {
             try CalibrationFile.save(
-                fit, motor: motor.coefficients == .zero ? nil : motor.coefficients, to: settings.file)
+                fit, motor: motor.coefficients == .zero ? nil : motor.coefficients, rotation: magnetometerRotation,
+                rotationFound: rotationFound, to: settings.file)
             savedResidual = fit.rmsResidualMicrotesla
         } catch {
             log("calibration: cannot save \(settings.file): \(error)")
@@ -336,6 +435,30 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
                     + "current reading(s), \(how)")
         } else if motor.coefficients != .zero {
             notes.append("motor_ut_per_a is set but no current arrived on \(PipelineTopics.motorCurrent)")
+        }
+        if let d = detector {
+            let counted =
+                "\(d.windowsCounted) window(s) counted, \(d.windowsStill) with too little turning, "
+                + "\(d.windowsDisturbed) disturbed"
+            if let found = d.detected {
+                notes.append("magnetometer mounting found: \(found) (\(counted))")
+            } else {
+                let standing = d.standing.map {
+                    "; best so far \(d.candidates[$0.best]), \(format($0.ratio, 1)) x better than "
+                        + "\(d.candidates[$0.runnerUp]) (needs \(format(d.settings.margin, 0)) x)"
+                }
+                notes.append("magnetometer mounting undetermined: \(counted)\(standing ?? "")")
+            }
+        }
+        if let loaded = magnetometerRotation, detector?.detected == nil || contradictionLogged {
+            notes.append(
+                "applied the magnetometer mounting in \(settings.file): \(loaded)"
+                    + (contradictionLogged ? " (the motion says otherwise: was the compass remounted?)" : ""))
+        }
+        if withheld > 0 {
+            notes.append(
+                "\(withheld) magnetometer reading(s) held back until the mounting was clear"
+                    + (magnetometerRotation == nil ? " (all of them: it never was)" : ""))
         }
         if let o = online {
             notes.append(
