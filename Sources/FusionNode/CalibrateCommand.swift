@@ -15,7 +15,11 @@ enum CalibrateCommand {
         positionals: "BAG",
         options: [
             OptionHelp(
-                "-o", "FILE", "the calibration file to write (JSON, as the calibration stage's file; must not exist)"),
+                "-o", "FILE",
+                "the calibration file to write (JSON, as the calibration stage's file; one that exists only with "
+                    + "--overwrite)"
+            ),
+            OptionHelp("--overwrite", nil, "replace FILE when it exists"),
             OptionHelp("--mag-topic", "TOPIC", "bag topic with sensor_msgs/msg/MagneticField", default: "/imu/mag"),
             OptionHelp(
                 "--imu-topic", "TOPIC", "bag topic with sensor_msgs/msg/Imu (for the comparison replays)",
@@ -51,10 +55,9 @@ enum CalibrateCommand {
             throw UsageError(
                 message: "'fusion-node calibrate' needs -o FILE (the calibration to write)", command: help.path)
         }
-        if FileManager.default.fileExists(atPath: output) {
+        if FileManager.default.fileExists(atPath: output) && !a.has("--overwrite") {
             throw UsageError(
-                message: "\(output) exists: a calibration is never overwritten; remove it or choose another name",
-                command: help.path)
+                message: "\(output) exists: give --overwrite to replace it, or choose another name", command: help.path)
         }
         let bag = a.positionals[0]
         let magTopic = a.string("--mag-topic") ?? "/imu/mag"

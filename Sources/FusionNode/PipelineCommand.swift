@@ -24,6 +24,7 @@ enum PipelineCommand {
                 "--set", "STAGE.SETTING=VALUE", "override one setting (a list as [a, b]); may be repeated",
                 repeatable: true),
             OptionHelp("--check", nil, "validate the file (and overrides) and exit"),
+            OptionHelp("--overwrite", nil, "replace output files (CSV, report, truth) that exist; recordings never"),
         ],
         details: "fusion-node stages lists every stage type and setting. ${VAR} and ${VAR:-default} in the file come "
             + "from the environment.",
@@ -59,6 +60,7 @@ enum PipelineCommand {
     /// The override options as given, for the supervisor's child processes.
     static func overrideArguments(_ a: Arguments) -> [String] {
         (a.string("--duration").map { ["--duration", $0] } ?? []) + a.strings("--set").flatMap { ["--set", $0] }
+            + (a.has("--overwrite") ? ["--overwrite"] : [])
     }
 
     static func run(_ args: [String]) async throws -> ExitCode {
@@ -78,6 +80,10 @@ enum PipelineCommand {
         if a.has("--list-stages") {
             for s in config.stages { print(s.name) }
             return .complete
+        }
+        // A stage continuing after a restart (--resume) continues its own files.
+        if !a.has("--overwrite") && !a.has("--resume") {
+            try config.refuseExistingOutputs(only: a.string("--stage").map { [$0] })
         }
         PipelineSignals.install()
         if a.has("--supervise") {

@@ -53,6 +53,13 @@ enum ProcessingGraph {
         }
     }
 
+    /// Outputs of a command's generated pipeline that exist are refused unless `--overwrite`: as a
+    /// usage error naming the file (the generated pipeline's lines mean nothing to the user).
+    static func refuseExistingOutputs(_ config: PipelineConfig, _ a: Arguments, command: String) throws {
+        guard !a.has("--overwrite") else { return }
+        do { try config.refuseExistingOutputs() } catch { throw UsageError(message: error.message, command: command) }
+    }
+
     static func stages(
         after source: String, calibrate: Bool, _ a: Arguments? = nil, calibrationFile: String? = nil
     ) -> [(String, YAMLValue)] {

@@ -57,6 +57,7 @@ enum ReplayCommand {
                 "--time", "header|log", "timestamps from the header stamp or the bag's log time", default: "header"),
             OptionHelp("--salvage", nil, "read past damage, report it, and accept it (exit 0)"),
             OptionHelp("--print-config", "FILE", "also write the generated pipeline to FILE (a starting point)"),
+            OptionHelp("--overwrite", nil, "replace output files (--csv, --accuracy-csv) that exist"),
             OptionHelp("--quiet", nil, "no progress bar and no summary on stderr"),
         ],
         details: """
@@ -166,6 +167,7 @@ enum ReplayCommand {
         let text = try YAMLEmitter.emit(.mapping(top + [("stages", .mapping(stages))]))
         let config = try PipelineConfig.parse(
             text, file: "<replay command line>", environment: [:], overrides: overrides)
+        try ProcessingGraph.refuseExistingOutputs(config, a, command: help.path)
         if let out = a.string("--print-config") {
             let w = try BufferedFileWriter(path: out)
             try w.write(text)

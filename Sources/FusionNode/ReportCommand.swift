@@ -21,6 +21,7 @@ enum ReportCommand {
             OptionHelp(
                 "--truth", "FILE", "reference orientation, BROAD-style t,qw,qx,qy,qz[,movement] (.csv or .csv.gz)"),
             OptionHelp("--salvage", nil, "read past damage in the bag, report it on the page, and accept it (exit 0)"),
+            OptionHelp("--overwrite", nil, "replace the page when FILE exists"),
         ],
         details: """
             The report: a summary table (duration, headings, final heading, accuracy, share of time per flag,
@@ -78,6 +79,7 @@ enum ReportCommand {
         let text = try YAMLEmitter.emit(.mapping([("name", .string("report")), ("stages", .mapping(stages))]))
         let config = try PipelineConfig.parse(
             text, file: "<report command line>", environment: [:], overrides: overrides)
+        try ProcessingGraph.refuseExistingOutputs(config, a, command: help.path)
         let startedAt = Date()
         PipelineSignals.install()
         let reports: [StageReport]

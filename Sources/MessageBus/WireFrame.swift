@@ -39,14 +39,18 @@ public struct WireFrame: Sendable, Equatable {
     /// bound). 16 MiB.
     public static let maximumBytes = 16 << 20
 
-    public static func endOfStream(from stage: String) -> WireFrame {
-        WireFrame(topic: stage, type: endOfStreamType, encoding: "none", payload: [])
+    /// The last frame a stage sends. `failed`: the stage (or one upstream of it) stopped on an error,
+    /// so what came before is not the whole stream (the payload says "failed").
+    public static func endOfStream(from stage: String, failed: Bool = false) -> WireFrame {
+        WireFrame(topic: stage, type: endOfStreamType, encoding: "none", payload: failed ? Array("failed".utf8) : [])
     }
 
     /// A placeholder (no topic, type or payload), e.g. to move a frame out of an array.
     public static let empty = WireFrame(topic: "", type: "", encoding: "", payload: [])
 
     public var isEndOfStream: Bool { type == Self.endOfStreamType }
+    /// An end of stream sent after a failure: the stream before it is incomplete.
+    public var endsInFailure: Bool { isEndOfStream && !payload.isEmpty }
 
     /// Bytes of this frame encoded alone.
     @inline(__always)

@@ -419,6 +419,41 @@ def test_rotate_bag_and_mounting_options_undo_each_other(node, tmp_path):
     assert np.abs(csv['unmounted'][:, 1:] - csv['plain'][:, 1:]).max() > 0.1
 
 
+def test_outputs_are_partial_until_complete_and_never_replaced_unasked(node, tmp_path):
+    """A killed run leaves OUT.csv.partial and no OUT.csv; a finished run renames it; a second run refuses to
+    replace OUT.csv (exit 2, naming it and --overwrite) and leaves it as it was; --overwrite replaces it."""
+    import signal, time
+    out = tmp_path / 'out.csv'
+    partial = tmp_path / 'out.csv.partial'
+    def config(realtime):
+        path = tmp_path / f'sim-{realtime}.yaml'
+        path.write_text(f"""stages:
+  sim: {{type: simulator, duration: 30, realtime: {realtime}}}
+  fusion: {{type: fusion, inputs: [sim]}}
+  csv: {{type: csv, inputs: [fusion], path: '{out}'}}
+""")
+        return path
+    p = subprocess.Popen([str(node), '--config', str(config('true'))], stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and (not partial.exists() or partial.stat().st_size < 2000):
+        time.sleep(0.1)
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=10)
+    assert partial.exists() and not out.exists()
+    assert partial.read_text().startswith('t,qw,qx,qy,qz\n')
+    r = run(node, '--config', config('false'), timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert out.exists() and not partial.exists()
+    first = out.read_bytes()
+    assert first.count(b'\n') == 3001
+    r = run(node, '--config', config('false'), timeout=120)
+    assert r.returncode == 2 and f'{out} exists' in r.stderr and '--overwrite' in r.stderr, r.stderr
+    assert out.read_bytes() == first
+    r = run(node, '--config', config('false'), '--overwrite', timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes() == first and not partial.exists()
+
+
 def test_replay_finds_the_magnetometer_mounting(node, tmp_path):
     """A recording whose magnetometer is mounted yaw_90: `replay --mag-rotation auto` names it from the motion
     and says how many readings it held back; with --no-calibration (nothing would find it) it is refused."""

@@ -287,6 +287,8 @@ def test_a_restart_slower_than_the_retransmit_buffer_is_reported_as_loss(node, t
     retransmission off, what the killed process held is lost (exit 3) and the files stay well formed."""
     for top, expect in (('retransmit: {seconds: 0.05}', 'rows in between may be lost'),
                         ('retransmit: {seconds: 0}', 'what was in flight inside a killed out process is lost')):
+        for name in ('out.csv', 'out.acc.csv'):  # the first round's files: outputs are never replaced unasked
+            (tmp_path / name).unlink(missing_ok=True)
         config, feed = live_pipeline(tmp_path, csv_sink(tmp_path, 'out'), top=top)
         code, err = kill_under_supervisor(node, config, 'out', kills=[2.5], stdin=subprocess.PIPE, feed=feed)
         assert 'out killed by signal 9; restarting' in err and code == 3 and expect in err, (top, code, err)

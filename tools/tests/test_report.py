@@ -137,7 +137,8 @@ def test_a_failed_replay_marks_its_report_incomplete(node, simulated_with_truth,
     assert body.startswith('<p class="incomplete" id="status">INCOMPLETE: the replay failed'), body[:300]
     assert '<title>INCOMPLETE: ' in text
     # --salvage is accepted by report as by replay: the page is complete, the damage said on it, exit 0.
-    r = subprocess.run([str(node), 'report', str(truncated), '-o', str(html), '--salvage'], capture_output=True,
+    r = subprocess.run([str(node), 'report', str(truncated), '-o', str(html), '--salvage', '--overwrite'],
+                       capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert 'INCOMPLETE' not in html.read_text() and 'Read past damage (--salvage)' in html.read_text()

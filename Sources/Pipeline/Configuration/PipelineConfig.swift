@@ -1,6 +1,10 @@
 import YAML
 import MessageBus
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A configuration error: file, line, column (or the command-line override that caused it) and what
 /// was expected.
 public struct PipelineConfigError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -80,6 +84,24 @@ public struct PipelineConfig: Sendable {
     }
 
     public func stage(named name: String) -> StageConfig? { stages.first { $0.name == name } }
+
+    /// Refuses a run that would replace an existing regular file named by a setting declared to write one
+    /// (`SettingSpec.writesFile`), at that setting's line; `only` limits the check to some stages.
+    /// Devices and FIFOs (`/dev/stdout`) are written, not replaced, and pass.
+    public func refuseExistingOutputs(only: Set<String>? = nil) throws(PipelineConfigError) {
+        for stage in stages where only?.contains(stage.name) ?? true {
+            for spec in stage.type.settings where spec.writesFile {
+                let path = stage.settings.string(spec.name)
+                var info = stat()
+                guard !path.isEmpty, stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
+                throw PipelineConfigError(
+                    file: file, mark: stage.settings.marks[spec.name] ?? stage.mark,
+                    message:
+                        "\(path) exists and the run would replace it ('\(spec.name)' of stage '\(stage.name)'); "
+                        + "give --overwrite to allow that, or choose another name")
+            }
+        }
+    }
 
     /// How many stages read each stage's output.
     public func consumerCount(of name: String) -> Int { stages.filter { $0.inputs.contains(name) }.count }

@@ -83,7 +83,16 @@ public enum PipelineRunner {
                 case .failure(let e): if firstError == nil { firstError = e }
                 }
             }
-            if let firstError { throw firstError }
+            if let firstError {
+                // What the stages that did finish kept of an incomplete stream (a partial file) is said
+                // before the error.
+                for report in reports {
+                    for note in report.notes where note.hasPrefix("INCOMPLETE") {
+                        actors.first?.log("\(report.stage): \(note)")
+                    }
+                }
+                throw firstError
+            }
             let order = actors.map(\.config.name)
             return reports.sorted { order.firstIndex(of: $0.stage)! < order.firstIndex(of: $1.stage)! }
         }

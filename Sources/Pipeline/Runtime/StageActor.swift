@@ -113,38 +113,49 @@ actor StageActor {
         try publisher.waitForReaders(pausing: false)
 
         var missing = 0  // frames the inputs' sequence numbers say never came
-        if let source = logic as? SourceLogic {
-            let pauses = source.pausesWithoutSubscribers
-            do {
-                try source.run { frames throws in
-                    if PipelineSignals.stopRequested { throw StopRequested() }
-                    let waited = pauses ? try publisher.waitForReaders(pausing: true) : 0
-                    try publisher.publish(frames, report: &report)
-                    return waited
+        var failedUpstream = false
+        do {
+            if let source = logic as? SourceLogic {
+                let pauses = source.pausesWithoutSubscribers
+                do {
+                    try source.run { frames throws in
+                        if PipelineSignals.stopRequested { throw StopRequested() }
+                        let waited = pauses ? try publisher.waitForReaders(pausing: true) : 0
+                        try publisher.publish(frames, report: &report)
+                        return waited
+                    }
+                } catch is StopRequested {
+                    report.notes.append("stopped on request")
                 }
-            } catch is StopRequested {
-                report.notes.append("stopped on request")
+            } else if let transform = logic as? TransformLogic {
+                var reader = InputReader(
+                    inputs: inputs, names: wiring.inputs.map(\.name), transform: transform, stage: config.name,
+                    numbering: wiring.inputNumbering, joining: wiring.resuming, retransmitClients: retransmitClients,
+                    log: log)
+                if let chain = wiring.recomputation {
+                    try reader.recompute(from: chain, &publisher, &report)
+                } else if wiring.resuming && config.type.continuesFromRetransmission {
+                    try reader.catchUp(&publisher, &report)
+                }
+                try reader.consume(&publisher, &report)
+                report.notes += reader.sequenceNotes()
+                missing = reader.sequenceLosses
+                failedUpstream = !reader.upstreamFailed.isEmpty
             }
-        } else if let transform = logic as? TransformLogic {
-            var reader = InputReader(
-                inputs: inputs, names: wiring.inputs.map(\.name), transform: transform, stage: config.name,
-                numbering: wiring.inputNumbering, joining: wiring.resuming, retransmitClients: retransmitClients,
-                log: log)
-            if let chain = wiring.recomputation {
-                try reader.recompute(from: chain, &publisher, &report)
-            } else if wiring.resuming && config.type.continuesFromRetransmission {
-                try reader.catchUp(&publisher, &report)
-            }
-            try reader.consume(&publisher, &report)
-            report.notes += reader.sequenceNotes()
-            missing = reader.sequenceLosses
+        } catch {
+            // Readers end at once, knowing the stream is incomplete, instead of waiting for a stop.
+            try? publisher.publish(
+                [WireFrame.endOfStream(from: config.name, failed: true)], report: &report, counted: false)
+            throw error
         }
         if let served = retransmitServer?.served, served.requests > 0 {
             report.notes.append(
                 "sent \(served.messages) bus message(s) again for \(served.requests) retransmit request(s) on "
                     + "\(retransmitServer!.endpoint)")
         }
-        try publisher.publish([WireFrame.endOfStream(from: config.name)], report: &report, counted: false)
+        // An incomplete input makes an incomplete output: the failure travels down the graph.
+        try publisher.publish(
+            [WireFrame.endOfStream(from: config.name, failed: failedUpstream)], report: &report, counted: false)
         if publisher.pauses > 0 {
             report.notes.append(
                 "paused \(publisher.pauses) time(s), \(format(publisher.pausedSeconds, 2)) s in all, while a "
@@ -206,6 +217,9 @@ struct InputReader {
         inPlace = InPlacePass(transform)
     }
 
+    /// Inputs that ended on a failure upstream, or never ended (a stop that went unanswered).
+    var upstreamFailed: Set<String> = []
+
     /// Reads until every input has ended (or a stop request has gone unanswered for 2 s).
     mutating func consume(_ publisher: inout Publisher, _ report: inout StageReport) throws {
         if let (message, input) = pending {
@@ -225,6 +239,7 @@ struct InputReader {
                 if now - stopSeen! > 2 {
                     let silent = open.sorted().map { names[$0] }.joined(separator: ", ")
                     report.notes.append("stopped without end of stream from \(silent)")
+                    for i in open { upstreamFailed.insert(names[i]) }
                     break
                 }
             }
@@ -239,6 +254,7 @@ struct InputReader {
                 if drained < 256 { try transform.inputDrained() }
             }
         }
+        transform.inputsComplete = upstreamFailed.isEmpty
         try transform.finish { try publisher.publish($0, report: &report) }
     }
 
@@ -308,6 +324,7 @@ struct InputReader {
             var frame = WireFrame.empty
             swap(&frame, &frames[index])
             if frame.isEndOfStream {
+                if frame.endsInFailure { upstreamFailed.insert(names[input]) }
                 open.remove(input)
                 ended = true
                 continue

@@ -51,10 +51,13 @@ public struct SettingSpec: Sendable {
     /// The value names pipeline topics the stage reads (written with or without a leading slash):
     /// checked against what the stages upstream publish.
     public let namesTopics: Bool
+    /// The value names a file the run writes: one that exists is refused before the run starts unless
+    /// the run may overwrite (`--overwrite`).
+    public let writesFile: Bool
 
     init(
         _ name: String, _ kind: Kind, _ defaultValue: String?, _ help: String, unit: String = "",
-        choices: [String] = [], range: ClosedRange<Double>? = nil, namesTopics: Bool = false
+        choices: [String] = [], range: ClosedRange<Double>? = nil, namesTopics: Bool = false, writesFile: Bool = false
     ) {
         self.name = name
         self.kind = kind
@@ -64,6 +67,7 @@ public struct SettingSpec: Sendable {
         self.choices = choices
         self.range = range
         self.namesTopics = namesTopics
+        self.writesFile = writesFile
     }
 
     /// The accepted values in words, for errors and the reference ("" when anything of the kind goes).

@@ -17,11 +17,12 @@ struct SettingEntry<Settings: DeclaredSettings>: @unchecked Sendable {
 
     private init(
         _ key: String, _ kind: SettingSpec.Kind, default text: String?, unit: String, help: String,
-        choices: [String] = [], range: ClosedRange<Double>? = nil, namesTopics: Bool = false,
+        choices: [String] = [], range: ClosedRange<Double>? = nil, namesTopics: Bool = false, writesFile: Bool = false,
         read: @escaping (StageSettings, inout Settings) -> Void
     ) {
         spec = SettingSpec(
-            key, kind, text, help, unit: unit, choices: choices, range: range, namesTopics: namesTopics)
+            key, kind, text, help, unit: unit, choices: choices, range: range, namesTopics: namesTopics,
+            writesFile: writesFile)
         self.read = read
     }
 
@@ -68,11 +69,11 @@ struct SettingEntry<Settings: DeclaredSettings>: @unchecked Sendable {
     /// Text; `required` settings have no default (the file must give them).
     static func string(
         _ key: String, _ path: WritableKeyPath<Settings, String>, required: Bool = false, namesTopic: Bool = false,
-        choices: [String] = [], _ help: String
+        choices: [String] = [], writesFile: Bool = false, _ help: String
     ) -> Self {
         Self(
             key, .string, default: required ? nil : defaults[keyPath: path], unit: "", help: help,
-            choices: choices, namesTopics: namesTopic
+            choices: choices, namesTopics: namesTopic, writesFile: writesFile
         ) { $1[keyPath: path] = $0.string(key) }
     }
 

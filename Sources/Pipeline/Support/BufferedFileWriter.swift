@@ -15,8 +15,20 @@ public struct FileWriteError: Error, CustomStringConvertible {
 
 /// A buffered text file (fopen/fwrite) that checks every write, flush and close: a failure is an
 /// error naming the file, never lost data reported as success.
+///
+/// A regular file is written as `PATH.partial` and renamed onto `PATH` by a successful `close()`: a
+/// run that is killed, or fails writing (a full disk), leaves no file under the name that looks
+/// complete, and an existing `PATH` stays as it was until then. A device, FIFO or socket (`/dev/stdout`)
+/// is written where it is.
 public final class BufferedFileWriter {
+    /// The file the caller named.
     public let path: String
+    /// Where the bytes go until `close()`: the file `path` names (a symlink followed) + `partialSuffix`,
+    /// or `path` itself when it is no regular file.
+    public let writingPath: String
+    /// The file `close()` renames `writingPath` onto: `path` with symlinks followed, so a link stays a link.
+    let finalPath: String
+    public static let partialSuffix = ".partial"
     private let file: UnsafeMutablePointer<FILE>
     private var buffer: [UInt8] = []
     private var closed = false
@@ -24,7 +36,9 @@ public final class BufferedFileWriter {
 
     public init(path: String) throws(FileWriteError) {
         self.path = path
-        guard let f = fopen(path, "wb") else { throw .current("create", path) }
+        finalPath = Self.followed(path)
+        writingPath = Self.writingPath(for: finalPath)
+        guard let f = fopen(writingPath, "wb") else { throw .current("create", writingPath) }
         file = f
         buffer.reserveCapacity(Self.flushBytes)
     }
@@ -32,9 +46,17 @@ public final class BufferedFileWriter {
     /// Continues a text file another process was writing when it was killed: a last line cut off
     /// without its newline is removed, then writing appends. A device, FIFO or a file that does not
     /// exist is opened for appending as it is. `isEmpty` tells whether anything was kept.
-    public init(appendingCompleteLinesOf path: String) throws(FileWriteError) {
-        self.path = path
+    public init(appendingCompleteLinesOf named: String) throws(FileWriteError) {
+        self.path = named
+        let finalPath = Self.followed(named)
+        self.finalPath = finalPath
+        let path = Self.writingPath(for: finalPath)
+        writingPath = path
         var info = stat()
+        // The earlier run finished (its file was renamed): continue that file.
+        if path != finalPath, stat(path, &info) != 0, stat(finalPath, &info) == 0 {
+            guard rename(finalPath, path) == 0 else { throw .current("continue", finalPath) }
+        }
         if stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size > 0 {
             guard let keep = Self.endOfLastCompleteLine(path, size: Int(info.st_size)) else {
                 throw .current("read", path)
@@ -46,6 +68,20 @@ public final class BufferedFileWriter {
         guard let f = fopen(path, "ab") else { throw .current("open", path) }
         file = f
         buffer.reserveCapacity(Self.flushBytes)
+    }
+
+    /// The file a path names once symlinks are followed (the path itself when it does not exist yet).
+    static func followed(_ path: String) -> String {
+        guard let resolved = realpath(path, nil) else { return path }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    /// `path` + `partialSuffix` for a regular file or none yet; `path` for a device, FIFO or socket.
+    static func writingPath(for path: String) -> String {
+        var info = stat()
+        if stat(path, &info) == 0, (info.st_mode & S_IFMT) != S_IFREG { return path }
+        return path + partialSuffix
     }
 
     /// Bytes of the file kept when appending (0 for a new file), and the last line kept (without its
@@ -94,7 +130,7 @@ public final class BufferedFileWriter {
     public func flush() throws(FileWriteError) {
         guard !buffer.isEmpty else { return }
         let n = buffer.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, file) }
-        guard n == buffer.count, fflush(file) == 0 else { throw .current("write", path) }
+        guard n == buffer.count, fflush(file) == 0 else { throw .current("write", writingPath) }
         buffer.removeAll(keepingCapacity: true)
     }
 
@@ -105,7 +141,24 @@ public final class BufferedFileWriter {
             fclose(file)
             throw error
         }
-        guard fclose(file) == 0 else { throw .current("close", path) }
+        guard fclose(file) == 0 else { throw .current("close", writingPath) }
+        guard writingPath == finalPath || rename(writingPath, finalPath) == 0 else {
+            throw .current("rename onto", finalPath)
+        }
+    }
+
+    /// Closes what was written under `writingPath` without renaming it: the stream it holds is known
+    /// to be incomplete, so the file keeps the name that says so. Returns that name.
+    @discardableResult
+    public func abandon() throws(FileWriteError) -> String {
+        guard !closed else { return writingPath }
+        closed = true
+        do { try flush() } catch {
+            fclose(file)
+            throw error
+        }
+        guard fclose(file) == 0 else { throw .current("close", writingPath) }
+        return writingPath
     }
 
     deinit { if !closed { fclose(file) } }

@@ -311,3 +311,26 @@ struct EndpointPolicyTests {
         #expect(configError("insecure: true\n" + text) == nil)
     }
 }
+
+@Test("a run refuses to replace an existing output file, at its line; devices and new names pass")
+func existingOutputsRefused() throws {
+    let existing = FileManager.default.temporaryDirectory.appendingPathComponent("exists-\(getpid()).csv").path
+    try "keep\n".write(toFile: existing, atomically: true, encoding: .utf8)
+    defer { try? FileManager.default.removeItem(atPath: existing) }
+    func config(_ path: String) throws -> PipelineConfig {
+        try parse("stages:\n  a:\n    type: simulator\n  c:\n    type: csv\n    inputs: [a]\n    path: \(path)\n")
+    }
+    #expect(throws: Never.self) { try config("/dev/null").refuseExistingOutputs() }
+    #expect(throws: Never.self) { try config(existing + ".new").refuseExistingOutputs() }
+    #expect(throws: Never.self) { try config(existing).refuseExistingOutputs(only: ["a"]) }
+    let refused = try config(existing)
+    do {
+        try refused.refuseExistingOutputs()
+        Issue.record("an existing output was accepted")
+    } catch {
+        #expect(
+            error.mark.line == 7 && error.message.contains("\(existing) exists")
+                && error.message.contains("--overwrite"))
+    }
+    #expect(try String(contentsOfFile: existing, encoding: .utf8) == "keep\n")
+}

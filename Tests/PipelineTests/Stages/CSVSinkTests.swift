@@ -36,6 +36,24 @@ struct CSVSinkTests {
         }
     }
 
+    @Test("rows go to PATH.partial until the close renames it: a run that dies leaves no complete-looking PATH")
+    func partialUntilClosed() throws {
+        let path = temporaryPath("partial.csv")
+        try "earlier run\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let sink = try stageLogic("csv", "    path: \(path)\n") as! CSVSink
+        try sink.consume(SinkFrames.fused(1))
+        try sink.inputDrained()
+        // Killed here: the earlier file is as it was, the rows so far are under the partial name.
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == "earlier run\n")
+        let partial = path + BufferedFileWriter.partialSuffix
+        #expect(try String(contentsOfFile: partial, encoding: .utf8).hasPrefix("t,qw,qx,qy,qz\n1.000000000,"))
+        try sink.close()
+        #expect(!FileManager.default.fileExists(atPath: partial))
+        #expect(try String(contentsOfFile: path, encoding: .utf8).hasPrefix("t,qw,qx,qy,qz\n1.000000000,"))
+        // A device is written where it is.
+        #expect(try BufferedFileWriter(path: "/dev/null").writingPath == "/dev/null")
+    }
+
     @Test("a resumed sink drops the rows read again up to its last row, and says whether the stream reached back to it")
     func resumed() throws {
         let path = temporaryPath("r.csv")

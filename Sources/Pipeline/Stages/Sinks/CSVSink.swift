@@ -13,9 +13,10 @@ final class CSVSink: StageLogic, SinkLogic, @unchecked Sendable {
 
         static let table = SettingTable<Settings>([
             .string(
-                "path", \.path, "output file: t,qw,qx,qy,qz per imu/data message (BROAD scorer contract); '' = none"),
+                "path", \.path, writesFile: true,
+                "output file: t,qw,qx,qy,qz per imu/data message (BROAD scorer contract); '' = none"),
             .string(
-                "accuracy_path", \.accuracyPath,
+                "accuracy_path", \.accuracyPath, writesFile: true,
                 "optional second file: t,heading_deg,accuracy_deg,flags per heading message"),
         ])
     }
@@ -97,6 +98,14 @@ final class CSVSink: StageLogic, SinkLogic, @unchecked Sendable {
         guard opened else {
             let files = [settings.path, settings.accuracyPath].filter { !$0.isEmpty }
             notes.append("nothing arrived; \(files.joined(separator: " and ")) not written")
+            return
+        }
+        guard inputsComplete else {
+            // The run failed upstream: the rows are kept under the name that says they are partial.
+            let kept = try [quaternions, accuracy].compactMap { try $0?.abandon() }
+            notes.append(
+                "INCOMPLETE: the stream failed upstream; \(rows) rows kept as \(kept.joined(separator: " and "))")
+            losses += 1
             return
         }
         try quaternions?.close()

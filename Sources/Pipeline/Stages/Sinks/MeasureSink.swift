@@ -20,7 +20,8 @@ final class MeasureSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
             .number(
                 "skip_seconds", \.skipSeconds, unit: "s", range: SettingSpec.secondsRange,
                 "leave the first seconds (connection warm-up) out of the latency statistics"),
-            .string("report_path", \.reportPath, "also write the summary as one JSON line to this file"),
+            .string(
+                "report_path", \.reportPath, writesFile: true, "also write the summary as one JSON line to this file"),
         ])
     }
 

@@ -17,7 +17,7 @@ final class ReportSink: StageLogic, SinkLogic, @unchecked Sendable {
         var truth = ""
 
         static let table = SettingTable<Settings>([
-            .string("path", \.path, required: true, "the HTML file to write"),
+            .string("path", \.path, required: true, writesFile: true, "the HTML file to write"),
             .string("title", \.title, "the page's title, e.g. the bag"),
             .string(
                 "truth", \.truth,

@@ -76,7 +76,8 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
                 "motor_field_ut_per_a", \.motorFieldMicroteslaPerAmpere, unit: "uT/A", range: -100...100,
                 "field the simulated motors add to the magnetometer per ampere drawn (body axes)"),
             .string(
-                "truth_path", \.truthPath, "also write the true orientation here: t,qw,qx,qy,qz,movement per sample"),
+                "truth_path", \.truthPath, writesFile: true,
+                "also write the true orientation here: t,qw,qx,qy,qz,movement per sample"),
             .pauseWithoutSubscribers(\.pauseWithoutSubscribers),
         ])
         static let scenarioNames = ["default", "figure_eight", "walking", "rest", "plausible_disturbance"]

@@ -102,7 +102,7 @@ public enum CalibrationFile {
         let data = try encoder.encode(stored)
         // A symlink is followed (its target is replaced, the link stays); a device, FIFO or socket is
         // written in place; only a regular file (or none) is replaced atomically.
-        let target = resolvedPath(path)
+        let target = BufferedFileWriter.followed(path)
         var st = stat()
         if stat(target, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG {
             let w = try BufferedFileWriter(path: target)
@@ -121,12 +121,5 @@ public enum CalibrationFile {
         guard rename(temporary, target) == 0 else {
             throw StageFailure("cannot rename to \(target): \(String(cString: strerror(errno)))")
         }
-    }
-
-    /// The file a path names once symlinks are followed (the path itself when it does not exist yet).
-    static func resolvedPath(_ path: String) -> String {
-        guard let resolved = realpath(path, nil) else { return path }
-        defer { free(resolved) }
-        return String(cString: resolved)
     }
 }
