@@ -16,7 +16,8 @@ enum ProcessingGraph {
     static let mountingOptions = [
         OptionHelp(
             "--imu-rotation", "ROTATION",
-            "the IMU's mounting: a name (yaw_90, roll_180, ...) or ROLL,PITCH,YAW in degrees (URDF convention)"),
+            "the IMU's mounting: a name (yaw_90, roll_180, ...), ROLL,PITCH,YAW in degrees (URDF convention), or tf "
+                + "(from the bag's /tf_static)"),
         OptionHelp(
             "--mag-rotation", "ROTATION",
             "the magnetometer's mounting, as --imu-rotation, or auto: found from motion by the calibration stage"),
@@ -58,6 +59,12 @@ enum ProcessingGraph {
     static func refuseExistingOutputs(_ config: PipelineConfig, _ a: Arguments, command: String) throws {
         guard !a.has("--overwrite") else { return }
         do { try config.refuseExistingOutputs() } catch { throw UsageError(message: error.message, command: command) }
+    }
+
+    /// A rotation given as `tf` reads the bag's /tf_static (the bag source's `tf_topic`).
+    static func staticTransformsOverride(_ a: Arguments, source: String = "bag") -> SettingOverride? {
+        guard a.string("--imu-rotation") == "tf" || a.string("--mag-rotation") == "tf" else { return nil }
+        return SettingOverride(stage: source, setting: "tf_topic", value: "/tf_static", origin: "--mag-rotation tf")
     }
 
     static func stages(

@@ -83,7 +83,7 @@ enum ReplayCommand {
             + ProcessingGraph.stages(
                 after: "bag", calibrate: !a.has("--no-calibration"), a,
                 calibrationFile: try ProcessingGraph.calibrationFile(a, command: help.path))
-        var overrides: [SettingOverride] = []
+        var overrides: [SettingOverride] = ProcessingGraph.staticTransformsOverride(a).map { [$0] } ?? []
         func set(_ stage: String, _ setting: String, _ option: String, _ value: String? = nil) {
             guard let v = value ?? a.string(option) else { return }
             overrides.append(SettingOverride(stage: stage, setting: setting, value: v, origin: "\(option) \(v)"))

@@ -22,6 +22,11 @@ enum ReportCommand {
                 "--truth", "FILE", "reference orientation, BROAD-style t,qw,qx,qy,qz[,movement] (.csv or .csv.gz)"),
             OptionHelp("--salvage", nil, "read past damage in the bag, report it on the page, and accept it (exit 0)"),
             OptionHelp("--overwrite", nil, "replace the page when FILE exists"),
+            OptionHelp(
+                "--compare", "CSV",
+                "a second run to overlay and score beside this one: t,qw,qx,qy,qz (replay --csv with another filter "
+                    + "or pipeline, or another tool's output)"),
+            OptionHelp("--compare-label", "NAME", "the second run's name on the page (default: the file's name)"),
         ],
         details: """
             The report: a summary table (duration, headings, final heading, accuracy, share of time per flag,
@@ -63,11 +68,12 @@ enum ReportCommand {
                     ("title", .string(String(bag.split(separator: "/").last ?? Substring(bag)))),
                 ])
             ))
-        var overrides: [SettingOverride] = []
+        var overrides: [SettingOverride] = ProcessingGraph.staticTransformsOverride(a).map { [$0] } ?? []
         for (option, stage, setting) in [
             ("--filter", "fusion", "filter"), ("--imu-topic", "bag", "imu_topic"), ("--mag-topic", "bag", "mag_topic"),
             ("--current-topic", "bag", "current_topic"), ("--start", "bag", "start"), ("--duration", "bag", "duration"),
-            ("--truth", "report", "truth"),
+            ("--truth", "report", "truth"), ("--compare", "report", "compare"),
+            ("--compare-label", "report", "compare_label"),
         ] {
             if let v = a.string(option) {
                 overrides.append(SettingOverride(stage: stage, setting: setting, value: v, origin: "\(option) \(v)"))

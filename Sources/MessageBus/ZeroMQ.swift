@@ -2,6 +2,7 @@
     import Glibc
 #endif
 import CZeroMQ
+import Foundation
 
 /// A libzmq failure, with the operation and endpoint it concerns.
 public struct BusError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -37,7 +38,32 @@ public final class BusContext: @unchecked Sendable {
         }
     }
 
-    deinit { zmq_ctx_term(handle) }
+    private let termination = NSLock()
+    private var terminated = false
+
+    /// Ends the context once its sockets are closed, after libzmq has delivered what they still queue
+    /// (a closed socket's messages wait in its I/O thread for a slow reader; a process that exits
+    /// first loses them). Waits at most `seconds` (a reader that is gone never takes them); false when
+    /// that was not enough. The context is unusable afterwards.
+    public func finishDelivery(waitingAtMostSeconds seconds: Double) -> Bool {
+        let first = termination.withLock { () -> Bool in
+            defer { terminated = true }
+            return !terminated
+        }
+        guard first else { return true }
+        let done = DispatchSemaphore(value: 0)
+        // The address travels as an integer: the thread only hands it back to libzmq.
+        let address = Int(bitPattern: handle)
+        let thread = Thread {
+            zmq_ctx_term(UnsafeMutableRawPointer(bitPattern: address))
+            done.signal()
+        }
+        thread.name = "bus-term"
+        thread.start()
+        return done.wait(timeout: .now() + seconds) == .success
+    }
+
+    deinit { if !termination.withLock({ terminated }) { zmq_ctx_term(handle) } }
 
     /// libzmq's version, e.g. "4.3.4".
     public static var libraryVersion: String {

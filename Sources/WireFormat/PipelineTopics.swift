@@ -11,6 +11,9 @@ public enum PipelineTopics {
     public static let interferenceStatus = "interference/status"
     /// The current drawn by the motors near the magnetometer (sensor_msgs/BatteryState).
     public static let motorCurrent = "motor/current"
+    /// Static transforms between frames (tf2_msgs/TFMessage), as /tf_static carries them: how the
+    /// sensors are mounted on the robot.
+    public static let tfStatic = "tf_static"
 
     /// A topic as the pipeline spells it: ROS's leading slash, if written, removed.
     public static func named(_ topic: String) -> String { topic.hasPrefix("/") ? String(topic.dropFirst()) : topic }
@@ -23,7 +26,7 @@ public enum PipelineTopics {
     /// Every topic above (string literals: immortal, so handing one out costs no reference counting).
     public static let all = [
         imuRaw, magnetometer, heading, imuFused, fix, direction, calibrationStatus, interferenceStatus,
-        motorCurrent,
+        motorCurrent, tfStatic,
     ]
 }
 
@@ -32,5 +35,6 @@ public enum PipelineMessageTypes {
     public static let all = [
         ImuMessage.typeName, MagneticFieldMessage.typeName, NavSatFixMessage.typeName, HeadingMessage.typeName,
         CalibrationStatusMessage.typeName, InterferenceStatusMessage.typeName, BatteryStateMessage.typeName,
+        TFMessage.typeName,
     ]
 }

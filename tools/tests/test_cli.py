@@ -454,6 +454,35 @@ def test_outputs_are_partial_until_complete_and_never_replaced_unasked(node, tmp
     assert out.read_bytes() == first and not partial.exists()
 
 
+def test_replay_takes_the_mounting_from_the_bags_tf_static(node, tmp_path):
+    """A recording of sensors mounted roll_180 (IMU) and [0, 90, -90] (compass) with their transforms on
+    /tf_static: `replay --imu-rotation tf --mag-rotation tf` gives the straight recording's orientations;
+    a bag without /tf_static is refused before it runs, naming the topic."""
+    import numpy as np
+    from test_default_graph import simulated_bag
+    (tmp_path / 'straight').mkdir()
+    straight = simulated_bag(node, tmp_path / 'straight', duration=20)
+    config = tmp_path / 'tf.yaml'
+    config.write_text(f"""stages:
+  sim: {{type: simulator, scenario: default, duration: 20, realtime: false, hard_iron_ut: [25, -30, 12],
+         imu_rotation: roll_180, mag_rotation: [0, 90, -90], publish_tf: true}}
+  rec: {{type: record, inputs: [sim], path: '{tmp_path}/tf.mcap', topics: [imu/data_raw, imu/mag, tf_static]}}
+""")
+    r = run(node, '--config', config, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = {}
+    for name, bag, extra in [('straight', straight, []),
+                             ('tf', tmp_path / 'tf.mcap', ['--imu-rotation', 'tf', '--mag-rotation', 'tf'])]:
+        out = tmp_path / f'{name}.csv'
+        r = run(node, 'replay', bag, '--csv', out, *extra, timeout=120)
+        assert r.returncode == 0, r.stderr
+        rows[name] = np.loadtxt(out, delimiter=',', skiprows=1)
+    assert "mag_link to base_link is [0, 90, -90] deg (mag_link -> base_link)" in r.stderr, r.stderr
+    assert rows['tf'].shape == rows['straight'].shape and np.abs(rows['tf'] - rows['straight']).max() < 1e-9
+    r = run(node, 'replay', straight, '--csv', tmp_path / 'none.csv', '--mag-rotation', 'tf', timeout=120)
+    assert r.returncode == 1 and 'has no topic /tf_static (tf_topic)' in r.stderr, r.stderr
+
+
 def test_replay_finds_the_magnetometer_mounting(node, tmp_path):
     """A recording whose magnetometer is mounted yaw_90: `replay --mag-rotation auto` names it from the motion
     and says how many readings it held back; with --no-calibration (nothing would find it) it is refused."""

@@ -161,3 +161,35 @@ stages:
     assert r.returncode == 3, r.stderr
     assert 'is the truth from this recording?' in r.stderr
     assert 'is the truth from this recording?' in html.read_text()
+
+
+def test_compare_overlays_a_second_run_and_scores_both(node, simulated_with_truth, tmp_path):
+    """`report --compare CSV` draws the second run's heading and scores it beside this one: its column
+    holds what a report of that filter scores for itself, and the difference between the two runs."""
+    bag, truth = simulated_with_truth
+    other = tmp_path / 'complementary.csv'
+    r = subprocess.run([str(node), 'replay', str(bag), '--filter', 'complementary', '--csv', str(other), '--quiet'],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+
+    def report(name, *extra):
+        page = tmp_path / name
+        r = subprocess.run([str(node), 'report', str(bag), '-o', str(page), '--truth', str(truth), *map(str, extra)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return page.read_text()
+
+    def heading_rmse(html):
+        return re.search(r'heading (\d+\.\d+), inclination', html).group(1)
+
+    html = report('both.html', '--compare', other, '--compare-label', 'complementary filter')
+    itself = report('complementary.html', '--filter', 'complementary')
+    assert 'id="compared-heading"' in html and '>complementary filter<' in html
+    table = html[html.index('<h2>Compared with complementary filter</h2>'):]
+    table = table[:table.index('</table>')]
+    row = re.search(r'heading RMSE against the truth, deg</th><td>([\d.]+)</td><td>([\d.]+)</td>', table)
+    assert row and row.group(1) == heading_rmse(html) and row.group(2) == heading_rmse(itself), (row, table)
+    assert 'heading difference between the two' in table
+    r = subprocess.run([str(node), 'report', str(bag), '-o', str(tmp_path / 'x.html'), '--compare',
+                        str(tmp_path / 'missing.csv')], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and 'missing.csv' in r.stderr

@@ -88,6 +88,25 @@ public struct MountingRotation: Sendable, Hashable, CustomStringConvertible {
         return rollPitchYaw(degrees: r, p, y)
     }
 
+    /// A rotation taken from a robot's transforms (tf), `chain` the frames from the sensor's up to the
+    /// base; described by its [roll, pitch, yaw] in degrees (URDF convention).
+    public init(tf matrix: Matrix3, chain: [String]) {
+        let pitch = asin(max(-1, min(1, -matrix.m20)))
+        var roll = atan2(matrix.m21, matrix.m22), yaw = atan2(matrix.m10, matrix.m00)
+        if abs(matrix.m20) > 1 - 1e-9 {  // pitch +-90: only roll and yaw together are defined; roll 0
+            roll = 0
+            yaw = atan2(-matrix.m01, matrix.m11)
+        }
+        func d(_ x: Double) -> String {
+            let r = (x / radiansPerDegree * 100).rounded() / 100
+            if r == 0 { return "0" }  // also -0
+            return r == r.rounded() ? "\(Int(r))" : "\(r)"
+        }
+        self.init(
+            matrix: matrix,
+            description: "[\(d(roll)), \(d(pitch)), \(d(yaw))] deg (\(chain.joined(separator: " -> ")))")
+    }
+
     /// The opposite turn, body axes to sensor axes.
     public var inverse: MountingRotation {
         isIdentity ? self : MountingRotation(matrix: matrix.transposed, description: "inverse of \(description)")

@@ -59,8 +59,18 @@ public enum PipelineRunner {
                 retransmit: config.retransmitEndpoint(of: s.name).map { ($0, config.retransmit) },
                 inputRetransmitEndpoints: s.inputs.map { config.retransmitEndpoint(of: $0) }),
             context: context, cpus: config.cpus, maximumMessageBytes: config.maximumMessageBytes, log: log)
-        defer { zap?.stop() }
-        return try await runActors([actor])[0]
+        let report: StageReport
+        do { report = try await runActors([actor])[0] } catch {
+            zap?.stop()
+            throw error
+        }
+        zap?.stop()
+        // This process is about to exit: what its closed output still queues for a slow reader (the
+        // end of stream among it) must reach that reader first.
+        if !context.finishDelivery(waitingAtMostSeconds: 10) {
+            log("\(name): its readers did not take everything it sent within 10 s; what was left is lost")
+        }
+        return report
     }
 
     static func runActors(_ actors: [StageActor]) async throws -> [StageReport] {

@@ -72,6 +72,7 @@ public struct SettingSpec: Sendable {
 
     /// The accepted values in words, for errors and the reference ("" when anything of the kind goes).
     public var acceptedValues: String {
+        if kind == .rotation { return choices.isEmpty ? "" : "a rotation, or " + choices.joined(separator: " | ") }
         if !choices.isEmpty { return choices.joined(separator: " | ") }
         guard let range else { return "" }
         return "\(Self.text(range.lowerBound)) to \(Self.text(range.upperBound))"
@@ -81,6 +82,7 @@ public struct SettingSpec: Sendable {
     /// struct); nil when the spec admits only one value.
     var otherValue: String? {
         let current = defaultValue ?? "x"  // a required value is "x" in `StageSettings(defaultsOf:)`
+        if kind == .rotation { return current == "yaw_90" ? "none" : "yaw_90" }
         if let other = choices.first(where: { $0 != current }) { return other }
         func number(avoiding text: String) -> String? {
             let now = Double(text)

@@ -121,6 +121,19 @@ struct SettingEntry<Settings: DeclaredSettings>: @unchecked Sendable {
         }
     }
 
+    /// A sensor's mounting as a rotation, or `tf`: from the static transforms at run time.
+    static func mounting(_ key: String, _ path: WritableKeyPath<Settings, SensorMounting>, _ help: String) -> Self {
+        Self(
+            key, .rotation, default: defaults[keyPath: path].description, unit: "", help: help, choices: ["tf"]
+        ) { s, settings in
+            if s.string(key) == "tf" {
+                settings[keyPath: path] = .fromTF
+            } else if let rotation = MountingRotation.parse(s.string(key)) {
+                settings[keyPath: path] = .given(rotation)
+            }
+        }
+    }
+
     /// Nine numbers, a 3x3 matrix row by row.
     static func matrix(
         _ key: String, _ path: WritableKeyPath<Settings, Matrix3>, range: ClosedRange<Double>, _ help: String

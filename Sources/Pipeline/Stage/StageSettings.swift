@@ -119,7 +119,9 @@ public struct StageSettings: Sendable {
             if items.isEmpty, value.text.contains(",") {
                 items = value.text.filter { $0 != "[" && $0 != "]" && $0 != " " }.split(separator: ",").map(String.init)
             }
-            if items.isEmpty {
+            if items.isEmpty, spec.choices.contains(value.text) {
+                strings[spec.name] = value.text  // a word the setting accepts besides rotations (tf)
+            } else if items.isEmpty {
                 if value.text == "auto" {
                     throw fail(
                         "\(spec.kind.article), found 'auto': a mounting found from motion is the calibration "

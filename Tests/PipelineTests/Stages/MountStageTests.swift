@@ -56,6 +56,11 @@ extension PipelineRunTests {
         }
         #expect(worst(mounted) < 1e-6)
         #expect(worst(unmounted) > 30)  // without the stage the compass points elsewhere
+        // The same mounting told as a robot tells it: static transforms, resolved per frame_id.
+        let fromTF = try await mountedHeadings(
+            simulator: turned + "\n    publish_tf: true", mount: "    imu_rotation: tf\n    mag_rotation: tf",
+            name: "tf")
+        #expect(fromTF.count == straight.count && worst(fromTF) < 1e-6)
     }
 }
 
@@ -79,5 +84,57 @@ struct MountStageSettingsTests {
         }
         #expect(throws: PipelineConfigError.self) { _ = try parse("[0, 90]") }
         #expect(throws: PipelineConfigError.self) { _ = try parse("[0, 90, 400]") }
+        _ = try parse("tf")
+        #expect {
+            _ = try parse("auto")
+        } throws: { "\($0)".contains("detect_rotation: true") }
+    }
+
+    /// A magnetometer message in `frame` with field (1, 2, 3) uT.
+    static func magnetometer(_ frame: String) -> WireFrame {
+        cdrFrame(
+            MagneticFieldMessage(
+                header: RosHeader(stamp: RosTime(seconds: 1), frameId: frame), magneticField: Vector3(1, 2, 3) * 1e-6,
+                magneticFieldCovariance: .zero), topic: PipelineTopics.magnetometer)
+    }
+
+    static func transforms(_ links: [(parent: String, child: String, rpyDegrees: (Double, Double, Double))])
+        -> WireFrame
+    {
+        cdrFrame(
+            TFMessage(
+                transforms: links.map { link in
+                    TFMessage.Transform(
+                        header: RosHeader(stamp: RosTime(seconds: 0), frameId: link.parent), childFrameId: link.child,
+                        translation: Vector3(0.1, 0, 0.3),
+                        rotation: Quaternion(
+                            rotationMatrix: MountingRotation.rollPitchYaw(
+                                degrees: link.rpyDegrees.0, link.rpyDegrees.1, link.rpyDegrees.2
+                            ).matrix))
+                }), topic: PipelineTopics.tfStatic)
+    }
+
+    @Test(
+        "tf: the chain of static transforms from the message's frame up to base_frame; unknown frames held and counted")
+    func rotationFromTransformChain() throws {
+        let stage = try stageLogic("mount", "    mag_rotation: tf\n    base_frame: base_link\n") as! MountStage
+        let out = try processed(
+            [
+                Self.magnetometer("mag_link"),  // before any transform: held back
+                Self.transforms([("base_link", "mast", (0, 0, 90)), ("mast", "mag_link", (180, 0, 0))]),
+                Self.magnetometer("mag_link"), Self.magnetometer("elsewhere"),
+            ], by: stage)
+        let fields = try out.filter { $0.topic == PipelineTopics.magnetometer }.map {
+            try MagneticFieldMessage(cdrBytes: $0.payload)
+        }
+        #expect(fields.count == 1 && fields[0].header.frameId == "base_link")
+        // Roll 180 about the mast's x, then yaw 90 into the base: (1, 2, 3) -> (1, -2, -3) -> (2, 1, -3).
+        #expect((fields[0].magneticField * 1e6 - Vector3(2, 1, -3)).norm < 1e-9, "\(fields[0].magneticField)")
+        #expect(!out.contains { $0.topic == PipelineTopics.tfStatic })  // used here: the messages carry it
+        #expect(stage.losses == 2, "\(stage.notes)")
+        #expect(
+            stage.notes.contains { $0.hasPrefix("tf_static: mag_link to base_link is [180, 0, 90] deg") },
+            "\(stage.notes)")
+        #expect(stage.notes.contains { $0.contains("no transform from elsewhere to base_link arrived; 1 message(s)") })
     }
 }

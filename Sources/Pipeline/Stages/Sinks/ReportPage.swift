@@ -31,8 +31,10 @@ struct ReportPage {
         (FusionFlags.gyroOnly.rawValue, "gyro only", "#a3c"),
     ]
 
-    /// Series colours: the estimate blue, the truth orange, bounds light blue, errors red.
+    /// Series colours: the estimate blue, the truth orange, bounds light blue, errors red, the compared
+    /// run green.
     static let estimateColor = "#1f5fbf", truthColor = "#e07000", boundColor = "#39f", errorColor = "#c00"
+    static let comparedColor = "#2a9d3a"
 
     func escape(_ s: String) -> String {
         s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
@@ -127,6 +129,41 @@ struct ReportPage {
         return "<table>" + rows.map { "<tr><th>\($0.0)</th><td>\($0.1)</td></tr>" }.joined() + "</table>\n"
     }
 
+    /// This run and the compared one side by side: both scored against the truth when there is one,
+    /// and their difference from each other (the compared run taken as the reference).
+    func comparison() -> String {
+        guard let c = sink.compared else { return "" }
+        let label = escape(sink.comparedLabel)
+        func scores(_ e: Scored?) -> [String] {
+            guard let e else { return ["-", "-", "-", "-", "-"] }
+            let sorted = e.headingErrors.sorted()
+            return [
+                format(e.heading, 3), format(e.total, 3), format(e.inclination, 3),
+                format(Self.percentile(sorted, 0.95), 2), "\(format(100 * e.coverage, 1)) %",
+            ]
+        }
+        var rows: [(String, [String])] = []
+        if let r = sink.reference {
+            let mine = scoredOnce
+            let theirs = r.errors(estimateTimes: c.t, estimates: c.q, boundTimes: [], bounds: [])
+            let names = [
+                "heading RMSE against the truth, deg", "total RMSE, deg", "inclination RMSE, deg",
+                "95 % of heading errors below, deg", "truth samples covered",
+            ]
+            for (i, name) in names.enumerated() { rows.append((name, [scores(mine)[i], scores(theirs)[i]])) }
+        }
+        let apart = c.errors(estimateTimes: sink.fusedT, estimates: sink.fused, boundTimes: [], bounds: [])
+        let sorted = apart.headingErrors.sorted()
+        let table =
+            "<table><tr><th></th><th>this run</th><th>\(label)</th></tr>"
+            + rows.map { "<tr><th>\($0.0)</th><td>\($0.1[0])</td><td>\($0.1[1])</td></tr>" }.joined()
+            + "<tr><th>heading difference between the two, RMS / 95 % / max</th><td colspan=\"2\">"
+            + "\(format(apart.heading, 3)) / \(format(Self.percentile(sorted, 0.95), 2)) / "
+            + "\(format(sorted.last ?? .nan, 2)) deg over \(format(100 * apart.coverage, 1)) % of its samples</td></tr>"
+            + "</table>\n"
+        return "<h2>Compared with \(label)</h2>\n" + table
+    }
+
     /// Signed heading error with the reported bound as +-band, and the inclination error: scaled to the
     /// data and the bound, with gaps in the truth left as gaps.
     func errorPlots() -> String {
@@ -162,6 +199,13 @@ struct ReportPage {
         p.line(relative, sink.heading, color: Self.estimateColor, id: "heading", wrap: 180)
         p.legend("estimate", color: Self.estimateColor)
         p.legend("95 % accuracy", color: Self.boundColor)
+        if let c = sink.compared, let t0 = sink.t.first {
+            let offset = t0 - 1_700_000_000
+            p.line(
+                c.t.map { $0 - offset }, c.q.map { $0.headingDegrees ?? .nan }, color: Self.comparedColor,
+                id: "compared-heading", wrap: 180, gap: 0.1, width: 1.2)
+            p.legend(escape(sink.comparedLabel), color: Self.comparedColor)
+        }
         if let r = sink.reference, let t0 = sink.t.first {
             let offset = t0 - 1_700_000_000
             // Drawn last and thinner: the truth stays visible where the estimate lies on it.
@@ -335,7 +379,7 @@ struct ReportPage {
         </head><body>
         <!--STATUS-->
         <h1>\(escape(sink.settings.title))</h1>
-        \(summary())<!--PIPELINE-->\(headingPlot())\(errorPlots())\(flagPlot())\(fieldPlots())
+        \(summary())<!--PIPELINE-->\(comparison())\(headingPlot())\(errorPlots())\(flagPlot())\(fieldPlots())
         <h2>Calibration</h2>
         \(calibrationTables())\(projections())\(biasPlot())
         <p style="font-size:11px;color:#777">fusion-node report; every plot draws at most one minimum and one

@@ -15,6 +15,11 @@ final class ReportSink: StageLogic, SinkLogic, @unchecked Sendable {
         var title = "GyroCompass replay"
         /// A reference orientation (BROAD-style t,qw,qx,qy,qz[,movement] CSV, plain or .gz); "" = none.
         var truth = ""
+        /// A second run to overlay (t,qw,qx,qy,qz CSV: `replay --csv` of another filter or pipeline, or
+        /// another tool's output); "" = none.
+        var compare = ""
+        /// Its name on the page ("" = the file's name).
+        var compareLabel = ""
 
         static let table = SettingTable<Settings>([
             .string("path", \.path, required: true, writesFile: true, "the HTML file to write"),
@@ -22,6 +27,11 @@ final class ReportSink: StageLogic, SinkLogic, @unchecked Sendable {
             .string(
                 "truth", \.truth,
                 "reference orientation to score against, BROAD-style t,qw,qx,qy,qz[,movement] CSV (or .csv.gz)"),
+            .string(
+                "compare", \.compare,
+                "a second run to overlay and score beside this one: t,qw,qx,qy,qz CSV (replay --csv of another filter "
+                    + "or pipeline, or another tool's)"),
+            .string("compare_label", \.compareLabel, "the second run's name on the page ('' = its file name)"),
         ])
     }
 
@@ -69,9 +79,18 @@ final class ReportSink: StageLogic, SinkLogic, @unchecked Sendable {
     /// The fused orientation per IMU sample (seconds from 1700000000, as the reference).
     var fusedT: [Double] = [], fused: [Quaternion] = []
 
+    /// The second run, read at start as the reference is.
+    let compared: TruthComparison?
+    var comparedLabel: String {
+        settings.compareLabel.isEmpty
+            ? String(settings.compare.split(separator: "/").last ?? Substring(settings.compare)) : settings.compareLabel
+    }
+
     init(_ settings: Settings) throws {
         self.settings = settings
         reference = settings.truth.isEmpty ? nil : try TruthComparison(path: settings.truth)
+        compared =
+            settings.compare.isEmpty ? nil : try TruthComparison(path: settings.compare, what: "the run to compare")
     }
 
     var inputHandling: InputHandling { .decoded }
@@ -93,7 +112,7 @@ final class ReportSink: StageLogic, SinkLogic, @unchecked Sendable {
             pair(stamp: m.header.stamp, raw: m.angularVelocity, fused: nil)
         case PipelineTopics.imuFused:
             let m = try decoded(frame, as: ImuMessage.self)
-            if reference != nil {
+            if reference != nil || compared != nil {
                 fusedT.append(Double(m.header.stamp.sec - 1_700_000_000) + Double(m.header.stamp.nanosec) * 1e-9)
                 fused.append(m.orientation)
             }

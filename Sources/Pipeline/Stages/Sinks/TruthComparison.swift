@@ -15,8 +15,9 @@ struct TruthComparison {
         var description: String { message }
     }
 
-    /// A BROAD-style truth file: t,qw,qx,qy,qz[,movement] (header line first), plain or gzip.
-    init(path: String) throws {
+    /// A BROAD-style truth file: t,qw,qx,qy,qz[,movement] (header line first), plain or gzip; `what` names
+    /// it in errors (a truth, or a run to compare with, which has the same columns).
+    init(path: String, what: String = "the truth file") throws {
         let text: String
         if path.hasSuffix(".gz") {
             let p = Process()
@@ -31,7 +32,7 @@ struct TruthComparison {
             text = String(decoding: data, as: UTF8.self)
         } else {
             guard let s = FileManager.default.contents(atPath: path) else {
-                throw ReadError(message: "cannot read the truth file \(path)")
+                throw ReadError(message: "cannot read \(what) \(path)")
             }
             text = String(decoding: s, as: UTF8.self)
         }

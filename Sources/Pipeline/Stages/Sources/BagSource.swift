@@ -15,6 +15,9 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
         var imuTopic = "/imu/data_raw", magTopic = "/imu/mag", fixTopic = ""
         /// Bag topic with the motors' current, read as motor/current ("" = none).
         var currentTopic = ""
+        /// Bag topic with the robot's static transforms (tf2_msgs/TFMessage), passed on first as
+        /// tf_static for a mount stage's tf rotations ("" = none).
+        var tfTopic = ""
         /// Playback speed: 1 = real time, 2 = twice, 0 = as fast as possible.
         var rate = 0.0
         /// Seconds skipped from the start; seconds played (0 = all).
@@ -52,6 +55,10 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
                 "bag topic with the motors' current, passed on as 'motor/current': sensor_msgs/msg/BatteryState, or "
                     + "std_msgs/msg/Float32 or Float64 in amperes drawn, stamped with its log time ('' = none)"),
             .bool("progress", \.progress, "progress bar on stderr when it is a terminal"),
+            .string(
+                "tf_topic", \.tfTopic,
+                "bag topic with static transforms (tf2_msgs/msg/TFMessage, e.g. /tf_static), passed on before the "
+                    + "first sample as 'tf_static' for a mount stage's tf rotations ('' = none)"),
             .pauseWithoutSubscribers(\.pauseWithoutSubscribers),
         ])
     }
@@ -61,6 +68,7 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
         settings: Settings.table,
         outputTopics: [
             PipelineTopics.imuRaw, PipelineTopics.magnetometer, PipelineTopics.fix, PipelineTopics.motorCurrent,
+            PipelineTopics.tfStatic,
         ]
     ) { settings, context in try BagSource(settings, log: context.log) }
 
@@ -92,6 +100,14 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
         resolved.imuTopic = try resolve(settings.imuTopic, "imu_topic")
         resolved.magTopic = try resolve(settings.magTopic, "mag_topic")
         if !settings.fixTopic.isEmpty { resolved.fixTopic = try resolve(settings.fixTopic, "fix_topic") }
+        if !settings.tfTopic.isEmpty {
+            resolved.tfTopic = try resolve(settings.tfTopic, "tf_topic")
+            let type = topics.first { $0.name == resolved.tfTopic }?.type ?? ""
+            guard type == TFMessage.typeName else {
+                throw StageFailure(
+                    "\(settings.path): tf_topic \(resolved.tfTopic) carries \(type), not \(TFMessage.typeName)")
+            }
+        }
         if !settings.currentTopic.isEmpty {
             resolved.currentTopic = try resolve(settings.currentTopic, "current_topic")
             let type = topics.first { $0.name == resolved.currentTopic }?.type ?? ""
@@ -143,7 +159,29 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
         }
     }
 
+    /// The bag's static transforms, whenever they were logged (a recording usually starts with them,
+    /// but `start` may skip past that), as tf_static frames; at most 1,000 messages.
+    func staticTransforms() throws -> [WireFrame] {
+        guard !settings.tfTopic.isEmpty else { return [] }
+        var options = BagReadOptions()
+        options.topics = [settings.tfTopic]
+        options.salvage = settings.salvage
+        var frames: [WireFrame] = []
+        struct Enough: Error {}
+        do {
+            try bag.forEachMessage(options) { m in
+                frames.append(
+                    WireFrame(topic: PipelineTopics.tfStatic, type: m.type, encoding: m.encoding, payload: m.data))
+                if frames.count >= 1000 { throw Enough() }
+            }
+        } catch is Enough {}
+        if !frames.isEmpty { notes.append("\(frames.count) static transform message(s) from \(settings.tfTopic)") }
+        return frames
+    }
+
     func replayAll(emit: ([WireFrame]) throws -> Double) throws {
+        let transforms = try staticTransforms()
+        if !transforms.isEmpty { _ = try emit(transforms) }
         let sensorTopics = [settings.imuTopic, settings.magTopic]
         var options = BagReadOptions()
         options.topics = Set(

@@ -36,6 +36,9 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
         var motorFieldMicroteslaPerAmpere = Vector3.zero
         /// Also write the true orientation, t,qw,qx,qy,qz,movement per sample (BROAD's truth format), here.
         var truthPath = ""
+        /// Describe the mounting as a robot does: static transforms base_link -> imu_link and
+        /// base_link -> mag_link on tf_static first, the magnetometer's readings in mag_link.
+        var publishTF = false
         var pauseWithoutSubscribers = true
 
         enum Stamp: String, CaseIterable {
@@ -78,6 +81,10 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
             .string(
                 "truth_path", \.truthPath, writesFile: true,
                 "also write the true orientation here: t,qw,qx,qy,qz,movement per sample"),
+            .bool(
+                "publish_tf", \.publishTF,
+                "publish the mounting as static transforms on tf_static (base_link to imu_link and mag_link) "
+                    + "before the first sample, the magnetometer's readings then in mag_link"),
             .pauseWithoutSubscribers(\.pauseWithoutSubscribers),
         ])
         static let scenarioNames = ["default", "figure_eight", "walking", "rest", "plausible_disturbance"]
@@ -87,8 +94,24 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
         name: "simulator", role: .source,
         summary: "the seeded IMU and magnetometer simulator (a product feature and the test bed)",
         settings: Settings.table,
-        outputTopics: [PipelineTopics.imuRaw, PipelineTopics.magnetometer, PipelineTopics.motorCurrent]
+        outputTopics: [
+            PipelineTopics.imuRaw, PipelineTopics.magnetometer, PipelineTopics.motorCurrent, PipelineTopics.tfStatic,
+        ]
     ) { settings, _ in SimulatorSource(settings) }
+
+    /// The mounting as a robot's static transforms: base_link to imu_link and to mag_link, each the
+    /// rotation taking the sensor's axes into the body's.
+    func staticTransforms(at stamp: RosTime) -> WireFrame {
+        func transform(_ child: String, _ r: MountingRotation) -> TFMessage.Transform {
+            TFMessage.Transform(
+                header: RosHeader(stamp: stamp, frameId: "base_link"), childFrameId: child, translation: .zero,
+                rotation: Quaternion(rotationMatrix: r.matrix))
+        }
+        return cdrFrame(
+            TFMessage(transforms: [
+                transform("imu_link", settings.imuRotation), transform("mag_link", settings.magnetometerRotation),
+            ]), topic: PipelineTopics.tfStatic)
+    }
 
     let settings: Settings
     init(_ settings: Settings) { self.settings = settings }
@@ -148,6 +171,7 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
         // The ground truth, as BROAD's truth files hold it (t from the first sample, movement always 1).
         let truth = settings.truthPath.isEmpty ? nil : try BufferedFileWriter(path: settings.truthPath)
         try truth?.write("t,qw,qx,qy,qz,movement\n")
+        if settings.publishTF { batch.append(staticTransforms(at: RosTime(seconds: sim.scenario.startTime))) }
         while k < total, let x = sim.next() {
             if let truth {
                 let q = x.trueOrientation
@@ -166,7 +190,7 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
                 RosHeader(stamp: stamp, frameId: "imu_link"), angularVelocity: toIMU * x.imu.angularVelocity,
                 specificForce: toIMU * x.imu.specificForce,
                 fieldTesla: toMagnetometer * x.magnetometer.fieldMicrotesla * 1e-6,
-                to: &batch)
+                magnetometerFrame: settings.publishTF ? "mag_link" : nil, to: &batch)
             k += 1
             if settings.realtime {
                 pausedSeconds += try emit(batch)
@@ -187,13 +211,15 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
 /// imu/data_raw and sensor_msgs/MagneticField on imu/mag, with the same header.
 func appendRawSample(
     _ header: RosHeader, angularVelocity: Vector3, specificForce: Vector3, fieldTesla: Vector3,
-    to frames: inout [WireFrame]
+    magnetometerFrame: String? = nil, to frames: inout [WireFrame]
 ) {
     let imu = ImuMessage(
         header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0), orientationCovariance: .notProvided,
         angularVelocity: angularVelocity, angularVelocityCovariance: .zero, linearAcceleration: specificForce,
         linearAccelerationCovariance: .zero)
-    let mag = MagneticFieldMessage(header: header, magneticField: fieldTesla, magneticFieldCovariance: .zero)
+    var magHeader = header
+    if let magnetometerFrame { magHeader.frameId = magnetometerFrame }
+    let mag = MagneticFieldMessage(header: magHeader, magneticField: fieldTesla, magneticFieldCovariance: .zero)
     frames.append(cdrFrame(imu, topic: PipelineTopics.imuRaw))
     frames.append(cdrFrame(mag, topic: PipelineTopics.magnetometer))
 }

@@ -2,16 +2,41 @@ import CompassCore
 import MessageBus
 import WireFormat
 
+/// How a sensor's mounting is known: given (a name or angles), or from the static transforms.
+enum SensorMounting: Equatable, CustomStringConvertible {
+    case given(MountingRotation)
+    case fromTF
+
+    var description: String {
+        switch self {
+        case .given(let r): return r.description
+        case .fromTF: return "tf"
+        }
+    }
+    /// The rotation when given; identity otherwise.
+    var rotation: MountingRotation {
+        if case .given(let r) = self { return r }
+        return .none
+    }
+    var isFromTF: Bool { self == .fromTF }
+}
+
 /// Brings the IMU and the magnetometer from their own axes into the body frame (REP-103: x forward,
 /// y left, z up) by their mounting rotations, so everything downstream (calibration, fusion, sinks)
 /// works in body axes and the heading is the body's x axis. Vectors turn as R v, covariances as
 /// R C R^T, a reported orientation as q R^-1; a rotated message's frame_id becomes `base_frame`.
+/// A rotation given as `tf` comes from the static transforms on `tf_static` (a bag's /tf_static, the
+/// simulator's `publish_tf`): the chain from the message's frame_id up to `base_frame`.
 final class MountStage: StageLogic, TransformLogic, @unchecked Sendable {
     struct Settings: DeclaredSettings {
         /// The IMU's axes to the body's.
-        var imuRotation = MountingRotation.none
+        var imuMounting = SensorMounting.given(.none)
         /// The magnetometer's axes to the body's.
-        var magnetometerRotation = MountingRotation.none
+        var magnetometerMounting = SensorMounting.given(.none)
+        var imuRotation: MountingRotation { imuMounting.rotation }
+        var magnetometerRotation: MountingRotation { magnetometerMounting.rotation }
+        var imuFromTF: Bool { imuMounting.isFromTF }
+        var magnetometerFromTF: Bool { magnetometerMounting.isFromTF }
         /// frame_id of the rotated messages.
         var baseFrame = "base_link"
         /// Turn the other way, body axes into the sensors' (R^T): makes a recording of sensors mounted
@@ -19,13 +44,14 @@ final class MountStage: StageLogic, TransformLogic, @unchecked Sendable {
         var invert = false
 
         static let table = SettingTable<Settings>([
-            .rotation(
-                "imu_rotation", \.imuRotation,
+            .mounting(
+                "imu_rotation", \.imuMounting,
                 "the IMU's mounting: an ArduPilot rotation name (yaw_90: x points right) or [roll, pitch, yaw] in "
-                    + "degrees as URDF writes it (counter-clockwise about x, y, z: [0, 0, -90] is yaw_90)"),
-            .rotation(
-                "mag_rotation", \.magnetometerRotation,
-                "the magnetometer's mounting, named or [roll, pitch, yaw] in degrees as imu_rotation"),
+                    + "degrees as URDF writes it (counter-clockwise about x, y, z: [0, 0, -90] is yaw_90), or tf: "
+                    + "from the static transforms (/tf_static) between the message's frame_id and base_frame"),
+            .mounting(
+                "mag_rotation", \.magnetometerMounting,
+                "the magnetometer's mounting, named, [roll, pitch, yaw] in degrees or tf, as imu_rotation"),
             .string("base_frame", \.baseFrame, "frame_id of the messages turned into the body frame"),
             .bool(
                 "invert", \.invert,
@@ -41,12 +67,19 @@ final class MountStage: StageLogic, TransformLogic, @unchecked Sendable {
 
     let settings: Settings
     var rotated = (imu: 0, magnetometer: 0)
+    /// Static transforms seen on tf_static: each child frame's parent and the rotation taking vectors
+    /// from the child's axes into the parent's.
+    var parents: [String: (parent: String, rotation: Matrix3)] = [:]
+    /// Rotations resolved from tf_static per sensor frame, and how (for the summary).
+    var resolved: [String: MountingRotation] = [:]
+    /// Messages held back because no transform named their frame yet, per frame.
+    var unresolved: [String: Int] = [:]
 
     init(_ settings: Settings) {
         var s = settings
         if s.invert {
-            s.imuRotation = s.imuRotation.inverse
-            s.magnetometerRotation = s.magnetometerRotation.inverse
+            if case .given(let r) = s.imuMounting { s.imuMounting = .given(r.inverse) }
+            if case .given(let r) = s.magnetometerMounting { s.magnetometerMounting = .given(r.inverse) }
         }
         self.settings = s
     }
@@ -65,11 +98,53 @@ final class MountStage: StageLogic, TransformLogic, @unchecked Sendable {
         return out
     }
 
+    /// The rotation from `frame`'s axes to `base_frame`'s along the static transforms, or nil while
+    /// they do not reach it. A frame that is already the base needs none.
+    func rotationFromTF(_ frame: String) -> MountingRotation? {
+        if let known = resolved[frame] { return known }
+        var matrix = Matrix3.identity, at = frame, chain = [frame]
+        while at != settings.baseFrame {
+            guard let up = parents[at], chain.count <= 64, !chain.contains(up.parent) else { return nil }
+            matrix = up.rotation * matrix
+            at = up.parent
+            chain.append(at)
+        }
+        let found = MountingRotation(tf: matrix, chain: chain)
+        let rotation = settings.invert ? found.inverse : found
+        resolved[frame] = rotation
+        return rotation
+    }
+
+    /// The static transforms of one tf_static message; a transform that cannot be read is counted.
+    func noteTransforms(_ frame: borrowing WireFrame) {
+        guard let m = try? frame.payload.withUnsafeBytes({ try TFMessage(cdr: $0) }) else {
+            losses += 1
+            notes.append("tf_static: a message that is not tf2_msgs/msg/TFMessage was passed over")
+            return
+        }
+        for t in m.transforms where t.rotation.isFinite && t.rotation.norm > 0.5 {
+            parents[t.childFrameId] = (t.header.frameId, t.rotation.normalized.rotationMatrix)
+        }
+    }
+
+    /// The rotation for a sensor's message: given, or from tf_static (nil while unknown).
+    func rotation(_ mounting: SensorMounting, frameId: String) -> MountingRotation? {
+        guard mounting.isFromTF else { return mounting.rotation }
+        guard let r = rotationFromTF(frameId) else {
+            unresolved[frameId, default: 0] += 1
+            return nil
+        }
+        return r
+    }
+
     func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
         switch frame.topic {
-        case PipelineTopics.imuRaw where !settings.imuRotation.isIdentity:
+        case PipelineTopics.tfStatic:
+            // Used here, not passed on: what the transforms say is in the turned messages.
+            noteTransforms(frame)
+        case PipelineTopics.imuRaw where !settings.imuRotation.isIdentity || settings.imuFromTF:
             var m = try decoded(frame, as: ImuMessage.self)
-            let r = settings.imuRotation
+            guard let r = rotation(settings.imuMounting, frameId: m.header.frameId) else { return }
             m.angularVelocity = r.apply(m.angularVelocity)
             m.linearAcceleration = r.apply(m.linearAcceleration)
             m.angularVelocityCovariance = Self.turned(m.angularVelocityCovariance, by: r)
@@ -82,9 +157,9 @@ final class MountStage: StageLogic, TransformLogic, @unchecked Sendable {
             m.header.frameId = settings.baseFrame
             rotated.imu += 1
             output.append(cdrFrame(m, topic: frame.topic))
-        case PipelineTopics.magnetometer where !settings.magnetometerRotation.isIdentity:
+        case PipelineTopics.magnetometer where !settings.magnetometerRotation.isIdentity || settings.magnetometerFromTF:
             var m = try decoded(frame, as: MagneticFieldMessage.self)
-            let r = settings.magnetometerRotation
+            guard let r = rotation(settings.magnetometerMounting, frameId: m.header.frameId) else { return }
             m.magneticField = r.apply(m.magneticField)
             m.magneticFieldCovariance = Self.turned(m.magneticFieldCovariance, by: r)
             m.header.frameId = settings.baseFrame
@@ -96,9 +171,25 @@ final class MountStage: StageLogic, TransformLogic, @unchecked Sendable {
     }
 
     func finish() throws -> [WireFrame] {
+        func how(_ fromTF: Bool, _ given: MountingRotation) -> String {
+            fromTF ? "tf_static" : given.description
+        }
         notes.append(
-            "turned into \(settings.baseFrame): \(rotated.imu) IMU sample(s) by \(settings.imuRotation), "
-                + "\(rotated.magnetometer) magnetometer sample(s) by \(settings.magnetometerRotation)")
+            "turned into \(settings.baseFrame): \(rotated.imu) IMU sample(s) by "
+                + "\(how(settings.imuFromTF, settings.imuRotation)), \(rotated.magnetometer) magnetometer sample(s) by "
+                + how(settings.magnetometerFromTF, settings.magnetometerRotation))
+        for (frame, rotation) in resolved.sorted(by: { $0.key < $1.key }) {
+            notes.append("tf_static: \(frame) to \(settings.baseFrame) is \(rotation)")
+        }
+        // Messages whose mounting never became known were not passed on: the output lacks them.
+        for (frame, count) in unresolved.sorted(by: { $0.key < $1.key }) {
+            notes.append(
+                "tf_static: no transform from \(frame) to \(settings.baseFrame) "
+                    + (resolved[frame] == nil ? "arrived" : "had arrived yet")
+                    + "; \(count) message(s) in \(frame) held back (known frames: "
+                    + "\(parents.keys.sorted().joined(separator: ", ")))")
+            losses += count
+        }
         return []
     }
 }
