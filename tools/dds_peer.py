@@ -116,6 +116,42 @@ class Heading(IdlStruct, typename='gyrocompass_msgs::msg::dds_::Heading_'):
     flags: uint16
 
 
+@dataclass
+class Transform(IdlStruct, typename='geometry_msgs::msg::dds_::Transform_'):
+    translation: Vector3
+    rotation: Quaternion
+
+
+@dataclass
+class TransformStamped(IdlStruct, typename='geometry_msgs::msg::dds_::TransformStamped_'):
+    header: Header
+    child_frame_id: str
+    transform: Transform
+
+
+@dataclass
+class TFMessage(IdlStruct, typename='tf2_msgs::msg::dds_::TFMessage_'):
+    transforms: sequence[TransformStamped]
+
+
+# A static transform broadcaster's QoS (tf2_ros): reliable, transient local, the last message kept.
+STATIC_TF = Qos(Policy.Reliability.Reliable(duration(seconds=2)), Policy.Durability.TransientLocal,
+                Policy.History.KeepLast(1))
+
+
+def static_transforms(participant, links, namespace=''):
+    """Publishes /tf_static as a static broadcaster does, once, latched: links are (parent, child,
+    (x, y, z, w)). Returns the writer (keep it alive while readers should still get the message)."""
+    topic = Topic(participant, f'rt{namespace}/tf_static', TFMessage)
+    writer = DataWriter(participant, topic, qos=STATIC_TF)
+    writer.write(TFMessage(transforms=[
+        TransformStamped(header=Header(stamp=Time(sec=0, nanosec=0), frame_id=parent), child_frame_id=child,
+                         transform=Transform(translation=Vector3(0.0, 0.0, 0.0),
+                                             rotation=Quaternion(x=q[0], y=q[1], z=q[2], w=q[3])))
+        for parent, child, q in links]))
+    return writer
+
+
 DDS_TYPES = {'sensor_msgs/msg/Imu': Imu, 'sensor_msgs/msg/MagneticField': MagneticField,
              'gyrocompass_msgs/msg/Heading': Heading}
 

@@ -372,3 +372,52 @@ stages:
     keys = {kv.key: kv.value for kv in heading.values}
     assert heading.level == 0 and float(keys['95 % accuracy (deg)']) < 10, (heading.message, keys)
     assert heading.hardware_id == 'imu_link'
+
+
+def test_the_mounting_comes_from_a_live_tf_static(node, recording, tmp_path, python_participant):
+    """A static broadcaster says, before fusion-node joins (transient local), that the IMU board is mounted
+    yaw_90 on base_link. The ros2 source reads /tf_static, the mount stage turns the sensors by it, and the
+    headings are those of the recording replayed straight (the board's readings were turned as if mounted
+    so with tools/rotate_bag.sh)."""
+    import math
+    domain = next(DOMAINS)
+    turned = tmp_path / 'turned.mcap'
+    r = subprocess.run(['bash', str(ROOT / 'tools' / 'rotate_bag.sh'), str(recording), str(turned),
+                        '--imu', 'yaw_90', '--mag', 'yaw_90'], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, 'FUSION_NODE': str(node)})
+    assert r.returncode == 0, r.stderr
+    store = dds_peer.typestore()
+    reference = [store.deserialize_cdr(b, 'gyrocompass_msgs/msg/Heading').magnetic_heading
+                 for b in replay_reference(node, recording, tmp_path)['/heading']]
+    participant = python_participant(domain)
+    # yaw_90 is the board's x axis pointing right: -90 degrees about z, as URDF writes it.
+    latched = dds_peer.static_transforms(participant, [('base_link', 'imu_link',
+                                                        (0.0, 0.0, -math.sin(math.pi / 4), math.cos(math.pi / 4)))])
+    config = tmp_path / 'tf.yaml'
+    config.write_text(f"""name: ros2-tf
+stages:
+  dds: {{type: ros2_source, domain_id: {domain}, qos: 'reliable, keep_all', tf_topic: /tf_static,
+         end_after_idle: 3}}
+  mount: {{type: mount, inputs: [dds], imu_rotation: tf, mag_rotation: tf}}
+  fusion: {{type: fusion, inputs: [mount]}}
+  out: {{type: ros2_sink, inputs: [fusion], domain_id: {domain}, qos: 'reliable, keep_all'}}
+""")
+    fusion = subprocess.Popen([str(node), '--config', str(config)], stderr=subprocess.PIPE, text=True)
+    receiver = dds_peer.Receiver(participant, store)
+    publisher = dds_peer.Publisher(participant)
+    assert publisher.wait_for_readers(), 'fusion-node never subscribed'
+    deadline = time.time() + 20
+    while not receiver.matched() and time.time() < deadline:
+        time.sleep(0.01)
+    time.sleep(1.0)
+    publisher.publish(dds_peer.read_sensor_messages(turned, store), rate_hz=1000)
+    got = receiver.collect({'/imu/data': len(reference), '/heading': len(reference)}, timeout=60)
+    _, err = fusion.communicate(timeout=60)
+    del latched
+    assert fusion.returncode == 0, err
+    assert 'imu_link to base_link is [0, 0, -90] deg (imu_link -> base_link)' in err, err
+    headings = [store.deserialize_cdr(bytes(b), 'gyrocompass_msgs/msg/Heading').magnetic_heading
+                for b in got['/heading']]
+    assert len(headings) == len(reference), f'{len(headings)} of {len(reference)}\n{err}'
+    worst = max(abs((a - b + 180) % 360 - 180) for a, b in zip(headings, reference))
+    assert worst < 1e-6, worst

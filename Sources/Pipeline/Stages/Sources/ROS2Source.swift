@@ -22,6 +22,9 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
         var useMagnetometer = true
         /// QoS of every reader, and of each ("" = `qos`), written the ROS 2 way (`ROS2QoS.syntax`).
         var qos = "sensor_data", imuQoSText = "", magQoSText = "", fixQoSText = ""
+        /// ROS topic with the robot's static transforms, read as tf_static ("" = none); its QoS is
+        /// a static broadcaster's (reliable, transient local: the transforms sent before we joined).
+        var tfTopic = "", tfQoSText = "default, transient_local"
         /// How long a sample may wait for one of another topic stamped before it, milliseconds.
         var orderWindowMilliseconds = 2.0
         /// Seconds to run (0 = until stopped); seconds without data, once data came, that end the
@@ -40,6 +43,11 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
             .string("imu_qos", \.imuQoSText, "QoS of the imu reader ('' = qos)"),
             .string("mag_qos", \.magQoSText, "QoS of the mag reader ('' = qos)"),
             .string("fix_qos", \.fixQoSText, "QoS of the fix reader ('' = qos)"),
+            .string(
+                "tf_topic", \.tfTopic,
+                "ROS topic with static transforms (tf2_msgs/msg/TFMessage, e.g. /tf_static), passed on as 'tf_static' "
+                    + "for a mount stage's tf rotations ('' = none)"),
+            .string("tf_qos", \.tfQoSText, "QoS of the tf reader (a static broadcaster's: latched)"),
             .number(
                 "order_window_ms", \.orderWindowMilliseconds, unit: "ms", range: 0...1000,
                 "how long a sample waits for one of another topic stamped before it (0 = arrival order)"),
@@ -57,6 +65,7 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
         var imuQoS: ROS2QoS { Self.profile(imuQoSText.isEmpty ? qos : imuQoSText) }
         var magQoS: ROS2QoS { Self.profile(magQoSText.isEmpty ? qos : magQoSText) }
         var fixQoS: ROS2QoS { Self.profile(fixQoSText.isEmpty ? qos : fixQoSText) }
+        var tfQoS: ROS2QoS { Self.profile(tfQoSText) }
         var orderWindowSeconds: Double { orderWindowMilliseconds / 1000 }
 
         /// A profile checked when the file loaded (`ROS2Settings.check`).
@@ -67,16 +76,18 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
         name: "ros2_source", role: .source,
         summary: "live ROS 2 topics over DDS (imu/data_raw, imu/mag, fix), taken as serialized CDR",
         settings: Settings.table,
-        outputTopics: [PipelineTopics.imuRaw, PipelineTopics.magnetometer, PipelineTopics.fix],
+        outputTopics: [
+            PipelineTopics.imuRaw, PipelineTopics.magnetometer, PipelineTopics.fix, PipelineTopics.tfStatic,
+        ],
         check: { settings, _ in
             ROS2Settings.check(
                 qos: [
                     "qos": settings.qos, "imu_qos": settings.imuQoSText, "mag_qos": settings.magQoSText,
-                    "fix_qos": settings.fixQoSText,
+                    "fix_qos": settings.fixQoSText, "tf_qos": settings.tfQoSText,
                 ],
                 topics: [
                     "imu_topic": settings.imuTopic, "mag_topic": settings.magnetometerTopic,
-                    "fix_topic": settings.fixTopic,
+                    "fix_topic": settings.fixTopic, "tf_topic": settings.tfTopic,
                 ], namespace: settings.namespace)
         }
     ) { settings, context in try ROS2Source(settings, stage: context.stage, log: context.log) }
@@ -88,8 +99,8 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
         let reader: SerializedReader
         let pipelineTopic: String
         let check: ([UInt8]) -> CDRError?
-        /// Sensor streams are merged in writing order; fixes (1 Hz or so) go as they come.
-        var ordered: Bool { pipelineTopic != PipelineTopics.fix }
+        /// Sensor streams are merged in writing order; fixes (1 Hz or so) and transforms go as they come.
+        var ordered: Bool { pipelineTopic != PipelineTopics.fix && pipelineTopic != PipelineTopics.tfStatic }
         /// The newest header stamp taken, nanoseconds.
         var newestStamp: Int64 = .min
         var taken = 0, malformed = 0
@@ -133,6 +144,9 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
             }
             if !settings.fixTopic.isEmpty {
                 inputs.append(try input(settings.fixTopic, NavSatFixMessage.self, settings.fixQoS, PipelineTopics.fix))
+            }
+            if !settings.tfTopic.isEmpty {
+                inputs.append(try input(settings.tfTopic, TFMessage.self, settings.tfQoS, PipelineTopics.tfStatic))
             }
             self.inputs = inputs
             waitSet = try ReaderWaitSet(participant, readers: inputs.map(\.reader))
@@ -189,8 +203,10 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
                             }
                             continue
                         }
-                        // A payload that decoded has a header stamp.
-                        let stamp = sample.bytes.withUnsafeBytes { CDRHeaderStamp.read($0) }?.nanoseconds ?? .min
+                        // A payload that decoded has a header stamp; transforms (no header) go first.
+                        let stamp =
+                            inputs[i].pipelineTopic == PipelineTopics.tfStatic
+                            ? .min : sample.bytes.withUnsafeBytes { CDRHeaderStamp.read($0) }?.nanoseconds ?? .min
                         inputs[i].newestStamp = max(inputs[i].newestStamp, stamp)
                         let type = inputs[i].reader.topic.type
                         pending.append(
@@ -221,7 +237,9 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
         let expired = Clocks.monotonicSeconds() - settings.orderWindowSeconds
         var count = 0
         for p in pending {
-            guard all || p.stamp <= watermark || p.arrivalSeconds <= expired || p.frame.topic == PipelineTopics.fix
+            guard
+                all || p.stamp <= watermark || p.arrivalSeconds <= expired || p.frame.topic == PipelineTopics.fix
+                    || p.frame.topic == PipelineTopics.tfStatic
             else { break }
             count += 1
         }

@@ -154,7 +154,8 @@ final class MountStage: StageLogic, TransformLogic, @unchecked Sendable {
                 m.orientation = (m.orientation * Quaternion(rotationMatrix: r.matrix).conjugate).normalized
                 m.orientationCovariance = Self.turned(m.orientationCovariance, by: r)
             }
-            m.header.frameId = settings.baseFrame
+            // Turned into the body: its frame is the base's (inverted, test data stays in the sensor's frame).
+            if !settings.invert { m.header.frameId = settings.baseFrame }
             rotated.imu += 1
             output.append(cdrFrame(m, topic: frame.topic))
         case PipelineTopics.magnetometer where !settings.magnetometerRotation.isIdentity || settings.magnetometerFromTF:
@@ -162,7 +163,7 @@ final class MountStage: StageLogic, TransformLogic, @unchecked Sendable {
             guard let r = rotation(settings.magnetometerMounting, frameId: m.header.frameId) else { return }
             m.magneticField = r.apply(m.magneticField)
             m.magneticFieldCovariance = Self.turned(m.magneticFieldCovariance, by: r)
-            m.header.frameId = settings.baseFrame
+            if !settings.invert { m.header.frameId = settings.baseFrame }
             rotated.magnetometer += 1
             output.append(cdrFrame(m, topic: frame.topic))
         default:
