@@ -249,6 +249,13 @@ class Receiver:
     def matched(self):
         return all(r.get_subscription_matched_status().current_count > 0 for r, _ in self.readers.values())
 
+    def wait_for_writers(self, timeout=20.0):
+        """True once every reader has matched a writer (fusion-node's), within `timeout` seconds."""
+        end = time.time() + timeout
+        while not self.matched() and time.time() < end:
+            time.sleep(0.01)
+        return self.matched()
+
     def poll(self):
         for topic, (reader, msgtype) in self.readers.items():
             for sample in reader.take(N=1000):

@@ -125,10 +125,7 @@ def test_cyclonedds_python_peer_fuses_like_replay(node, recording, tmp_path, pyt
     receiver = dds_peer.Receiver(participant, store)
     publisher = dds_peer.Publisher(participant)
     assert publisher.wait_for_readers(), 'fusion-node never subscribed to imu/data_raw and imu/mag'
-    deadline = time.time() + 20
-    while not receiver.matched() and time.time() < deadline:
-        time.sleep(0.01)
-    assert receiver.matched(), 'fusion-node never published imu/data and heading'
+    assert receiver.wait_for_writers(), 'fusion-node never published imu/data and heading'
     time.sleep(1.0)  # this side matched; give the other side's discovery the same chance
     publisher.publish(messages, rate_hz=1000)
     counts = {t: len(v) for t, v in reference.items()}
@@ -253,10 +250,7 @@ def test_sigint_leaves_the_domain_at_once(node, tmp_path, python_participant):
     fusion = start_fusion(node, tmp_path, domain)
     participant = python_participant(domain)
     receiver = dds_peer.Receiver(participant, dds_peer.typestore())
-    deadline = time.time() + 20
-    while not receiver.matched() and time.time() < deadline:
-        time.sleep(0.01)
-    assert receiver.matched()
+    assert receiver.wait_for_writers()
     fusion.send_signal(signal.SIGINT)
     stopped = time.time()
     _, err = fusion.communicate(timeout=10)
@@ -406,9 +400,7 @@ stages:
     receiver = dds_peer.Receiver(participant, store)
     publisher = dds_peer.Publisher(participant)
     assert publisher.wait_for_readers(), 'fusion-node never subscribed'
-    deadline = time.time() + 20
-    while not receiver.matched() and time.time() < deadline:
-        time.sleep(0.01)
+    assert receiver.wait_for_writers(), 'fusion-node never published imu/data and heading'
     time.sleep(1.0)
     publisher.publish(dds_peer.read_sensor_messages(turned, store), rate_hz=1000)
     got = receiver.collect({'/imu/data': len(reference), '/heading': len(reference)}, timeout=60)

@@ -141,9 +141,7 @@ public struct OnlineCalibrator: Sendable {
     public mutating func add(_ raw: Vector3, time: Double) -> CalibrationFit? {
         guard raw.isFinite else { return nil }
         latestTime = time
-        meanSum += raw
-        meanCount += 1
-        insert(raw, time: time, centre: centreEstimate ?? calibration?.hardIronOffsetMicrotesla ?? meanSum / meanCount)
+        bin(raw, time: time)
         trackDegradation(raw, time: time)
         if state == .uncalibrated { state = .collecting }
         if wantsGyroFit {
@@ -298,10 +296,15 @@ public struct OnlineCalibrator: Sendable {
     /// nor fitted at once. Readings held back until a magnetometer's mounting was known come this way.
     public mutating func addEarlier(_ raw: Vector3, time: Double) {
         guard raw.isFinite else { return }
+        bin(raw, time: time)
+        if state == .uncalibrated { state = .collecting }
+    }
+
+    /// Counts a reading into the mean and bins it by direction about the best centre known.
+    mutating func bin(_ raw: Vector3, time: Double) {
         meanSum += raw
         meanCount += 1
         insert(raw, time: time, centre: centreEstimate ?? calibration?.hardIronOffsetMicrotesla ?? meanSum / meanCount)
-        if state == .uncalibrated { state = .collecting }
     }
 
     /// The readings from now on are corrected differently (the motors' field is removed from them now):

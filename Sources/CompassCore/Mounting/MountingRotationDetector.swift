@@ -191,7 +191,10 @@ public struct MountingRotationDetector: Sendable {
         var t = [Double](repeating: 0, count: 27)
         var readingSum = Vector3.zero
         var squaredSum = 0.0
-        var largestTurnDegrees = 0.0
+        /// The smallest trace of R_i: the largest turn from the first orientation (angle = acos((tr - 1) / 2)),
+        /// kept as the trace so a reading costs no arc cosine.
+        var smallestTrace = 3.0
+        var largestTurnDegrees: Double { acos(min(1, max(-1, (smallestTrace - 1) / 2))) / radiansPerDegree }
 
         mutating func add(_ u: Vector3) {
             count += 1
@@ -208,8 +211,7 @@ public struct MountingRotationDetector: Sendable {
             }
             readingSum = readingSum + u
             squaredSum += u.dot(u)
-            let cosine = min(1, max(-1, (r.m00 + r.m11 + r.m22 - 1) / 2))
-            largestTurnDegrees = max(largestTurnDegrees, acos(cosine) / radiansPerDegree)
+            smallestTrace = min(smallestTrace, r.m00 + r.m11 + r.m22)
         }
 
         /// n I - Q^T Q / n: singular when the body did not turn.

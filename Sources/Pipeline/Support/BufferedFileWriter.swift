@@ -134,30 +134,28 @@ public final class BufferedFileWriter {
         buffer.removeAll(keepingCapacity: true)
     }
 
-    public func close() throws(FileWriteError) {
-        guard !closed else { return }
+    /// Writes what is buffered and closes the file under `writingPath`; false when it was closed before.
+    private func closeFile() throws(FileWriteError) -> Bool {
+        guard !closed else { return false }
         closed = true
         do { try flush() } catch {
             fclose(file)
             throw error
         }
         guard fclose(file) == 0 else { throw .current("close", writingPath) }
-        guard writingPath == finalPath || rename(writingPath, finalPath) == 0 else {
-            throw .current("rename onto", finalPath)
-        }
+        return true
+    }
+
+    public func close() throws(FileWriteError) {
+        guard try closeFile(), writingPath != finalPath else { return }
+        guard rename(writingPath, finalPath) == 0 else { throw .current("rename onto", finalPath) }
     }
 
     /// Closes what was written under `writingPath` without renaming it: the stream it holds is known
     /// to be incomplete, so the file keeps the name that says so. Returns that name.
     @discardableResult
     public func abandon() throws(FileWriteError) -> String {
-        guard !closed else { return writingPath }
-        closed = true
-        do { try flush() } catch {
-            fclose(file)
-            throw error
-        }
-        guard fclose(file) == 0 else { throw .current("close", writingPath) }
+        _ = try closeFile()
         return writingPath
     }
 

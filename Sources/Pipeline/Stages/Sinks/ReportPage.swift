@@ -134,8 +134,7 @@ struct ReportPage {
     func comparison() -> String {
         guard let c = sink.compared else { return "" }
         let label = escape(sink.comparedLabel)
-        func scores(_ e: Scored?) -> [String] {
-            guard let e else { return ["-", "-", "-", "-", "-"] }
+        func scores(_ e: Scored) -> [String] {
             let sorted = e.headingErrors.sorted()
             return [
                 format(e.heading, 3), format(e.total, 3), format(e.inclination, 3),
@@ -143,14 +142,13 @@ struct ReportPage {
             ]
         }
         var rows: [(String, [String])] = []
-        if let r = sink.reference {
-            let mine = scoredOnce
+        if let r = sink.reference, let mine = scoredOnce {
             let theirs = r.errors(estimateTimes: c.t, estimates: c.q, boundTimes: [], bounds: [])
             let names = [
                 "heading RMSE against the truth, deg", "total RMSE, deg", "inclination RMSE, deg",
                 "95 % of heading errors below, deg", "truth samples covered",
             ]
-            for (i, name) in names.enumerated() { rows.append((name, [scores(mine)[i], scores(theirs)[i]])) }
+            rows = zip(names, zip(scores(mine), scores(theirs))).map { ($0.0, [$0.1.0, $0.1.1]) }
         }
         let apart = c.errors(estimateTimes: sink.fusedT, estimates: sink.fused, boundTimes: [], bounds: [])
         let sorted = apart.headingErrors.sorted()

@@ -91,9 +91,16 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
         // Topics as the bag spells them (with or without the leading slash); a missing one is named
         // with the topics the bag has.
         var resolved = settings
-        func resolve(_ topic: String, _ role: String) throws -> String {
+        // `types`, when given: the types the topic may carry.
+        func resolve(_ topic: String, _ role: String, types: [String] = []) throws -> String {
             guard let found = BagTopicLookup.find(topic, in: topics) else {
                 throw StageFailure(BagTopicLookup.missing(topic, role: role, bag: settings.path, topics: topics))
+            }
+            let type = topics.first { $0.name == found }?.type ?? ""
+            guard types.isEmpty || types.contains(type) else {
+                throw StageFailure(
+                    "\(settings.path): \(role) \(found) carries \(type), not "
+                        + (types.count == 1 ? types[0] : "one of " + types.joined(separator: ", ")))
             }
             return found
         }
@@ -101,21 +108,10 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
         resolved.magTopic = try resolve(settings.magTopic, "mag_topic")
         if !settings.fixTopic.isEmpty { resolved.fixTopic = try resolve(settings.fixTopic, "fix_topic") }
         if !settings.tfTopic.isEmpty {
-            resolved.tfTopic = try resolve(settings.tfTopic, "tf_topic")
-            let type = topics.first { $0.name == resolved.tfTopic }?.type ?? ""
-            guard type == TFMessage.typeName else {
-                throw StageFailure(
-                    "\(settings.path): tf_topic \(resolved.tfTopic) carries \(type), not \(TFMessage.typeName)")
-            }
+            resolved.tfTopic = try resolve(settings.tfTopic, "tf_topic", types: [TFMessage.typeName])
         }
         if !settings.currentTopic.isEmpty {
-            resolved.currentTopic = try resolve(settings.currentTopic, "current_topic")
-            let type = topics.first { $0.name == resolved.currentTopic }?.type ?? ""
-            guard Self.currentTypes.contains(type) else {
-                throw StageFailure(
-                    "\(settings.path): current_topic \(resolved.currentTopic) carries \(type), not one of "
-                        + Self.currentTypes.joined(separator: ", "))
-            }
+            resolved.currentTopic = try resolve(settings.currentTopic, "current_topic", types: Self.currentTypes)
         }
         self.settings = resolved
     }

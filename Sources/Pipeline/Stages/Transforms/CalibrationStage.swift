@@ -94,9 +94,9 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
     var withheld = 0
     /// The latest of them (raw microtesla, magnetometer axes, with their times): once the mounting is
     /// known they are turned and binned for the first fits, so the calibration is not learned from
-    /// scratch after the wait. At most `heldReadingsLimit` (the oldest go first).
+    /// scratch after the wait. The latest `heldReadingsLimit` are used (the array trims itself to them
+    /// whenever it holds twice as many).
     var held: [(field: Vector3, time: Double)] = []
-    var heldStart = 0
     static let heldReadingsLimit = 60_000
     var contradictionLogged = false
     /// frame_id of the IMU's messages: the axes turned readings are in.
@@ -298,21 +298,18 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
 
     func hold(_ field: Vector3, time: Double) {
         guard settings.online, SampleValidator.isPlausible(fieldMicrotesla: field) else { return }
-        if held.count - heldStart >= Self.heldReadingsLimit { heldStart += 1 }
-        if heldStart > Self.heldReadingsLimit {
-            held.removeFirst(heldStart)
-            heldStart = 0
-        }
+        if held.count >= 2 * Self.heldReadingsLimit { held.removeFirst(held.count - Self.heldReadingsLimit) }
         held.append((field, time))
     }
 
     /// The held readings, turned into the IMU's axes, binned for the first fits. Not when the motors'
     /// field is being removed: the current that went with each reading is not kept.
     func learnFromHeld(_ rotation: MountingRotation) {
-        defer { (held, heldStart) = ([], 0) }
-        guard var calibrator = online, currentsReceived == 0, motor.coefficients == .zero else { return }
-        for (field, time) in held[heldStart...] { calibrator.addEarlier(rotation.apply(field), time: time) }
-        online = calibrator
+        defer { held = [] }
+        guard online != nil, currentsReceived == 0, motor.coefficients == .zero else { return }
+        for (field, time) in held.suffix(Self.heldReadingsLimit) {
+            online?.addEarlier(rotation.apply(field), time: time)
+        }
     }
 
     func mountingFound(_ found: MountingRotationDetector.Detection, at time: Double) {

@@ -19,6 +19,10 @@ enum SensorMounting: Equatable, CustomStringConvertible {
         return .none
     }
     var isFromTF: Bool { self == .fromTF }
+    /// Whether the sensor's messages are turned at all.
+    var turns: Bool { isFromTF || !rotation.isIdentity }
+    /// What turned them, for the summary.
+    var source: String { isFromTF ? "tf_static" : rotation.description }
 }
 
 /// Brings the IMU and the magnetometer from their own axes into the body frame (REP-103: x forward,
@@ -33,10 +37,6 @@ final class MountStage: StageLogic, TransformLogic, @unchecked Sendable {
         var imuMounting = SensorMounting.given(.none)
         /// The magnetometer's axes to the body's.
         var magnetometerMounting = SensorMounting.given(.none)
-        var imuRotation: MountingRotation { imuMounting.rotation }
-        var magnetometerRotation: MountingRotation { magnetometerMounting.rotation }
-        var imuFromTF: Bool { imuMounting.isFromTF }
-        var magnetometerFromTF: Bool { magnetometerMounting.isFromTF }
         /// frame_id of the rotated messages.
         var baseFrame = "base_link"
         /// Turn the other way, body axes into the sensors' (R^T): makes a recording of sensors mounted
@@ -142,7 +142,7 @@ final class MountStage: StageLogic, TransformLogic, @unchecked Sendable {
         case PipelineTopics.tfStatic:
             // Used here, not passed on: what the transforms say is in the turned messages.
             noteTransforms(frame)
-        case PipelineTopics.imuRaw where !settings.imuRotation.isIdentity || settings.imuFromTF:
+        case PipelineTopics.imuRaw where settings.imuMounting.turns:
             var m = try decoded(frame, as: ImuMessage.self)
             guard let r = rotation(settings.imuMounting, frameId: m.header.frameId) else { return }
             m.angularVelocity = r.apply(m.angularVelocity)
@@ -158,7 +158,7 @@ final class MountStage: StageLogic, TransformLogic, @unchecked Sendable {
             if !settings.invert { m.header.frameId = settings.baseFrame }
             rotated.imu += 1
             output.append(cdrFrame(m, topic: frame.topic))
-        case PipelineTopics.magnetometer where !settings.magnetometerRotation.isIdentity || settings.magnetometerFromTF:
+        case PipelineTopics.magnetometer where settings.magnetometerMounting.turns:
             var m = try decoded(frame, as: MagneticFieldMessage.self)
             guard let r = rotation(settings.magnetometerMounting, frameId: m.header.frameId) else { return }
             m.magneticField = r.apply(m.magneticField)
@@ -172,13 +172,9 @@ final class MountStage: StageLogic, TransformLogic, @unchecked Sendable {
     }
 
     func finish() throws -> [WireFrame] {
-        func how(_ fromTF: Bool, _ given: MountingRotation) -> String {
-            fromTF ? "tf_static" : given.description
-        }
         notes.append(
-            "turned into \(settings.baseFrame): \(rotated.imu) IMU sample(s) by "
-                + "\(how(settings.imuFromTF, settings.imuRotation)), \(rotated.magnetometer) magnetometer sample(s) by "
-                + how(settings.magnetometerFromTF, settings.magnetometerRotation))
+            "turned into \(settings.baseFrame): \(rotated.imu) IMU sample(s) by \(settings.imuMounting.source), "
+                + "\(rotated.magnetometer) magnetometer sample(s) by \(settings.magnetometerMounting.source)")
         for (frame, rotation) in resolved.sorted(by: { $0.key < $1.key }) {
             notes.append("tf_static: \(frame) to \(settings.baseFrame) is \(rotation)")
         }
