@@ -109,7 +109,9 @@ def trial(bag, names, a, node, work):
         csv = work / 'auto.csv'
         config = work / 'pipeline.yaml'
         calibration = work / 'calibration.json'
-        calibration.unlink(missing_ok=True)
+        # The previous rotation's files: fusion-node never replaces an output unasked.
+        for old in (calibration, csv):
+            old.unlink(missing_ok=True)
         config.write_text(PIPELINE.format(bag=bag, rotation=name, csv=csv,
                                           calibration=f"detect_rotation: true, file: '{calibration}'"))
         run = subprocess.run([str(node), '--config', str(config)], capture_output=True, text=True)
@@ -150,6 +152,7 @@ def rerun(node, scorer, truth, work, bag, name, calibration):
     rmse = []
     for rotation, path in [(name, calibration), ('none', plain_file)]:
         csv = work / 'rerun.csv'
+        csv.unlink(missing_ok=True)
         config = work / 'rerun.yaml'
         config.write_text(PIPELINE.format(bag=bag, rotation=rotation, csv=csv, calibration=f"file: '{path}'"))
         run = subprocess.run([str(node), '--config', str(config)], capture_output=True, text=True)

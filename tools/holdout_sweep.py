@@ -44,6 +44,7 @@ def main():
             per = {}
             for bag, tid in zip(bags, ids):
                 out = Path(d) / f'{tid}.csv'
+                out.unlink(missing_ok=True)  # the previous value's: fusion-node never replaces an output unasked
                 r = subprocess.run(
                     [a.node, '--config', str(ROOT / 'Pipelines' / 'replay-broad-sensor.yaml'),
                      '--set', f'fusion.{a.name}={value}', '--set', f'fusion.sensor_latency={a.latency}'],
