@@ -1,3 +1,4 @@
+import CompassCore
 import Pipeline
 import YAML
 
@@ -46,6 +47,20 @@ enum ProcessingGraph {
     /// `--mag-rotation auto` asks the calibration stage to find the mounting: without that stage it
     /// would be silently ignored.
     static func checkMounting(_ a: Arguments, command: String) throws {
+        // Checked here, so a mistake names the option rather than a line of the generated pipeline.
+        for (option, words) in [("--imu-rotation", ["tf"]), ("--mag-rotation", ["tf", "auto"])] {
+            guard let text = a.string(option), !words.contains(text), MountingRotation.parse(text) == nil else {
+                continue
+            }
+            let hint =
+                text == "auto"
+                ? " (auto finds the magnetometer's mounting: --mag-rotation auto)"
+                : didYouMean(text, in: MountingRotation.names + words)
+            throw UsageError(
+                message:
+                    "\(option) \(text): not a rotation name, ROLL,PITCH,YAW in degrees or "
+                    + words.joined(separator: " or ") + hint, command: command)
+        }
         if a.string("--mag-rotation") == "auto" && a.has("--no-calibration") {
             throw UsageError(
                 message:

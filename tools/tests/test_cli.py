@@ -65,6 +65,11 @@ def test_help_texts_show_defaults_and_examples(node):
     (['replay', 'x.mcap', '--publish', 'tcp://127.0.0.1:5999', '--on-slow', 'fast'], ['must be one of drop, block']),
     (['--config', 'x.yaml', '--resume'], ['--resume applies to --stage']),
     (['--config', 'x.yaml', '--max-restarts', '2'], ['--max-restarts applies to --supervise']),
+    (['replay', 'x.mcap', '--mag-rotation', 'autoo'], ['--mag-rotation autoo: not a rotation name', "did you mean 'auto'"]),
+    (['report', 'x.mcap', '-o', 'r.html', '--imu-rotation', 'yaw90'], ["did you mean 'yaw_90'"]),
+    (['replay', 'x.mcap', '--imu-rotation', 'auto'], ['auto finds the magnetometer', '--mag-rotation auto']),
+    (['report', 'x.mcap', '-o', 'r.html', '--compare-labl', 'x'], ["did you mean '--compare-label'"]),
+    (['replay', 'x.mcap', '--overwrit'], ["did you mean '--overwrite'"]),
 ])
 def test_usage_errors_name_the_word_and_the_nearest_valid_one_exit_2(node, args, words):
     r = run(node, *args)

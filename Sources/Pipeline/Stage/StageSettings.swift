@@ -129,8 +129,8 @@ public struct StageSettings: Sendable {
                 }
                 guard MountingRotation.named(value.text) != nil else {
                     throw fail(
-                        "\(spec.kind.article), found '\(value.text)'"
-                            + didYouMean(value.text, in: MountingRotation.names))
+                        "\(spec.kind.article)" + spec.choices.map { " or \($0)" }.joined() + ", found '\(value.text)'"
+                            + didYouMean(value.text, in: MountingRotation.names + spec.choices))
                 }
                 strings[spec.name] = value.text
             } else {
