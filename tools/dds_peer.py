@@ -83,6 +83,25 @@ class MagneticField(IdlStruct, typename='sensor_msgs::msg::dds_::MagneticField_'
 
 
 @dataclass
+class Twist(IdlStruct, typename='geometry_msgs::msg::dds_::Twist_'):
+    linear: Vector3
+    angular: Vector3
+
+
+@dataclass
+class TwistWithCovariance(IdlStruct, typename='geometry_msgs::msg::dds_::TwistWithCovariance_'):
+    twist: Twist
+    covariance: array[float64, 36]
+
+
+@dataclass
+class TwistWithCovarianceStamped(IdlStruct, typename='geometry_msgs::msg::dds_::TwistWithCovarianceStamped_'):
+    """A GNSS receiver's velocity (nmea_navsat_driver's `vel`)."""
+    header: Header
+    twist: TwistWithCovariance
+
+
+@dataclass
 class KeyValue(IdlStruct, typename='diagnostic_msgs::msg::dds_::KeyValue_'):
     key: str
     value: str
@@ -153,7 +172,8 @@ def static_transforms(participant, links, namespace=''):
 
 
 DDS_TYPES = {'sensor_msgs/msg/Imu': Imu, 'sensor_msgs/msg/MagneticField': MagneticField,
-             'gyrocompass_msgs/msg/Heading': Heading}
+             'gyrocompass_msgs/msg/Heading': Heading,
+             'geometry_msgs/msg/TwistWithCovarianceStamped': TwistWithCovarianceStamped}
 
 RELIABLE_KEEP_ALL = Qos(Policy.Reliability.Reliable(duration(seconds=2)), Policy.Durability.Volatile,
                         Policy.History.KeepAll)
@@ -195,11 +215,12 @@ def to_rosbags(sample, msgtype, store):
     return cls(**fields)
 
 
-def read_sensor_messages(bag, store, imu_topic='/imu/data_raw', mag_topic='/imu/mag'):
-    """(ros topic, msgtype, rosbags message) of a bag's IMU and magnetometer, in bag order."""
+def read_sensor_messages(bag, store, imu_topic='/imu/data_raw', mag_topic='/imu/mag', extra=()):
+    """(ros topic, msgtype, rosbags message) of a bag's IMU and magnetometer (and the `extra` topics), in
+    bag order."""
     out = []
     with AnyReader([Path(bag)], default_typestore=store) as reader:
-        conns = [c for c in reader.connections if c.topic in (imu_topic, mag_topic)]
+        conns = [c for c in reader.connections if c.topic in (imu_topic, mag_topic, *extra)]
         for conn, _, raw in reader.messages(connections=conns):
             out.append((conn.topic, conn.msgtype, reader.deserialize(raw, conn.msgtype)))
     return out
@@ -208,9 +229,10 @@ def read_sensor_messages(bag, store, imu_topic='/imu/data_raw', mag_topic='/imu/
 class Publisher:
     """Writers of imu/data_raw and imu/mag (reliable, keep all)."""
 
-    def __init__(self, participant, namespace=''):
+    def __init__(self, participant, namespace='', extra=()):
+        """`extra`: further (name, IdlStruct class) writers, e.g. ('gnss/velocity', TwistWithCovarianceStamped)."""
         self.writers = {}
-        for name, cls in (('imu/data_raw', Imu), ('imu/mag', MagneticField)):
+        for name, cls in (('imu/data_raw', Imu), ('imu/mag', MagneticField), *extra):
             topic = Topic(participant, f'rt{namespace}/{name}', cls)
             self.writers[f'{namespace}/{name}'] = DataWriter(participant, topic, qos=RELIABLE_KEEP_ALL)
 

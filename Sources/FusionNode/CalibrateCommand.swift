@@ -5,14 +5,17 @@ import Pipeline
 import WireFormat
 import YAML
 
-/// `fusion-node calibrate BAG -o calibration.json`: the hard- and soft-iron calibration refitted
-/// from a whole recording, judged by the limits the online calibrator accepts a fit by, and saved
+/// `fusion-node calibrate -o calibration.json` with a live source: the guided calibration
+/// (`GuidedCalibration`). `fusion-node calibrate BAG -o calibration.json`: the hard- and soft-iron
+/// calibration refitted from a whole recording, judged by the limits the online calibrator accepts a fit by, and saved
 /// only when it passes. It says what the refit changes: the field's residual before and after, and
 /// how far the headings of a replay with the file from the start lie from the online replay's.
 enum CalibrateCommand {
     static let help = CommandHelp(
-        path: "calibrate", summary: "Refit the magnetometer calibration from a recording and save it (BAG -o FILE).",
-        positionals: "BAG",
+        path: "calibrate",
+        summary: "Calibrate the magnetometer: guided, live (--config, --lines, --ros2), or refitted from a recording "
+            + "(BAG); -o FILE.",
+        positionals: "[BAG]",
         options: [
             OptionHelp(
                 "-o", "FILE",
@@ -28,20 +31,30 @@ enum CalibrateCommand {
                 "--mag-rotation", "ROTATION",
                 "the magnetometer's mounting: fit in body axes (as --mag-rotation of replay)"),
             OptionHelp("--salvage", nil, "read past damage in the bag"),
-        ],
+        ] + GuidedCalibration.options,
         details: """
-            Every magnetometer reading of the recording (at most 20,000, spread evenly) goes into an ellipsoid
-            fit (hard and soft iron) and a sphere fit (hard iron only); the ellipsoid is kept only when it cuts
-            the residual by more than a fifth, since fitted to noise it skews the heading. Readings
-            far off the fitted surface (over 3 times the rms residual and 2 uT: a magnet passing, a steel desk)
-            are left out and the fit repeated, twice at most. The fit is saved only within the online
-            calibrator's limits: directions covered at least 60 % (80 % for soft iron), rms residual at most
-            2 uT, field radius 20 to 70 uT. Then both replays run, online calibration and the file from the
-            start, and the heading difference between them is printed.
+            Live (no BAG): turn the device slowly through every direction while the screen shows the
+            directions of the field covered so far (two discs, the device's top and bottom, that fill), a
+            completion percentage, the sides of the device still to point along the field, then the fit: its
+            rms residual against the --fit limit, the field strength against the World Magnetic Model's at
+            --latitude/--longitude (within 15 %; otherwise 20 to 70 uT), hard and soft iron, and the mounting
+            when the motion shows it. The file is written only when 90 % of the directions are covered and
+            the fit passes; q or Ctrl-C quits without writing. --plain prints a progress line a second.
+            From a recording (BAG): every magnetometer reading of the recording (at most 20,000, spread evenly)
+            goes into an ellipsoid fit (hard and soft iron) and a sphere fit (hard iron only); the ellipsoid is
+            kept only when it cuts the residual by more than a fifth, since fitted to noise it skews the
+            heading. Readings far off the fitted surface (over 3 times the rms residual and 2 uT: a magnet
+            passing, a steel desk) are left out and the fit repeated, twice at most. The fit is saved only
+            within the online calibrator's limits: directions covered at least 60 % (80 % for soft iron), rms
+            residual at most 2 uT, field radius 20 to 70 uT. Then both replays run, online calibration and the
+            file from the start, and the heading difference between them is printed.
             Use the file: fusion-node replay BAG --calibration FILE, or `file:` of a calibration stage.
-            Exit codes: 0 saved, 1 the fit failed its limits (nothing written), 2 usage.
+            Exit codes: 0 saved, 1 the fit failed its limits or the calibration was not completed (nothing
+            written), 2 usage, 130 interrupted.
             """,
         examples: [
+            "fusion-node calibrate --lines /dev/ttyUSB0 -o calibration.json --latitude 52.5 --longitude 13.4",
+            "fusion-node calibrate --config Pipelines/robot.yaml -o calibration.json --plain",
             "fusion-node calibrate run.mcap -o calibration.json",
             "fusion-node replay run.mcap --calibration calibration.json --csv out.csv",
         ])
@@ -50,7 +63,7 @@ enum CalibrateCommand {
 
     static func run(_ args: [String]) async throws -> ExitCode {
         let a = try Arguments(args, help)
-        try a.requirePositionals(1...1)
+        try a.requirePositionals(0...1)
         guard let output = a.string("-o") else {
             throw UsageError(
                 message: "'fusion-node calibrate' needs -o FILE (the calibration to write)", command: help.path)
@@ -59,7 +72,11 @@ enum CalibrateCommand {
             throw UsageError(
                 message: "\(output) exists: give --overwrite to replace it, or choose another name", command: help.path)
         }
-        let bag = a.positionals[0]
+        guard let bag = a.positionals.first else { return try GuidedCalibration.run(a, output: output) }
+        if let live = GuidedCalibration.options.first(where: { a.has($0.name) || a.string($0.name) != nil }) {
+            throw UsageError(
+                message: "\(live.name) is for a live calibration, not a recording (BAG)", command: help.path)
+        }
         let magTopic = a.string("--mag-topic") ?? "/imu/mag"
         var rotation = MountingRotation.none
         if let text = a.string("--mag-rotation") {
@@ -131,71 +148,13 @@ enum CalibrateCommand {
         return .complete
     }
 
-    /// The ellipsoid (or sphere) fit, with readings off the fitted surface left out and the fit repeated.
+    /// The ellipsoid (or sphere) fit, with readings off the fitted surface left out and the fit repeated,
+    /// judged by the online calibrator's limits.
     static func robustFit(_ readings: [Vector3], limits: OnlineCalibrationSettings)
         -> (fit: CalibrationFit?, leftOut: Int, problem: String)
     {
-        var kept = readings
-        var best: CalibrationFit?
-        var problem = "no fit"
-        for _ in 0..<3 {
-            var candidates: [CalibrationFit] = []
-            if case .success(let e) = CalibrationFitter.fitEllipsoid(kept),
-                e.directionCoverage >= limits.ellipsoidCoverage
-            {
-                candidates.append(e)
-            }
-            switch CalibrationFitter.fitSphere(kept) {
-            case .success(let sphere): candidates.append(sphere)
-            case .failure(let e): problem = "the sphere fit failed: \(e)"
-            }
-            // Soft iron only when it earns its six extra parameters: a real soft iron cuts the residual by
-            // far more than a fifth, while an ellipsoid fitted to a sphere's noise and uneven coverage
-            // skews the heading (1.5 % of anisotropy turns it by about a degree).
-            let sphere = candidates.first { $0.model == .sphere }
-            let ellipsoid = candidates.first { $0.model != .sphere }
-            let chosen: CalibrationFit? =
-                switch (sphere, ellipsoid) {
-                case (let s?, let e?): e.rmsResidualMicrotesla < 0.8 * s.rmsResidualMicrotesla ? e : s
-                case (let s?, nil): s
-                case (nil, let e?): e
-                case (nil, nil): nil
-                }
-            guard let fit = chosen else { break }
-            best = fit
-            let cut = max(3 * fit.rmsResidualMicrotesla, 2)
-            let next = kept.filter {
-                abs(fit.calibration.apply($0).norm - fit.calibration.fieldRadiusMicrotesla) <= cut
-            }
-            if next.count == kept.count || next.count < CalibrationFitter.minimumEllipsoidReadings { break }
-            kept = next
-        }
-        guard let fit = best else { return (nil, readings.count - kept.count, problem) }
-        let leftOut = readings.count - kept.count
-        if fit.directionCoverage < limits.minimumCoverage {
-            return (
-                nil, leftOut,
-                "the recording covers \(format(100 * fit.directionCoverage, 0)) % of the directions; "
-                    + "\(format(100 * limits.minimumCoverage, 0)) % is needed (turn the device through all of them)"
-            )
-        }
-        if fit.rmsResidualMicrotesla > limits.maximumResidualMicrotesla {
-            return (
-                nil, leftOut,
-                "rms residual \(format(fit.rmsResidualMicrotesla, 2)) uT exceeds "
-                    + "\(format(limits.maximumResidualMicrotesla, 1)) uT: the field was disturbed for much of the "
-                    + "recording"
-            )
-        }
-        if !limits.plausibleRadiusMicrotesla.contains(fit.calibration.fieldRadiusMicrotesla) {
-            return (
-                nil, leftOut,
-                "the fitted field, \(format(fit.calibration.fieldRadiusMicrotesla, 1)) uT, is outside "
-                    + "\(format(limits.plausibleRadiusMicrotesla.lowerBound, 0)) to "
-                    + "\(format(limits.plausibleRadiusMicrotesla.upperBound, 0)) uT, the earth's field anywhere"
-            )
-        }
-        return (fit, leftOut, "")
+        let outcome = RobustCalibrationFit.fit(readings, limits: RobustCalibrationFit.Limits(limits))
+        return (outcome.fit, outcome.leftOut, outcome.problem)
     }
 
     /// RMS of |calibrated field| - the fit's radius (the raw field: its spread about its own mean strength).

@@ -1,3 +1,4 @@
+import Foundation
 import CompassCore
 import Pipeline
 import YAML
@@ -13,6 +14,77 @@ enum ProcessingGraph {
         "--current-topic", "TOPIC",
         "bag topic with the motors' current (BatteryState, or Float32/Float64 amperes): the calibration removes the "
             + "field it makes, learning how much")
+
+    /// GNSS aiding of the Kalman filter from a recording's receiver topics.
+    static let gnssOptions = [
+        OptionHelp(
+            "--velocity-topic", "TOPIC",
+            "bag topic with a GNSS receiver's velocity (geometry_msgs/msg/TwistWithCovarianceStamped, ENU): takes the "
+                + "vehicle's acceleration out of gravity and gives the heading while it accelerates or turns"),
+        OptionHelp(
+            "--gnss-heading-topic", "TOPIC",
+            "bag topic with a dual-antenna receiver's heading (sensor_msgs/msg/Imu with yaw covariance)"),
+        OptionHelp(
+            "--course-is-heading", nil, "the vehicle moves along its x axis: the GNSS course is its heading"),
+        OptionHelp("--no-mag", nil, "no magnetometer: the heading comes from GNSS alone (use_mag: false)"),
+    ]
+
+    /// The settings `gnssOptions` stand for: (option, stage, setting, value for a flag).
+    static let gnssSettings: [(option: String, stage: String, setting: String, flag: String?)] = [
+        ("--velocity-topic", "bag", "velocity_topic", nil), ("--gnss-heading-topic", "bag", "gnss_heading_topic", nil),
+        ("--course-is-heading", "fusion", "course_is_heading", "true"), ("--no-mag", "bag", "use_mag", "false"),
+        ("--no-mag", "fusion", "use_mag", "false"),
+    ]
+
+    /// Any setting of the generated graph (bag, calibration, fusion, ...), as `--config` takes it.
+    static let setOption = OptionHelp(
+        "--set", "STAGE.SETTING=VALUE",
+        "override a setting of the generated graph, e.g. fusion.inclination_gate_deg=2 (stages: bag, calibration, "
+            + "fusion, and the outputs asked for); may be repeated", repeatable: true)
+
+    /// The generated stages with the overrides written in, for `--print-config`: the file then runs
+    /// what the command ran. A list value ("[1, 0, 0]") becomes a YAML sequence.
+    static func withOverrides(_ stages: [(String, YAMLValue)], _ overrides: [SettingOverride]) -> [(String, YAMLValue)]
+    {
+        stages.map { name, value in
+            guard case .mapping(var entries) = value else { return (name, value) }
+            for o in overrides where o.stage == name || (o.stage == SettingOverride.everySource && name == "bag") {
+                var v = YAMLValue.string(o.value)
+                let text = o.value.trimmingCharacters(in: .whitespaces)
+                if text.hasPrefix("[") && text.hasSuffix("]") {
+                    v = .sequence(
+                        text.dropFirst().dropLast().split(separator: ",").map {
+                            .string($0.trimmingCharacters(in: .whitespaces))
+                        })
+                }
+                if let i = entries.firstIndex(where: { $0.0 == o.setting }) {
+                    entries[i].1 = v
+                } else {
+                    entries.append((o.setting, v))
+                }
+            }
+            return (name, .mapping(entries))
+        }
+    }
+
+    /// `--set` overrides, applied after the options'.
+    static func setOverrides(_ a: Arguments) throws -> [SettingOverride] {
+        try a.strings("--set").map { try SettingOverride(parsing: $0, origin: "--set \($0)") }
+    }
+
+    /// `gnssOptions` given on the command line, as overrides.
+    static func gnssOverrides(_ a: Arguments) -> [SettingOverride] {
+        gnssSettings.compactMap { entry in
+            if let value = entry.flag {
+                return a.has(entry.option)
+                    ? SettingOverride(stage: entry.stage, setting: entry.setting, value: value, origin: entry.option)
+                    : nil
+            }
+            return a.string(entry.option).map {
+                SettingOverride(stage: entry.stage, setting: entry.setting, value: $0, origin: "\(entry.option) \($0)")
+            }
+        }
+    }
 
     static let mountingOptions = [
         OptionHelp(

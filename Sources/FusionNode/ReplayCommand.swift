@@ -49,6 +49,7 @@ enum ReplayCommand {
             OptionHelp("--imu-topic", "TOPIC", "bag topic with sensor_msgs/msg/Imu", default: "/imu/data_raw"),
             OptionHelp("--mag-topic", "TOPIC", "bag topic with sensor_msgs/msg/MagneticField", default: "/imu/mag"),
             ProcessingGraph.currentTopicOption,
+        ] + ProcessingGraph.gnssOptions + [
             OptionHelp("--rate", "R", "1 = real time, 2 = twice as fast, 0 = as fast as possible", default: "0"),
             OptionHelp("--start", "SECONDS", "skip this long from the start of the bag", default: "0"),
             OptionHelp("--duration", "SECONDS", "replay only this long; 0 = all", default: "0"),
@@ -56,6 +57,7 @@ enum ReplayCommand {
             OptionHelp(
                 "--time", "header|log", "timestamps from the header stamp or the bag's log time", default: "header"),
             OptionHelp("--salvage", nil, "read past damage, report it, and accept it (exit 0)"),
+            ProcessingGraph.setOption,
             OptionHelp("--print-config", "FILE", "also write the generated pipeline to FILE (a starting point)"),
             OptionHelp("--overwrite", nil, "replace output files (--csv, --accuracy-csv) that exist"),
             OptionHelp("--quiet", nil, "no progress bar and no summary on stderr"),
@@ -97,6 +99,7 @@ enum ReplayCommand {
             ("--imu-topic", "imu_topic"), ("--mag-topic", "mag_topic"), ("--current-topic", "current_topic"),
             ("--rate", "rate"), ("--start", "start"), ("--duration", "duration"), ("--time", "time"),
         ] { set("bag", setting, option) }
+        overrides += ProcessingGraph.gnssOverrides(a)
         flag("bag", "loop", "--loop")
         flag("bag", "salvage", "--salvage")
         flag("bag", "progress", "--quiet", "false")
@@ -164,13 +167,16 @@ enum ReplayCommand {
         }
         var top: [(String, YAMLValue)] = [("name", .string("replay"))]
         if a.has("--insecure") { top.append(("insecure", .string("true"))) }
+        overrides += try ProcessingGraph.setOverrides(a)
         let text = try YAMLEmitter.emit(.mapping(top + [("stages", .mapping(stages))]))
         let config = try PipelineConfig.parse(
             text, file: "<replay command line>", environment: [:], overrides: overrides)
         try ProcessingGraph.refuseExistingOutputs(config, a, command: help.path)
         if let out = a.string("--print-config") {
             let w = try BufferedFileWriter(path: out)
-            try w.write(text)
+            try w.write(
+                try YAMLEmitter.emit(
+                    .mapping(top + [("stages", .mapping(ProcessingGraph.withOverrides(stages, overrides)))])))
             try w.close()
         }
         PipelineSignals.install()

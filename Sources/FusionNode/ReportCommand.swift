@@ -14,12 +14,14 @@ enum ReportCommand {
             OptionHelp("--imu-topic", "TOPIC", "bag topic with sensor_msgs/msg/Imu", default: "/imu/data_raw"),
             OptionHelp("--mag-topic", "TOPIC", "bag topic with sensor_msgs/msg/MagneticField", default: "/imu/mag"),
             ProcessingGraph.currentTopicOption,
+        ] + ProcessingGraph.gnssOptions + [
             OptionHelp("--start", "SECONDS", "skip this long from the start of the bag", default: "0"),
             OptionHelp("--duration", "SECONDS", "replay only this long; 0 = all", default: "0"),
             ProcessingGraph.noCalibrationOption,
         ] + ProcessingGraph.mountingOptions + [
             OptionHelp(
                 "--truth", "FILE", "reference orientation, BROAD-style t,qw,qx,qy,qz[,movement] (.csv or .csv.gz)"),
+            ProcessingGraph.setOption,
             OptionHelp("--salvage", nil, "read past damage in the bag, report it on the page, and accept it (exit 0)"),
             OptionHelp("--overwrite", nil, "replace the page when FILE exists"),
             OptionHelp(
@@ -79,9 +81,11 @@ enum ReportCommand {
                 overrides.append(SettingOverride(stage: stage, setting: setting, value: v, origin: "\(option) \(v)"))
             }
         }
+        overrides += ProcessingGraph.gnssOverrides(a)
         if a.has("--salvage") {
             overrides.append(SettingOverride(stage: "bag", setting: "salvage", value: "true", origin: "--salvage"))
         }
+        overrides += try ProcessingGraph.setOverrides(a)
         let text = try YAMLEmitter.emit(.mapping([("name", .string("report")), ("stages", .mapping(stages))]))
         let config = try PipelineConfig.parse(
             text, file: "<report command line>", environment: [:], overrides: overrides)

@@ -58,6 +58,8 @@ func dispatch(_ arguments: [String]) async throws -> ExitCode {
     case "--print-default-pipeline":
         print(BuiltInPipelines.shippedDefault, terminator: "")
         return .complete
+    // `calibrate --config FILE` takes a pipeline's source; every other --config runs the pipeline.
+    case "calibrate": return try await CalibrateCommand.run(Array(arguments.dropFirst()))
     case _ where arguments.contains("--config"): return try await PipelineCommand.run(arguments)
     case "replay": return try await ReplayCommand.run(Array(arguments.dropFirst()))
     case "bag": return try runBag(Array(arguments.dropFirst()))
@@ -68,7 +70,6 @@ func dispatch(_ arguments: [String]) async throws -> ExitCode {
     case "keygen": return try KeygenCommand.run(Array(arguments.dropFirst()))
     case "watch": return try WatchCommand.run(Array(arguments.dropFirst()))
     case "report": return try await ReportCommand.run(Array(arguments.dropFirst()))
-    case "calibrate": return try await CalibrateCommand.run(Array(arguments.dropFirst()))
     case "ros2": return try ROS2Command.run(Array(arguments.dropFirst()))
     case let first? where first.hasPrefix("-"): return try await DefaultPipelineCommand.run(arguments)
     case let first?:

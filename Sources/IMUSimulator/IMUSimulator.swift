@@ -21,6 +21,10 @@ public struct SimulatedSample: Sendable, Equatable {
     public var isDisturbed: Bool
     /// Current the motors draw, amperes (0 without motors).
     public var motorCurrentAmperes = 0.0
+    /// True velocity in ENU (y = magnetic north), m/s: zero but while driving.
+    public var trueVelocity = Vector3.zero
+    /// The GNSS receiver's velocity solution made at this sample, if one was due (true-north ENU).
+    public var gnssVelocity: GnssVelocitySample?
 
     /// True compass heading of the sensor x axis, degrees clockwise from magnetic north.
     public var trueHeadingDegrees: Double? { trueOrientation.headingDegrees }
@@ -41,7 +45,12 @@ public struct IMUSimulator: Sequence, IteratorProtocol, Sendable {
     private var segmentIndex = 0
     private var segmentStartTime = 0.0
     private var segmentStartOrientation: Quaternion
+    private var segmentStartSpeed = 0.0
     private let earth: Vector3
+    /// The receiver's noise has its own generator: adding a receiver leaves the other streams as
+    /// they were.
+    private var gnssRng: SeededGenerator
+    private var nextGnssEpoch = 0
 
     public init(scenario: SimulationScenario) {
         self.scenario = scenario
@@ -53,6 +62,7 @@ public struct IMUSimulator: Sequence, IteratorProtocol, Sendable {
         previousOrientation = q0
         segmentStartOrientation = q0
         earth = scenario.earthFieldENU
+        gnssRng = SeededGenerator(seed: scenario.seed ^ 0x6E55_5F76_656C)
     }
 
     /// Number of samples in one pass of the motion.
@@ -76,14 +86,17 @@ public struct IMUSimulator: Sequence, IteratorProtocol, Sendable {
         // Advance to the segment containing runTime (segment times accumulate over loops).
         while runTime >= segmentStartTime + motion[segmentIndex].seconds {
             let seg = motion[segmentIndex]
-            segmentStartOrientation =
-                Self.pose(seg, tau: seg.seconds, start: segmentStartOrientation, seed: scenario.seed).orientation
+            let end = Self.pose(
+                seg, tau: seg.seconds, start: segmentStartOrientation, startSpeed: segmentStartSpeed,
+                seed: scenario.seed)
+            segmentStartOrientation = end.orientation
+            segmentStartSpeed = end.speed
             segmentStartTime += seg.seconds
             segmentIndex = (segmentIndex + 1) % motion.count
         }
         let pose = Self.pose(
             motion[segmentIndex], tau: runTime - segmentStartTime, start: segmentStartOrientation,
-            seed: scenario.seed)
+            startSpeed: segmentStartSpeed, seed: scenario.seed)
         let q = pose.orientation
         let sensors = scenario.sensors
 
@@ -119,7 +132,8 @@ public struct IMUSimulator: Sequence, IteratorProtocol, Sendable {
             }
         }
         let sensed = q.inverseRotate(worldField) + sensorDisturbance
-        let current = motorCurrent(at: runTime)
+        let current = motorCurrent(at: runTime, pose: pose)
+        let velocity = Self.horizontalForward(q) * pose.speed
         let mag =
             sensors.softIron * sensed + sensors.hardIronMicrotesla + sensors.motorFieldMicroteslaPerAmpere * current
             + noise(sensors.magnetometerNoiseMicrotesla)
@@ -130,15 +144,45 @@ public struct IMUSimulator: Sequence, IteratorProtocol, Sendable {
             imu: ImuSample(timestamp: t, angularVelocity: gyro, specificForce: accel),
             magnetometer: MagnetometerSample(timestamp: t, fieldMicrotesla: mag),
             trueOrientation: q, trueGyroBias: bias, trueEarthFieldMicrotesla: q.inverseRotate(earth),
-            trueLinearAcceleration: pose.linearAcceleration, isDisturbed: disturbed, motorCurrentAmperes: current)
+            trueLinearAcceleration: pose.linearAcceleration, isDisturbed: disturbed, motorCurrentAmperes: current,
+            trueVelocity: velocity, gnssVelocity: gnssSolution(at: runTime, timestamp: t, velocity: velocity))
+    }
+
+    /// The receiver's solution when one is due at `runTime` (epochs at multiples of its period) and
+    /// it is not in an outage: the true velocity turned to true north, plus white noise.
+    mutating func gnssSolution(at runTime: Double, timestamp: Double, velocity: Vector3) -> GnssVelocitySample? {
+        guard let gnss = scenario.gnssVelocity, gnss.rateHz > 0,
+            runTime + 1e-9 >= Double(nextGnssEpoch) / gnss.rateHz
+        else { return nil }
+        nextGnssEpoch = Int((runTime * gnss.rateHz + 1e-9).rounded(.down)) + 1
+        // Drawn even in an outage, so an outage changes no other solution.
+        let sigma = gnss.noiseMetresPerSecond
+        let noise = Vector3(
+            gnssRng.nextNormal() * sigma, gnssRng.nextNormal() * sigma, gnssRng.nextNormal() * 2 * sigma)
+        guard !gnss.isOut(at: runTime) else { return nil }
+        return GnssVelocitySample(
+            timestamp: timestamp,
+            velocityENU: velocity.magneticToTrue(declinationDegrees: gnss.declinationDegrees) + noise,
+            horizontalVariance: sigma * sigma)
+    }
+
+    /// The horizontal direction of the sensor's x axis (a vehicle's forward), unit ENU.
+    static func horizontalForward(_ q: Quaternion) -> Vector3 {
+        let forward = q.rotate(.unitX)
+        return Vector3(forward.x, forward.y, 0).normalized ?? .unitY
     }
 
     /// The motors' current at `runTime` seconds: between 10 % and 100 % of the peak, slow like a
     /// throttle; deterministic (it draws nothing from the noise generator, so other streams stay as
     /// they were).
-    func motorCurrent(at runTime: Double) -> Double {
+    func motorCurrent(at runTime: Double, pose: Pose) -> Double {
         let peak = scenario.motorCurrentAmperes
         guard peak > 0 else { return 0 }
+        if scenario.motorCurrentProfile == .drive {
+            // 3 % of the peak per m/s (drag) and 15 % per m/s^2 of forward acceleration.
+            let level = 0.1 + 0.03 * pose.speed + 0.15 * Swift.max(0, pose.forwardAcceleration)
+            return peak * Swift.min(1, level)
+        }
         let phase1 = Double(scenario.seed % 97) * 0.37, phase2 = Double(scenario.seed % 89) * 0.61
         let level =
             0.55 + 0.3 * sin(2 * Double.pi * runTime / 5.3 + phase1) + 0.15
@@ -151,11 +195,52 @@ public struct IMUSimulator: Sequence, IteratorProtocol, Sendable {
         return Vector3(rng.nextNormal(), rng.nextNormal(), rng.nextNormal()) * sigma
     }
 
-    /// Orientation and ENU linear acceleration `tau` seconds into a segment that began at `start`.
-    static func pose(_ segment: MotionSegment, tau: Double, start: Quaternion, seed: UInt64)
+    /// Where a segment has taken the sensor: orientation, ENU linear acceleration (m/s^2), and for a
+    /// vehicle its speed along x (m/s) and the rate of change of that speed (m/s^2).
+    struct Pose {
+        var orientation: Quaternion
+        var linearAcceleration: Vector3
+        var speed = 0.0
+        var forwardAcceleration = 0.0
+    }
+
+    /// The pose `tau` seconds into a segment that began at `start`, moving at `startSpeed`.
+    static func pose(_ segment: MotionSegment, tau: Double, start: Quaternion, startSpeed: Double, seed: UInt64)
+        -> Pose
+    {
+        if case .drive(let turnDegrees, let targetSpeed, let seconds) = segment {
+            return drivePose(
+                turnRadians: turnDegrees * radiansPerDegree, from: startSpeed, to: targetSpeed, seconds: seconds,
+                tau: tau, start: start)
+        }
+        let p = attitudePose(segment, tau: tau, start: start, seed: seed)
+        return Pose(orientation: p.orientation, linearAcceleration: p.linearAcceleration)
+    }
+
+    static func drivePose(
+        turnRadians: Double, from v0: Double, to v1: Double, seconds: Double, tau: Double, start: Quaternion
+    ) -> Pose {
+        guard seconds > 0 else { return Pose(orientation: start, linearAcceleration: .zero, speed: v1) }
+        let x = Swift.min(1, Swift.max(0, tau / seconds))
+        let speed = v0 + (v1 - v0) * 0.5 * (1 - cos(Double.pi * x))
+        let speedRate = (v1 - v0) * Double.pi / (2 * seconds) * sin(Double.pi * x)
+        let turned = turnRadians * (x - sin(2 * Double.pi * x) / (2 * Double.pi))
+        let turnRate = turnRadians / seconds * (1 - cos(2 * Double.pi * x))
+        let q = (Quaternion(axis: .unitZ, angleRadians: -turned) * start).normalized
+        let forward = horizontalForward(q)
+        let right = Vector3(forward.y, -forward.x, 0)
+        return Pose(
+            orientation: q, linearAcceleration: forward * speedRate + right * (speed * turnRate), speed: speed,
+            forwardAcceleration: speedRate)
+    }
+
+    /// Orientation and ENU linear acceleration of the segments that do not drive.
+    static func attitudePose(_ segment: MotionSegment, tau: Double, start: Quaternion, seed: UInt64)
         -> (orientation: Quaternion, linearAcceleration: Vector3)
     {
         switch segment {
+        case .drive:
+            return (start, .zero)
         case .rest:
             return (start, .zero)
         case .turn(let rate, _):

@@ -20,11 +20,18 @@ public enum MotionSegment: Sendable, Equatable {
     /// Held still but struck: shocks of `peakG` (in units of g; a push and a stop, 30 ms each) every
     /// `intervalSeconds`, in changing directions.
     case impacts(seconds: Double, peakG: Double, intervalSeconds: Double)
+    /// A ground vehicle driving along its x axis on flat ground: the speed moves smoothly (cosine
+    /// profile) from the previous segment's to `toMetresPerSecond` while the heading turns by
+    /// `turnDegrees` (positive clockwise), the turn rate rising from zero and falling back to it
+    /// (peak 2 x turnDegrees / seconds), as a driver steers. The sensor feels the speed change along
+    /// x and the centripetal acceleration, speed x turn rate, across it. Any other segment stops the
+    /// vehicle: its speed is zero there.
+    case drive(turnDegrees: Double, toMetresPerSecond: Double, seconds: Double)
 
     public var seconds: Double {
         switch self {
         case .rest(let s), .turn(_, let s), .rotate(_, _, let s), .moveTo(_, _, _, let s), .figureEight(let s),
-            .walking(let s, _), .impacts(let s, _, _):
+            .walking(let s, _), .impacts(let s, _, _), .drive(_, _, let s):
             return s
         }
     }
@@ -64,6 +71,42 @@ public struct ScheduledDisturbance: Sendable, Equatable {
         if t > end { return smoothstep((end + rampSeconds - t) / rampSeconds) }
         return 1
     }
+}
+
+/// A GNSS receiver's velocity output (geometry_msgs/TwistWithCovarianceStamped on `vel`).
+public struct GnssVelocityModel: Sendable, Equatable {
+    /// Velocity solutions per second, Hz (receivers give 1-20; 0 = no receiver). Default 10.
+    public var rateHz = 10.0
+    /// White noise of each horizontal velocity component, m/s, 1 sigma (Doppler velocity of a
+    /// consumer receiver in open sky: 0.05-0.1); the vertical has twice this. Default 0.08.
+    public var noiseMetresPerSecond = 0.08
+    /// Stretches without a solution (tunnels, underpasses): start and length, seconds from the start.
+    public var outages: [(startSeconds: Double, seconds: Double)] = []
+    /// True north's angle from magnetic north, degrees east: the receiver reports true-north ENU.
+    /// Default 0.
+    public var declinationDegrees = 0.0
+
+    public init() {}
+
+    public static func == (a: GnssVelocityModel, b: GnssVelocityModel) -> Bool {
+        a.rateHz == b.rateHz && a.noiseMetresPerSecond == b.noiseMetresPerSecond
+            && a.declinationDegrees == b.declinationDegrees && a.outages.count == b.outages.count
+            && zip(a.outages, b.outages).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+    }
+
+    /// True when `runTime` (seconds from the start) falls in an outage.
+    func isOut(at runTime: Double) -> Bool {
+        outages.contains { runTime >= $0.startSeconds && runTime < $0.startSeconds + $0.seconds }
+    }
+}
+
+/// How the simulated motors' current behaves.
+public enum MotorCurrentProfile: Sendable, Equatable {
+    /// Wanders between 10 % and the peak like a throttle (two slow sines, phases from the seed).
+    case throttle
+    /// Follows the vehicle: 10 % of the peak standing, plus a share for the speed (rolling and air
+    /// drag) and one for forward acceleration, capped at the peak.
+    case drive
 }
 
 /// The sensor error models. Defaults resemble a consumer MEMS IMU with a calibrated magnetometer.
@@ -125,6 +168,10 @@ public struct SimulationScenario: Sendable, Equatable {
     /// Peak current the motors draw, amperes (0 = no motors). The current wanders between 10 % and
     /// the peak like a throttle (two slow sines, phases from the seed).
     public var motorCurrentAmperes = 0.0
+    /// How the motor current follows the motion. Default throttle.
+    public var motorCurrentProfile = MotorCurrentProfile.throttle
+    /// A GNSS receiver's velocity output; nil = none.
+    public var gnssVelocity: GnssVelocityModel? = nil
     /// Repeat the motion forever (disturbance times then refer to the whole run).
     public var loops = false
 

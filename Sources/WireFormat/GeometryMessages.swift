@@ -92,3 +92,59 @@ public struct TFMessage: RosMessage, Equatable {
         return w.take()
     }
 }
+
+/// geometry_msgs/msg/TwistWithCovarianceStamped as a GNSS receiver's velocity (`vel` from
+/// nmea_navsat_driver, ublox_gps, septentrio): `linear` is the velocity in ENU (east, north, up),
+/// m/s; the 6x6 covariance's first three diagonal entries are its variances, (m/s)^2 (0 or negative:
+/// not given).
+public struct TwistWithCovarianceStampedMessage: RosMessage, Equatable {
+    public static let typeName = "geometry_msgs/msg/TwistWithCovarianceStamped"
+    public var header: RosHeader
+    public var linear: Vector3
+    public var angular: Vector3
+    /// Row-major 6x6 (linear x, y, z, then angular x, y, z).
+    public var covariance: [Double]
+
+    public init(header: RosHeader, linear: Vector3, angular: Vector3 = .zero, covariance: [Double]) {
+        self.header = header
+        self.linear = linear
+        self.angular = angular
+        self.covariance = covariance
+    }
+
+    /// A velocity with the same variance on both horizontal axes and `verticalVariance` on up.
+    public init(header: RosHeader, velocityENU: Vector3, horizontalVariance: Double, verticalVariance: Double) {
+        var c = [Double](repeating: 0, count: 36)
+        c[0] = horizontalVariance
+        c[7] = horizontalVariance
+        c[14] = verticalVariance
+        self.init(header: header, linear: velocityENU, covariance: c)
+    }
+
+    /// The larger horizontal variance, (m/s)^2; NaN when the message gives none.
+    public var horizontalVariance: Double {
+        let v = max(covariance[0], covariance[7])
+        return v > 0 ? v : .nan
+    }
+
+    public init(cdr: UnsafeRawBufferPointer) throws(CDRError) {
+        var r = try CDRReader(cdr)
+        header = try RosHeader(&r)
+        linear = Vector3(
+            try r.float64("twist.linear.x"), try r.float64("twist.linear.y"), try r.float64("twist.linear.z"))
+        angular = Vector3(
+            try r.float64("twist.angular.x"), try r.float64("twist.angular.y"), try r.float64("twist.angular.z"))
+        var c = [Double]()
+        c.reserveCapacity(36)
+        for _ in 0..<36 { c.append(try r.float64("twist.covariance")) }
+        covariance = c
+    }
+
+    public func cdr() -> [UInt8] {
+        var w = CDRWriter(capacity: 400 + header.frameId.utf8.count)
+        header.encode(&w)
+        for v in [linear.x, linear.y, linear.z, angular.x, angular.y, angular.z] { w.float64(v) }
+        for i in 0..<36 { w.float64(i < covariance.count ? covariance[i] : 0) }
+        return w.take()
+    }
+}

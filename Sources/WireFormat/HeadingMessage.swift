@@ -112,6 +112,8 @@ public struct HeadingMessage: RosMessage, Equatable {
         uint16 FLAG_WMM_OUT_OF_RANGE=2048
         uint16 FLAG_WMM_CAUTION_ZONE=4096
         uint16 FLAG_MAGNETOMETER_UNCALIBRATED=8192
+        uint16 FLAG_GNSS_AIDED=16384
+        uint16 FLAG_COMPASS_GNSS_DISAGREE=32768
         std_msgs/Header header
         float64 magnetic_heading
         float64 true_heading

@@ -14,6 +14,10 @@ public enum PipelineTopics {
     /// Static transforms between frames (tf2_msgs/TFMessage), as /tf_static carries them: how the
     /// sensors are mounted on the robot.
     public static let tfStatic = "tf_static"
+    /// A GNSS receiver's velocity over ground (geometry_msgs/TwistWithCovarianceStamped, ENU).
+    public static let gnssVelocity = "gnss/velocity"
+    /// A dual-antenna GNSS receiver's heading (sensor_msgs/Imu orientation with its yaw variance).
+    public static let gnssHeading = "gnss/heading"
 
     /// A topic as the pipeline spells it: ROS's leading slash, if written, removed.
     public static func named(_ topic: String) -> String { topic.hasPrefix("/") ? String(topic.dropFirst()) : topic }
@@ -26,7 +30,7 @@ public enum PipelineTopics {
     /// Every topic above (string literals: immortal, so handing one out costs no reference counting).
     public static let all = [
         imuRaw, magnetometer, heading, imuFused, fix, direction, calibrationStatus, interferenceStatus,
-        motorCurrent, tfStatic,
+        motorCurrent, tfStatic, gnssVelocity, gnssHeading,
     ]
 }
 
@@ -35,6 +39,6 @@ public enum PipelineMessageTypes {
     public static let all = [
         ImuMessage.typeName, MagneticFieldMessage.typeName, NavSatFixMessage.typeName, HeadingMessage.typeName,
         CalibrationStatusMessage.typeName, InterferenceStatusMessage.typeName, BatteryStateMessage.typeName,
-        TFMessage.typeName,
+        TFMessage.typeName, TwistWithCovarianceStampedMessage.typeName,
     ]
 }

@@ -146,6 +146,47 @@ struct IMUSimulatorTests {
         var sim = IMUSimulator(scenario: s)
         #expect(sim.next() == nil)
     }
+
+    @Test("a drive: velocity along x, its change is the linear acceleration, GNSS at its rate with its outage")
+    func drivingVehicle() {
+        var s = SimulationScenario.drivingVehicle(seed: 7)
+        s.sensors = .ideal
+        s.gnssVelocity?.noiseMetresPerSecond = 0
+        let samples = IMUSimulator.samples(s)
+        var worstDirection = 0.0, worstAcceleration = 0.0, fastest = 0.0
+        for (a, b) in zip(samples, samples.dropFirst()) {
+            let v = b.trueVelocity
+            fastest = max(fastest, v.norm)
+            if v.norm > 1, let forward = b.trueOrientation.rotate(.unitX).normalized {
+                worstDirection = max(worstDirection, (v / v.norm - forward).norm)
+            }
+            // The velocity's change over a sample is the mean of the two accelerations.
+            let change = (b.trueVelocity - a.trueVelocity) * 100
+            let mean = (a.trueLinearAcceleration + b.trueLinearAcceleration) * 0.5
+            worstAcceleration = max(worstAcceleration, (change - mean).norm)
+        }
+        #expect(worstDirection < 1e-9)
+        #expect(worstAcceleration < 0.01)
+        #expect(fastest > 8 && fastest <= 15)
+        let fixes = samples.compactMap(\.gnssVelocity)
+        // 10 Hz, none from 150 s to 165 s.
+        let outage = fixes.filter { $0.timestamp - s.startTime >= 150 && $0.timestamp - s.startTime < 165 }
+        #expect(outage.isEmpty)
+        #expect(abs(Double(fixes.count) - (s.duration - 15) * 10) <= 2)
+        #expect(
+            fixes.allSatisfy { f in
+                let i = Int(((f.timestamp - s.startTime) * 100).rounded())
+                return (f.velocityENU - samples[i].trueVelocity).norm < 1e-9
+            })
+        // The gyro integrates to the truth here too.
+        var q = samples[0].trueOrientation
+        var drift = 0.0
+        for x in samples.dropFirst() {
+            q = (q * Quaternion(rotationVector: x.imu.angularVelocity * 0.01)).normalized
+            drift = max(drift, q.angularDistance(to: x.trueOrientation))
+        }
+        #expect(drift * degreesPerRadian < 1e-6)
+    }
 }
 
 /// The default simulator earth field seen by a level sensor facing north: 48 uT, dip 66.

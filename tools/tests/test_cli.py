@@ -148,7 +148,8 @@ def test_replay_from_a_start_time_keeps_the_rest_and_a_looping_bag_plays_again(n
                             text=True)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and proc.poll() is None:
-        if looped.exists() and looped.stat().st_size > 3 * whole.stat().st_size:
+        partial = Path(str(looped) + '.partial')        # the csv sink writes NAME.partial until it closes
+        if partial.exists() and partial.stat().st_size > 3 * whole.stat().st_size:
             break
         time.sleep(0.05)
     ended_alone = proc.poll() is not None               # a loop ends only when asked to
@@ -557,3 +558,31 @@ stages:
     bad.write_text('{"version": 1}')
     r = run(node, 'replay', bag, '--calibration', bad, '--csv', tmp_path / 'x.csv')
     assert r.returncode == 2 and 'bad.json' in r.stderr, r.stderr
+
+
+def test_replay_takes_gnss_topics_and_prints_the_config_it_ran(node, tmp_path):
+    """The simulated drive's bag: --velocity-topic and --course-is-heading reach the bag and fusion stages
+    (the summary counts velocities and courses), --no-mag leaves the magnetometer out, --set reaches any
+    setting, a topic of the wrong type is named, and --print-config writes what ran, options included."""
+    bag, truth = tmp_path / 'drive.mcap', tmp_path / 'truth.csv'
+    r = run(node, '--config', ROOT / 'Pipelines' / 'simulate-drive.yaml',
+            env={**os.environ, 'DURATION': '40', 'OUT': str(bag), 'TRUTH': str(truth)})
+    assert r.returncode == 0, r.stderr
+    r = run(node, 'replay', bag, '--no-calibration', '--velocity-topic', '/gnss/velocity', '--course-is-heading',
+            '--set', 'fusion.min_course_speed=3', '--print-config', tmp_path / 'ran.yaml')
+    assert r.returncode == 0, r.stderr
+    counts = re.search(r'gnss: velocity (\d+), course (\d+) \(0 rejected\)', r.stderr)
+    assert counts and int(counts[1]) == 400 and int(counts[2]) > 100, r.stderr
+    printed = (tmp_path / 'ran.yaml').read_text()
+    for line in ('velocity_topic: /gnss/velocity', 'course_is_heading: "true"', 'min_course_speed: "3"'):
+        assert line in printed, printed
+    again = run(node, '--config', tmp_path / 'ran.yaml')
+    assert again.returncode == 0 and counts[0] in again.stderr, again.stderr
+    r = run(node, 'replay', bag, '--no-calibration', '--no-mag', '--velocity-topic', '/gnss/velocity')
+    assert r.returncode == 0, r.stderr
+    assert 'bag: published 4400' in r.stderr and '0 of 0 magnetometer samples' in r.stderr, r.stderr
+    r = run(node, 'replay', bag, '--velocity-topic', '/imu/mag')
+    assert r.returncode == 1 and 'velocity_topic /imu/mag carries sensor_msgs/msg/MagneticField' in r.stderr, r.stderr
+    r = run(node, 'replay', bag, '--set', 'fusion.course_slip=2')
+    assert r.returncode == 2 and "unknown setting 'course_slip'" in r.stderr and 'course_slip_deg' in r.stderr, \
+        r.stderr

@@ -413,3 +413,66 @@ stages:
     assert len(headings) == len(reference), f'{len(headings)} of {len(reference)}\n{err}'
     worst = max(abs((a - b + 180) % 360 - 180) for a, b in zip(headings, reference))
     assert worst < 1e-6, worst
+
+
+def test_gnss_velocity_aids_the_heading_over_dds(node, tmp_path, python_participant):
+    """A receiver's velocity (geometry_msgs/TwistWithCovarianceStamped on gnss/velocity) from a Python peer,
+    with the IMU and magnetometer of the simulator's drive: the ros2 source reads it (velocity_topic), the
+    fusion stage aids the heading with it, /diagnostics carries the GNSS status, and the headings match the
+    truth as closely as a replay of the same recording with --velocity-topic."""
+    import csv, math
+    domain = next(DOMAINS)
+    bag, truth = tmp_path / 'drive.mcap', tmp_path / 'drive-truth.csv'
+    r = subprocess.run([str(node), '--config', str(ROOT / 'Pipelines' / 'simulate-drive.yaml')], capture_output=True,
+                       text=True, timeout=120,
+                       env={**os.environ, 'SEED': '2', 'DURATION': '60', 'OUT': str(bag), 'TRUTH': str(truth)})
+    assert r.returncode == 0, r.stderr
+    config = tmp_path / 'gnss.yaml'
+    config.write_text(f"""name: ros2-gnss
+stages:
+  dds: {{type: ros2_source, domain_id: {domain}, qos: 'reliable, keep_all', velocity_topic: gnss/velocity,
+         end_after_idle: 3}}
+  fusion: {{type: fusion, inputs: [dds]}}
+  out: {{type: ros2_sink, inputs: [fusion], domain_id: {domain}, qos: 'reliable, keep_all'}}
+""")
+    fusion = subprocess.Popen([str(node), '--config', str(config)], stderr=subprocess.PIPE, text=True)
+    store = dds_peer.typestore()
+    participant = python_participant(domain)
+    from cyclonedds.sub import DataReader
+    from cyclonedds.topic import Topic
+    diagnostics = DataReader(participant, Topic(participant, 'rt/diagnostics', dds_peer.DiagnosticArray))
+    receiver = dds_peer.Receiver(participant, store)
+    publisher = dds_peer.Publisher(participant, extra=[('gnss/velocity', dds_peer.TwistWithCovarianceStamped)])
+    assert publisher.wait_for_readers(), 'fusion-node never subscribed'
+    assert receiver.wait_for_writers(), 'fusion-node never published imu/data and heading'
+    time.sleep(1.0)
+    messages = dds_peer.read_sensor_messages(bag, store, extra=('/gnss/velocity',))
+    velocities = sum(1 for m in messages if m[0] == '/gnss/velocity')
+    assert velocities == 600, velocities
+    publisher.publish(messages, rate_hz=1000)
+    got = receiver.collect({'/heading': 6000}, timeout=60)
+    statuses = []
+    end = time.time() + 10
+    while time.time() < end and fusion.poll() is None:
+        statuses += diagnostics.take(N=100)
+        time.sleep(0.05)
+    _, err = fusion.communicate(timeout=60)
+    statuses += diagnostics.take(N=100)
+    assert fusion.returncode == 0, err
+    assert 'gnss: velocity 600,' in err, err
+    headings = [store.deserialize_cdr(bytes(b), 'gyrocompass_msgs/msg/Heading') for b in got['/heading']]
+    assert len(headings) == 6000, len(headings)
+    with open(truth) as f:
+        rows = list(csv.DictReader(f))
+
+    def compass(qw, qx, qy, qz):
+        return math.degrees(math.atan2(1 - 2 * (qy * qy + qz * qz), 2 * (qx * qy + qw * qz)))
+    errors = [(h.magnetic_heading - compass(*(float(row[k]) for k in ('qw', 'qx', 'qy', 'qz'))) + 180) % 360 - 180
+              for h, row in zip(headings[100:], rows[100:])]
+    rmse = math.sqrt(sum(e * e for e in errors) / len(errors))
+    assert rmse < 1.0, rmse
+    aided = sum(1 for h in headings if h.flags & 16384)
+    assert aided > 1000, aided
+    gnss = [s for array in statuses for s in array.status if s.name == 'gyrocompass: gnss aiding']
+    assert gnss and any(s.level == 0 and s.message == 'GNSS holds the heading' for s in gnss), \
+        [(s.level, s.message) for s in gnss]

@@ -214,7 +214,21 @@ public enum CalibrationFitter {
     }
 
     /// 32 near-uniform unit directions (Fibonacci sphere), for the coverage figure.
-    static let coverageDirections: [Vector3] = (0..<32).map { i in
+    /// The index of the coverage direction nearest to the unit vector `u`.
+    @inlinable
+    public static func nearestDirection(to u: Vector3) -> Int {
+        var best = 0, bestDot = -2.0
+        for (i, d) in coverageDirections.enumerated() {
+            let dot = d.dot(u)
+            if dot > bestDot {
+                bestDot = dot
+                best = i
+            }
+        }
+        return best
+    }
+
+    public static let coverageDirections: [Vector3] = (0..<32).map { i in
         let golden = Double.pi * (3 - 5.0.squareRoot())
         let z = 1 - (Double(i) + 0.5) * 2 / 32
         let r = (1 - z * z).squareRoot()

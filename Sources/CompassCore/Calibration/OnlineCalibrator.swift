@@ -170,14 +170,7 @@ public struct OnlineCalibrator: Sendable {
 
     mutating func insert(_ raw: Vector3, time: Double, centre: Vector3) {
         guard let u = (raw - centre).normalized else { return }
-        var best = 0, bestDot = -2.0
-        for (i, d) in CalibrationFitter.coverageDirections.enumerated() {
-            let dot = d.dot(u)
-            if dot > bestDot {
-                bestDot = dot
-                best = i
-            }
-        }
+        let best = CalibrationFitter.nearestDirection(to: u)
         if bins[best].count < settings.readingsPerBin {
             bins[best].append((raw, time))
         } else {

@@ -27,6 +27,13 @@ public struct FusionFlags: OptionSet, Sendable, Hashable, CustomStringConvertibl
     /// compass heading can be off by any angle, and the reported accuracy says so (180 degrees).
     /// Bit 13: bits 10-12 are the heading message's true-north flags.
     public static let magnetometerUncalibrated = FusionFlags(rawValue: 1 << 13)
+    /// GNSS holds the heading: a course, a dual-antenna heading or the vehicle's acceleration seen by
+    /// both the receiver and the accelerometer corrected it within the last few seconds.
+    public static let gnssAided = FusionFlags(rawValue: 1 << 14)
+    /// The magnetometer's heading has differed from the GNSS-held heading by more than
+    /// `compassDisagreementDegrees` for a while: the compass is disturbed or mis-calibrated, and does
+    /// not steer the heading while GNSS holds it.
+    public static let compassDisagreesWithGnss = FusionFlags(rawValue: 1 << 15)
 
     /// Each flag with its name, as descriptions, JSON `flag_names` and the docs spell it.
     public static let names: [(FusionFlags, String)] = [
@@ -35,7 +42,8 @@ public struct FusionFlags: OptionSet, Sendable, Hashable, CustomStringConvertibl
         (.magneticStrengthDisturbed, "magnetic_strength"), (.magneticDipDisturbed, "magnetic_dip"),
         (.magneticGyroInconsistent, "magnetic_gyro_inconsistent"),
         (.magneticReferenceChanged, "magnetic_reference_changed"), (.filterReset, "filter_reset"),
-        (.magnetometerUncalibrated, "magnetometer_uncalibrated"),
+        (.magnetometerUncalibrated, "magnetometer_uncalibrated"), (.gnssAided, "gnss_aided"),
+        (.compassDisagreesWithGnss, "compass_gnss_disagree"),
     ]
 
     /// Flag names, separated by "|" ("" when none).

@@ -60,6 +60,13 @@ public struct KalmanFilter: Sendable {
     var forceWeight = LowPassWeight()
     /// The rotation's share of the specific force (see `LeverArmEstimator`).
     public private(set) var leverArm = LeverArmEstimator()
+    /// What GNSS gave (see `GnssAidingState`).
+    public internal(set) var aiding = GnssAidingState()
+    /// The low-passed gyro reading at each recent measurement update, oldest first: the rest
+    /// observation uses one `restConfirmationSeconds` old.
+    var restRates: [(time: Double, rate: Vector3)] = []
+    /// Inclination updates left out by `inclinationGateDegrees`.
+    public internal(set) var inclinationGated = 0
 
     /// Sets the magnetic reference the gate compares strength and dip with.
     public mutating func setMagneticReference(strengthMicrotesla: Double, dipDegrees: Double) {
@@ -97,6 +104,7 @@ public struct KalmanFilter: Sendable {
         validator = SampleValidator(maximumStepSeconds: settings.maximumStepSeconds)
         rest = settings.restDetector
         magneticGate = MagneticDisturbanceGate(settings: settings.magneticGate)
+        aiding.headingKnown = settings.useMagnetometer
         refreshUnseenVariance()
     }
 
@@ -120,6 +128,7 @@ public struct KalmanFilter: Sendable {
     ) -> FusionOutput? {
         guard let dt = validator.step(for: imu) else { return nil }
         var field = validator.field(of: magnetometer)
+        if !settings.useMagnetometer { field = nil }
         if let f = field, let cal = settings.magnetometerCalibration { field = cal.apply(f) }
         if !started {
             start(specificForce: imu.specificForce, field: field)
@@ -128,7 +137,12 @@ public struct KalmanFilter: Sendable {
         }
         elapsed += dt
         var flags: FusionFlags = []
-        if rest.update(rate: imu.angularVelocity, specificForce: imu.specificForce, dt: dt) { flags.insert(.atRest) }
+        // The receiver saying the vehicle moves overrules a quiet IMU (a car cruising on a smooth road).
+        if rest.update(rate: imu.angularVelocity, specificForce: imu.specificForce, dt: dt),
+            !aiding.moving(at: imu.timestamp, settings: settings)
+        {
+            flags.insert(.atRest)
+        }
 
         // Propagate with the bias-corrected gyro.
         // Not renormalised here: the exponential is unit to rounding and the injection below renormalises.
@@ -146,6 +160,8 @@ public struct KalmanFilter: Sendable {
             settings: settings)
         let force = r * (imu.specificForce - rotational)
         recorder.propagated(earthForce: force)
+        aiding.forceIntegral += force * dt
+        aiding.forceSeconds += dt
         lowPassedForceEarth +=
             (force - lowPassedForceEarth) * forceWeight(dt, tau: settings.accelerometerLowPassSeconds)
         // |f| within g (1 +- tolerance), compared squared: no square root per sample.
@@ -162,9 +178,15 @@ public struct KalmanFilter: Sendable {
             let magneticDt = validator.magneticStep(at: imu.timestamp, fallback: dt)
             flags.formUnion(
                 gateMagnetometer(
-                    field: m, rotation: r, dt: magneticDt, rate: rate, turned: rate * dt, recorder: &recorder))
+                    field: m, rotation: r, dt: magneticDt, rate: rate, turned: rate * dt, at: imu.timestamp,
+                    recorder: &recorder))
         }
-        if secondsSinceMagneticUpdate > settings.gyroOnlyAfterSeconds { flags.insert(.gyroOnly) }
+        if aiding.compassDisagrees { flags.insert(.compassDisagreesWithGnss) }
+        if aiding.headingAided(at: imu.timestamp) {
+            flags.insert(.gnssAided)
+        } else if secondsSinceMagneticUpdate > settings.gyroOnlyAfterSeconds {
+            flags.insert(.gyroOnly)
+        }
 
         // Measurement updates at most every `measurementUpdateSeconds`; noise densities make them
         // carry the same information whatever the interval and the sample rate.
@@ -175,18 +197,48 @@ public struct KalmanFilter: Sendable {
             let propagation = KalmanPropagation(
                 g: pendingG, attitudeNoise: pendingAttitudeNoise, biasNoise: pendingBiasNoise)
             applyPendingPropagation()
-            let headingMeasured = headingSeconds > 0
+            let headingMeasured = headingSeconds > 0 || aiding.pendingHeading != nil
             var dTheta = Vector3.zero, dBias = Vector3.zero
-            // The force the update measures, and its own check (the same as the flag's in real time).
-            let lowPassed = recorder.inclinationForce(filter: lowPassedForceEarth, orientation: orientation)
-            let lowPassedSquared = lowPassed.squaredNorm
-            if lowPassedSquared >= low * low && lowPassedSquared <= high * high {
-                let u = lowPassed / lowPassedSquared.squareRoot()
-                // The rotation vector taking u onto +z: axis (u_y, -u_x, 0)/s, angle atan2(s, u_z).
-                let k = tiltAngleOverSine(u)
-                let variance = settings.inclinationNoiseDensity * settings.inclinationNoiseDensity / interval
-                scalarUpdate(0, residual: u.y * k, variance: variance, &dTheta, &dBias)
-                scalarUpdate(1, residual: -u.x * k - dTheta.y, variance: variance, &dTheta, &dBias)
+            let gnssChain = aiding.chainActive(
+                at: imu.timestamp, primeSeconds: settings.accelerometerLowPassSeconds,
+                maximumGap: settings.maximumVelocityGapSeconds)
+            if gnssChain, !aiding.headingKnown,
+                let angle = alignHeading(force: aiding.lowPassedForce, acceleration: aiding.lowPassedAcceleration)
+            {
+                // Any angle: turned exactly, not by the small-angle injection.
+                let turn = Quaternion(rotationVector: Vector3(0, 0, angle))
+                orientation = turn * orientation
+                lowPassedForceEarth = turn.rotate(lowPassedForceEarth)
+                aiding.lowPassedForce = turn.rotate(aiding.lowPassedForce)
+                aiding.forceIntegral = turn.rotate(aiding.forceIntegral)
+            } else if gnssChain, aiding.headingKnown {
+                // The receiver's acceleration taken out: what is left is gravity, seen through the
+                // attitude error (rows (1, 0, -a_x/g) and (0, 1, -a_y/g): a heading error turns the
+                // horizontal acceleration into an apparent tilt).
+                inclinationUpdate(
+                    force: aiding.lowPassedForce - aiding.lowPassedAcceleration,
+                    acceleration: aiding.lowPassedAcceleration, interval: interval, low: low, high: high, &dTheta,
+                    &dBias)
+                let a = aiding.lowPassedAcceleration
+                if a.x * a.x + a.y * a.y >= Self.headingAidingAcceleration * Self.headingAidingAcceleration {
+                    aiding.headingAidedAt = imu.timestamp
+                }
+            } else if gnssChain,
+                aiding.lowPassedAcceleration.x * aiding.lowPassedAcceleration.x + aiding.lowPassedAcceleration.y
+                    * aiding.lowPassedAcceleration.y > Self.unalignedAcceleration * Self.unalignedAcceleration
+            {
+                // Heading not known yet and the vehicle accelerates: the receiver's acceleration cannot be
+                // turned into the filter's frame, and the accelerometer's is not gravity. The gyro carries
+                // the tilt until the alignment.
+            } else {
+                // The force the update measures, and its own check (the same as the flag's in real time).
+                let lowPassed = recorder.inclinationForce(filter: lowPassedForceEarth, orientation: orientation)
+                inclinationUpdate(
+                    force: lowPassed, acceleration: .zero, interval: interval, low: low, high: high, &dTheta, &dBias)
+            }
+            if let h = aiding.pendingHeading {
+                aiding.pendingHeading = nil
+                applyGnssHeading(h, at: imu.timestamp, &dTheta, &dBias)
             }
             if headingSeconds > 0 {
                 let variance = settings.headingNoiseDensity * settings.headingNoiseDensity / headingSeconds
@@ -195,9 +247,20 @@ public struct KalmanFilter: Sendable {
                 headingSum = 0
                 headingSeconds = 0
             }
-            // At rest the low-passed gyro reading is the bias.
-            if flags.contains(.atRest) {
-                let residual = rest.lowPassedRate - gyroBias
+            // At rest the low-passed gyro reading is the bias: the reading of `restConfirmationSeconds`
+            // ago, once rest has lasted that much longer (a turn starting slowly shows itself by then).
+            restRates.append((imu.timestamp, rest.lowPassedRate))
+            let confirmed = imu.timestamp - settings.restConfirmationSeconds
+            var restRate: Vector3? = nil
+            while let first = restRates.first, first.time <= confirmed {
+                restRate = first.rate
+                restRates.removeFirst()
+            }
+            if let earliest = restRate { restRates.insert((confirmed, earliest), at: 0) }
+            if flags.contains(.atRest), let rate = restRate,
+                rest.restSeconds >= rest.minimumSeconds + settings.restConfirmationSeconds
+            {
+                let residual = rate - gyroBias
                 let variance = settings.restBiasNoiseDensity * settings.restBiasNoiseDensity / interval
                 scalarUpdate(3, residual: residual.x - dBias.x, variance: variance, &dTheta, &dBias)
                 scalarUpdate(4, residual: residual.y - dBias.y, variance: variance, &dTheta, &dBias)
@@ -213,7 +276,10 @@ public struct KalmanFilter: Sendable {
             recorder.reset()
             return restarted(at: imu)
         }
-        if elapsed < Self.minimumInitialisingSeconds || magneticGate.isLearningFirstReference {
+        if elapsed < Self.minimumInitialisingSeconds
+            || (settings.useMagnetometer && magneticGate.isLearningFirstReference)
+            || !aiding.headingKnown
+        {
             flags.insert(.initialising)
         }
         refreshUnseenVariance()
@@ -275,7 +341,8 @@ public struct KalmanFilter: Sendable {
         if let initial = TiltCompensatedCompass.initialOrientation(specificForce: specificForce, field: field) {
             orientation = initial.orientation
         }
-        let tilt = 5 * radiansPerDegree, heading = 30 * radiansPerDegree
+        // Without the magnetometer the heading is unknown until GNSS gives it.
+        let tilt = 5 * radiansPerDegree, heading = (settings.useMagnetometer ? 30 : 180) * radiansPerDegree
         attitudeCovariance = Matrix3.diagonal(Vector3(tilt * tilt, tilt * tilt, heading * heading))
         crossCovariance = Matrix3(0, 0, 0, 0, 0, 0, 0, 0, 0)
         let b = settings.initialGyroBiasSigma
@@ -319,6 +386,62 @@ public struct KalmanFilter: Sendable {
         pendingBiasNoise = 0
     }
 
+    /// The inclination update: the low-passed earth-frame `force` (the receiver's acceleration already
+    /// taken out when known) should be gravity; `acceleration` is the horizontal acceleration it
+    /// contained, which couples the heading error in. Skipped while |force| is not within g's
+    /// tolerance.
+    @inline(__always)
+    mutating func inclinationUpdate(
+        force: Vector3, acceleration a: Vector3, interval: Double, low: Double, high: Double,
+        _ dTheta: inout Vector3, _ dBias: inout Vector3
+    ) {
+        let squared = force.squaredNorm
+        guard squared >= low * low && squared <= high * high else { return }
+        let u = force / squared.squareRoot()
+        // The rotation vector taking u onto +z: axis (u_y, -u_x, 0)/s, angle atan2(s, u_z).
+        let k = tiltAngleOverSine(u)
+        if settings.inclinationGateDegrees > 0 {
+            let gate = settings.inclinationGateDegrees * radiansPerDegree
+            let rx = u.y * k - dTheta.x, ry = -u.x * k - dTheta.y
+            if rx * rx > 9 * attitudeCovariance.m00 + gate * gate || ry * ry > 9 * attitudeCovariance.m11 + gate * gate
+            {
+                inclinationGated += 1
+                return
+            }
+        }
+        let variance = settings.inclinationNoiseDensity * settings.inclinationNoiseDensity / interval
+        if a.x == 0 && a.y == 0 {
+            scalarUpdate(0, residual: u.y * k - dTheta.x, variance: variance, &dTheta, &dBias)
+            scalarUpdate(1, residual: -u.x * k - dTheta.y, variance: variance, &dTheta, &dBias)
+        } else {
+            let h0 = Vector3(1, 0, -a.x / standardGravity), h1 = Vector3(0, 1, -a.y / standardGravity)
+            attitudeUpdate(h0, residual: u.y * k - h0.dot(dTheta), variance: variance, &dTheta, &dBias)
+            attitudeUpdate(h1, residual: -u.x * k - h1.dot(dTheta), variance: variance, &dTheta, &dBias)
+        }
+    }
+
+    /// A horizontal acceleration this large, low-passed (m/s^2), tells the heading within a few
+    /// degrees over a few seconds: the heading counts as GNSS-aided then.
+    static let headingAidingAcceleration = 0.5
+    /// Before the heading is known, a GNSS acceleration above this (m/s^2, low-passed) keeps the
+    /// accelerometer out of the tilt: about a degree of tilt.
+    static let unalignedAcceleration = 0.2
+
+    /// One scalar measurement h . dtheta of the attitude error (h in the earth frame).
+    mutating func attitudeUpdate(
+        _ h: Vector3, residual: Double, variance: Double, _ dTheta: inout Vector3, _ dBias: inout Vector3
+    ) {
+        let pa = attitudeCovariance * h
+        let pb = crossCovariance.row0 * h.x + crossCovariance.row1 * h.y + crossCovariance.row2 * h.z
+        let inv = 1 / (h.dot(pa) + variance)
+        let ka = pa * inv, kb = pb * inv
+        dTheta += ka * residual
+        dBias += kb * residual
+        attitudeCovariance.subtractSymmetricOuter(ka, pa)
+        crossCovariance = crossCovariance - Matrix3.outer(ka, pb)
+        biasCovariance.subtractSymmetricOuter(kb, pb)
+    }
+
     /// One scalar measurement of error-state component `index` (0-2 attitude, 3-5 bias). The two
     /// diagonal blocks stay exactly symmetric: their downdate p p^T / s is formed once per pair.
     mutating func scalarUpdate(
@@ -360,12 +483,13 @@ public struct KalmanFilter: Sendable {
         biasCovariance.subtractSymmetricOuter(kb, pb)
     }
 
-    /// Applies an error-state correction; the earth-frame low-pass turns with the frame it lives in.
+    /// Applies an error-state correction; the earth-frame low-passes turn with the frame they live in.
     mutating func inject(_ dTheta: Vector3, _ dBias: Vector3) {
         if dTheta.squaredNorm > 0 {
             magneticGate.noteHeadingCorrection(radians: dTheta.z)
             orientation = Quaternion(rotationVector: dTheta) * orientation
             lowPassedForceEarth += dTheta.cross(lowPassedForceEarth)
+            aiding.rotate(by: dTheta)
         }
         gyroBias += dBias
     }
@@ -374,7 +498,8 @@ public struct KalmanFilter: Sendable {
     /// it raised.
     @inline(__always)
     mutating func gateMagnetometer<Recorder: KalmanStepRecorder>(
-        field m: Vector3, rotation r: Matrix3, dt: Double, rate: Double, turned: Double, recorder: inout Recorder
+        field m: Vector3, rotation r: Matrix3, dt: Double, rate: Double, turned: Double, at time: Double,
+        recorder: inout Recorder
     ) -> FusionFlags {
         let earth = r * m
         let strength = m.norm
@@ -387,6 +512,9 @@ public struct KalmanFilter: Sendable {
             strengthMicrotesla: strength, dipDegrees: dip, headingInnovation: alpha,
             headingVariance: headingVariance, dt: dt)
         if verdict.flags.contains(.magneticReferenceChanged) { unseen.forgetTurns() }
+        if compareWithGnss(headingInnovation: alpha, dt: dt, at: time) {
+            return verdict.flags.union([.magnetometerRejected, .compassDisagreesWithGnss])
+        }
         guard recorder.useMagnetometer(gateAccepts: verdict.use) else {
             return verdict.use ? verdict.flags.union(.magnetometerRejected) : verdict.flags
         }
@@ -401,6 +529,27 @@ public struct KalmanFilter: Sendable {
         return verdict.flags
     }
 
+    /// While GNSS holds the heading, the magnetometer's heading innovation is averaged; beyond
+    /// `compassDisagreementDegrees` the compass is flagged and its readings are not used. Returns true
+    /// when this reading is to be left out.
+    @inline(__always)
+    mutating func compareWithGnss(headingInnovation alpha: Double, dt: Double, at time: Double) -> Bool {
+        guard aiding.headingAided(at: time) else {
+            aiding.compassInnovation = 0
+            aiding.compassInnovationSeconds = 0
+            aiding.compassDisagrees = false
+            return false
+        }
+        let tau = settings.compassDisagreementSeconds
+        aiding.compassInnovation += (alpha - aiding.compassInnovation) * (1 - exp(-dt / tau))
+        aiding.compassInnovationSeconds += dt
+        let limit = settings.compassDisagreementDegrees * radiansPerDegree
+        if aiding.compassInnovationSeconds >= tau {
+            aiding.compassDisagrees = abs(aiding.compassInnovation) > limit
+        }
+        return aiding.compassDisagrees
+    }
+
     /// The unseen disturbance's heading variance at the gate's reference dip (60 degrees until known),
     /// for the share of it turning has not exposed.
     var unseen = UnseenDisturbance.Variance()
@@ -408,7 +557,8 @@ public struct KalmanFilter: Sendable {
     @inline(__always)
     mutating func refreshUnseenVariance() {
         unseen.refresh(
-            fraction: settings.unseenDisturbanceFraction, dipDegrees: magneticGate.referenceDipDegrees ?? 60)
+            fraction: settings.useMagnetometer ? settings.unseenDisturbanceFraction : 0,
+            dipDegrees: magneticGate.referenceDipDegrees ?? 60)
     }
 
     /// Always inlined: as a call it copied the whole filter (1.5 KB) per sample.
@@ -416,7 +566,9 @@ public struct KalmanFilter: Sendable {
     func output(_ timestamp: Double, flags: FusionFlags) -> FusionOutput {
         var flags = flags
         if magnetometerUncalibrated { flags.insert(.magnetometerUncalibrated) }
-        let variance = reportedOwnVarianceDegrees2 + unseen.degrees2
+        // While GNSS holds the heading, a field error the compass checks cannot see is seen against it:
+        // the filter's own variance is the whole of it.
+        let variance = reportedOwnVarianceDegrees2 + (flags.contains(.gnssAided) ? 0 : unseen.degrees2)
         return FusionOutput(
             timestamp: timestamp, orientation: reportedOrientation,
             referenceOffsetDegrees: settings.referenceOffsetDegrees,

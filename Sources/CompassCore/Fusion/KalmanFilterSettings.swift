@@ -23,6 +23,12 @@ public struct KalmanFilterSettings: Sendable, Equatable {
     /// The accelerometer is rejected while the low-passed specific force differs from g by more than
     /// this fraction (sustained linear acceleration). Default 0.1.
     public var accelerationRejectionTolerance = 0.1
+    /// The low-passed force's direction may differ from the gyro-carried vertical by this much beyond
+    /// 3 sigma of the attitude uncertainty, degrees; further off, it is acceleration that has not
+    /// averaged out (a vehicle's sustained turn or acceleration), not tilt, and is not used. The
+    /// attitude uncertainty grows while the gyro carries it, so a real change of tilt is taken in the
+    /// end. 0 turns the check off. Default 0 (off).
+    public var inclinationGateDegrees = 0.0
     /// How long the point the sensor turns about is assumed to stay put in the sensor frame, seconds:
     /// the memory of the lever-arm fit that takes the rotation's centripetal and tangential
     /// acceleration out of the specific force (`LeverArmEstimator`). A grip on a handheld, a joint, a
@@ -48,11 +54,46 @@ public struct KalmanFilterSettings: Sendable, Equatable {
     /// The heading is flagged gyro-only after this long without a magnetometer correction, s. Default 2.
     public var gyroOnlyAfterSeconds = 2.0
 
+    // MARK: GNSS aiding
+    /// Use the magnetometer for the heading. false: the heading comes from GNSS alone (course,
+    /// dual-antenna heading, or velocity changes against the accelerometer) and is unknown until
+    /// they give it. Default true.
+    public var useMagnetometer = true
+    /// The vehicle moves along its x axis (a car, a wheeled robot; not a boat, a drone or a walker):
+    /// the GNSS course over ground is the heading while the speed allows. Default false.
+    public var courseIsHeading = false
+    /// Slowest speed at which the course is taken for the heading, m/s: below it the course is
+    /// noise (its error is the velocity noise over the speed) and a reversing vehicle's course points
+    /// backwards. Default 2.
+    public var minimumCourseSpeedMetresPerSecond = 2.0
+    /// 1-sigma angle between course and heading a vehicle keeps (side slip in turns, a mounting
+    /// misaligned with the wheels), degrees: added to the course's own noise. Default 2.
+    public var courseSlipDegrees = 2.0
+    /// GNSS velocities further apart than this do not form an acceleration (an outage broke the
+    /// chain), seconds. Default 1.
+    public var maximumVelocityGapSeconds = 1.0
+    /// 1-sigma error of each component of a receiver's velocity when its message gives no
+    /// covariance, m/s. Default 0.1 (Doppler velocity of a consumer receiver).
+    public var defaultVelocitySigmaMetresPerSecond = 0.1
+    /// A magnetometer heading that differs from a GNSS-held heading by more than this, on average
+    /// over `compassDisagreementSeconds`, is flagged and no longer steers the heading while GNSS
+    /// holds it, degrees. Default 10.
+    public var compassDisagreementDegrees = 10.0
+    /// The averaging time of that comparison, seconds. Default 10.
+    public var compassDisagreementSeconds = 10.0
+    /// A GNSS speed above this, m/s, means the vehicle moves: never at rest. Default 0.5.
+    public var restMaximumSpeedMetresPerSecond = 0.5
+
     // MARK: Rest
     /// Rest detection (see `RestDetector`). At rest the low-passed gyro reading observes the bias.
     public var restDetector = RestDetector()
     /// Noise density of the at-rest bias observation, rad/s*sqrt(s). Default 1.2e-4.
     public var restBiasNoiseDensity = 1.2e-4
+    /// The bias is learned from gyro readings this old, seconds, once rest has lasted this much longer
+    /// than `RestDetector.minimumSeconds`: the slow start of a vehicle's turn looks like rest until
+    /// its rate exceeds the detector's limit, and by then its readings must not have become bias.
+    /// Default 1.
+    public var restConfirmationSeconds = 1.0
     /// Measurement updates happen at most this often, seconds; between them magnetometer innovations
     /// are averaged (the low-passed accelerometer and gyro change slowly anyway). Default 0.02 (50 Hz).
     public var measurementUpdateSeconds = 0.02

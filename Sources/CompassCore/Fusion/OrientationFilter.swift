@@ -14,10 +14,37 @@ public protocol OrientationFilter: Sendable {
     mutating func setMagneticReference(strengthMicrotesla: Double, dipDegrees: Double)
     /// The calibration applied to the readings changed.
     mutating func noteCalibration(_ notice: MagnetometerCalibrationNotice)
+    /// Takes a GNSS velocity (true-north ENU) with the declination at the site (NaN: unknown, true
+    /// north taken for magnetic). Returns false when this filter does not use GNSS.
+    mutating func aid(velocity: GnssVelocitySample, declinationDegrees: Double) -> Bool
+    /// Takes a dual-antenna heading, as `aid(velocity:)`.
+    mutating func aid(gnssHeading: GnssHeadingSample, declinationDegrees: Double) -> Bool
+    /// What GNSS gave; nil for a filter that does not use it.
+    var gnssCounts: GnssAidingCounts? { get }
 }
 
-extension KalmanFilter: OrientationFilter {}
-extension ComplementaryFilter: OrientationFilter {}
+extension KalmanFilter: OrientationFilter {
+    public mutating func aid(velocity: GnssVelocitySample, declinationDegrees: Double) -> Bool {
+        setGnssDeclination(degrees: declinationDegrees)
+        update(velocity: velocity)
+        return true
+    }
+
+    public mutating func aid(gnssHeading: GnssHeadingSample, declinationDegrees: Double) -> Bool {
+        setGnssDeclination(degrees: declinationDegrees)
+        update(gnssHeading: gnssHeading)
+        return true
+    }
+
+    public var gnssCounts: GnssAidingCounts? { aiding.counts }
+}
+
+/// The complementary filter has no GNSS aiding: it says so, and the stage counts what it passed over.
+extension ComplementaryFilter: OrientationFilter {
+    public mutating func aid(velocity: GnssVelocitySample, declinationDegrees: Double) -> Bool { false }
+    public mutating func aid(gnssHeading: GnssHeadingSample, declinationDegrees: Double) -> Bool { false }
+    public var gnssCounts: GnssAidingCounts? { nil }
+}
 
 /// The filters by name, as configuration files and the command line spell them.
 public enum FilterKind: String, Sendable, CaseIterable {

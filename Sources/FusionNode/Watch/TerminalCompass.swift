@@ -42,7 +42,8 @@ final class TerminalCompass {
         return k == ERR ? nil : k
     }
 
-    private func put(_ y: Int32, _ x: Int32, _ text: String, attributes: UInt32 = 0) {
+    /// `text` at row y, column x, cut at the screen's edge.
+    func put(_ y: Int32, _ x: Int32, _ text: String, attributes: UInt32 = 0) {
         guard y >= 0, x >= 0, y < getmaxy(gc_screen()), x < getmaxx(gc_screen()) else { return }
         if attributes != 0 { wattr_on(gc_screen(), attributes, nil) }
         wmove(gc_screen(), y, x)

@@ -107,8 +107,9 @@ public struct PipelineConfig: Sendable {
     public func consumerCount(of name: String) -> Int { stages.filter { $0.inputs.contains(name) }.count }
 
     /// Reads, parses and validates a pipeline file, with command-line overrides applied.
+    /// `requireSink: false` for a file a command takes a stage from (`calibrate --config`).
     public static func load(
-        path: String, environment: [String: String], overrides: [SettingOverride] = []
+        path: String, environment: [String: String], overrides: [SettingOverride] = [], requireSink: Bool = true
     ) throws(PipelineConfigError) -> PipelineConfig {
         if let problem = SettingOverride.unreadable(path) {
             throw PipelineConfigError(file: path, mark: YAMLMark(line: 1, column: 1), message: problem, origin: path)
@@ -119,7 +120,7 @@ public struct PipelineConfig: Sendable {
                 message: "cannot read the file: \(SettingOverride.errnoText)",
                 origin: path)
         }
-        return try parse(text, file: path, environment: environment, overrides: overrides, requireSink: true)
+        return try parse(text, file: path, environment: environment, overrides: overrides, requireSink: requireSink)
     }
 
     /// Parses and validates a pipeline file's text. `environment` resolves ${VAR} and ${VAR:-default};

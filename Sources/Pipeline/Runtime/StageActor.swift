@@ -124,6 +124,8 @@ actor StageActor {
                         try publisher.publish(frames, report: &report)
                         return waited
                     }
+                    // A source that checks for the stop itself (a looping bag between passes) ends quietly.
+                    if PipelineSignals.stopRequested { throw StopRequested() }
                 } catch is StopRequested {
                     report.notes.append("stopped on request")
                 }

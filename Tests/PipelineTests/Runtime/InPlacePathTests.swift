@@ -87,7 +87,10 @@ struct InPlacePathTests {
         let c = try Self.compare(
             raw, general: try Self.stage("calibration") as! TransformLogic,
             inPlace: try Self.stage("calibration") as! InPlaceTransform)
-        #expect(c.messagesInPlace == (raw.count + 31) / 32)
+        // While the motors' field is learned (about 12 s), readings are held back: those messages take the
+        // general path, which can drop frames; every other message goes in place.
+        let messages = (raw.count + 31) / 32
+        #expect(c.messagesInPlace < messages && c.messagesInPlace > messages / 2)
         #expect(c.general == c.inPlace)
         #expect(!c.generalAdded.isEmpty && c.generalAdded == c.inPlaceAdded)  // calibration/status
         #expect(c.general.contains { $0.payload != raw[0].payload })
@@ -139,7 +142,8 @@ struct InPlacePathTests {
         "a message shared with another reader is copied before it is patched; big-endian payloads take the general path"
     )
     func sharedAndBigEndian() throws {
-        let raw = Array(try Self.simulatedFrames().prefix(64))
+        // Without the motor current: its first message would start holding readings (the general path).
+        let raw = Array(try Self.simulatedFrames().filter { $0.topic != PipelineTopics.motorCurrent }.prefix(64))
         let calibration = try Self.stage("calibration") as! InPlaceTransform
         // Two readers of one publisher in this process share the message's content.
         let context = BusContext()

@@ -55,4 +55,24 @@ struct HealthDiagnosticsTests {
         let decoded = try DiagnosticArrayMessage(cdrBytes: report.cdr())
         #expect(decoded == report)
     }
+
+    @Test("GNSS aiding: no status without GNSS; OK while it holds the heading, WARN on disagreement or loss")
+    func gnssStatus() {
+        var health = HealthDiagnostics()
+        health.observe(heading(accuracy: 4))
+        #expect(!health.report().status.contains { $0.name == "gyrocompass: gnss aiding" })
+        health.observe(heading(accuracy: 4, flags: [.gnssAided, .magnetometerRejected, .gyroOnly]))
+        var report = health.report()
+        #expect(report.status[0].level == .ok && report.status[0].message == "tracking, held by GNSS")
+        #expect(report.status.last?.name == "gyrocompass: gnss aiding" && report.status.last?.level == .ok)
+        health.observe(heading(accuracy: 4, flags: [.gnssAided, .compassDisagreesWithGnss]))
+        report = health.report()
+        #expect(report.status.last?.level == .warn)
+        #expect(report.status.last?.message == "compass disagrees with the GNSS heading: not used")
+        #expect(report.status[0].values.first { $0.key == "flags" }?.value == "gnss_aided|compass_gnss_disagree")
+        health.observe(heading(accuracy: 4))
+        report = health.report()
+        #expect(report.status.last?.level == .warn)
+        #expect(report.status.last?.values.first { $0.key == "headings held by GNSS (%)" }?.value == "0.0")
+    }
 }

@@ -18,10 +18,20 @@ struct HealthDiagnostics {
     /// Headings received since the last report, and the seconds of data they span.
     var headingsSinceReport = 0
     var firstStampSinceReport: Double?
+    /// Headings since the last report that GNSS held, and that flagged the compass against GNSS; and
+    /// whether GNSS ever held one (robots without GNSS get no GNSS status).
+    var gnssAidedSinceReport = 0, disagreeingSinceReport = 0
+    var gnssSeen = false
 
     mutating func observe(_ h: HeadingMessage) {
         heading = h
         headingsSinceReport += 1
+        let flags = FusionFlags(rawValue: h.flags)
+        if flags.contains(.gnssAided) {
+            gnssAidedSinceReport += 1
+            gnssSeen = true
+        }
+        if flags.contains(.compassDisagreesWithGnss) { disagreeingSinceReport += 1 }
         if firstStampSinceReport == nil { firstStampSinceReport = h.header.stamp.seconds }
     }
 
@@ -37,7 +47,10 @@ struct HealthDiagnostics {
         var status: [DiagnosticArrayMessage.Status] = [headingStatus(hardware: hardware, final: final)]
         if let c = calibration { status.append(Self.calibrationStatus(c, hardware: hardware)) }
         if let i = interference { status.append(Self.interferenceStatus(i, hardware: hardware)) }
+        if gnssSeen { status.append(gnssStatus(hardware: hardware)) }
         let stamp = heading?.header.stamp ?? RosTime(seconds: 0)
+        gnssAidedSinceReport = 0
+        disagreeingSinceReport = 0
         headingsSinceReport = 0
         firstStampSinceReport = nil
         return DiagnosticArrayMessage(header: RosHeader(stamp: stamp, frameId: ""), status: status)
@@ -48,7 +61,10 @@ struct HealthDiagnostics {
         guard let h = heading else {
             return .init(level: .error, name: name, message: "no heading yet", hardwareId: hardware, values: [])
         }
-        let flags = FusionFlags(rawValue: h.flags & 0x3FF)
+        let flags = FusionFlags(
+            rawValue: h.flags
+                & ~(HeadingMessage.flagNoPosition | HeadingMessage.flagModelOutOfRange
+                | HeadingMessage.flagModelCautionZone))
         let accuracy = h.headingAccuracy
         var level = DiagnosticArrayMessage.Level.ok
         var message = "tracking"
@@ -58,6 +74,8 @@ struct HealthDiagnostics {
             (level, message) = (.error, "heading not usable: 95 % bound \(Self.text(accuracy, 1)) deg")
         } else if accuracy > warnAccuracyDegrees {
             (level, message) = (.warn, "heading uncertain: 95 % bound \(format(accuracy, 1)) deg")
+        } else if flags.contains(.gnssAided) {
+            message = "tracking, held by GNSS"
         } else if flags.contains(.gyroOnly) || flags.contains(.magnetometerRejected) {
             (level, message) = (.warn, "holding the heading on the gyro (magnetometer rejected)")
         }
@@ -72,6 +90,31 @@ struct HealthDiagnostics {
                 ("95 % accuracy (deg)", Self.text(accuracy, 2)),
                 ("headings since last report", "\(headingsSinceReport)"),
                 ("flags", flags.description.isEmpty ? "none" : flags.description),
+            ])
+    }
+
+    /// GNSS aiding: OK while GNSS holds the heading, WARN when the compass disagrees with it or GNSS
+    /// stopped holding it (an outage, standing still without a dual-antenna receiver).
+    func gnssStatus(hardware: String) -> DiagnosticArrayMessage.Status {
+        let share = headingsSinceReport > 0 ? 100 * Double(gnssAidedSinceReport) / Double(headingsSinceReport) : 0
+        let (level, message): (DiagnosticArrayMessage.Level, String) =
+            if disagreeingSinceReport > 0 {
+                (.warn, "compass disagrees with the GNSS heading: not used")
+            } else if gnssAidedSinceReport > 0 {
+                (.ok, "GNSS holds the heading")
+            } else {
+                (.warn, "GNSS not holding the heading (no course, acceleration or dual-antenna heading)")
+            }
+        return .init(
+            level: level, name: "gyrocompass: gnss aiding", message: message, hardwareId: hardware,
+            values: [
+                ("headings held by GNSS (%)", format(share, 1)),
+                (
+                    "compass disagreeing (%)",
+                    format(
+                        headingsSinceReport > 0
+                            ? 100 * Double(disagreeingSinceReport) / Double(headingsSinceReport) : 0, 1)
+                ),
             ])
     }
 

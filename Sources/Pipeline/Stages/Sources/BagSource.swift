@@ -15,6 +15,11 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
         var imuTopic = "/imu/data_raw", magTopic = "/imu/mag", fixTopic = ""
         /// Bag topic with the motors' current, read as motor/current ("" = none).
         var currentTopic = ""
+        /// Bag topics with a GNSS receiver's velocity and dual-antenna heading, read as gnss/velocity and
+        /// gnss/heading ("" = none).
+        var velocityTopic = "", gnssHeadingTopic = ""
+        /// Read the magnetometer topic; false: the heading comes from GNSS alone.
+        var useMagnetometer = true
         /// Bag topic with the robot's static transforms (tf2_msgs/TFMessage), passed on first as
         /// tf_static for a mount stage's tf rotations ("" = none).
         var tfTopic = ""
@@ -54,6 +59,18 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
                 "current_topic", \.currentTopic,
                 "bag topic with the motors' current, passed on as 'motor/current': sensor_msgs/msg/BatteryState, or "
                     + "std_msgs/msg/Float32 or Float64 in amperes drawn, stamped with its log time ('' = none)"),
+            .string(
+                "velocity_topic", \.velocityTopic,
+                "bag topic with a GNSS receiver's velocity (geometry_msgs/msg/TwistWithCovarianceStamped, ENU), "
+                    + "passed on as 'gnss/velocity' ('' = none)"),
+            .string(
+                "gnss_heading_topic", \.gnssHeadingTopic,
+                "bag topic with a dual-antenna receiver's heading (sensor_msgs/msg/Imu orientation and yaw "
+                    + "variance), passed on as 'gnss/heading' ('' = none)"),
+            .bool(
+                "use_mag", \.useMagnetometer,
+                "read mag_topic; false: no magnetometer (the fusion stage's use_mag: false takes the heading from "
+                    + "GNSS)"),
             .bool("progress", \.progress, "progress bar on stderr when it is a terminal"),
             .string(
                 "tf_topic", \.tfTopic,
@@ -68,7 +85,7 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
         settings: Settings.table,
         outputTopics: [
             PipelineTopics.imuRaw, PipelineTopics.magnetometer, PipelineTopics.fix, PipelineTopics.motorCurrent,
-            PipelineTopics.tfStatic,
+            PipelineTopics.tfStatic, PipelineTopics.gnssVelocity, PipelineTopics.gnssHeading,
         ]
     ) { settings, context in try BagSource(settings, log: context.log) }
 
@@ -105,7 +122,15 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
             return found
         }
         resolved.imuTopic = try resolve(settings.imuTopic, "imu_topic")
-        resolved.magTopic = try resolve(settings.magTopic, "mag_topic")
+        resolved.magTopic = settings.useMagnetometer ? try resolve(settings.magTopic, "mag_topic") : ""
+        if !settings.velocityTopic.isEmpty {
+            resolved.velocityTopic = try resolve(
+                settings.velocityTopic, "velocity_topic", types: [TwistWithCovarianceStampedMessage.typeName])
+        }
+        if !settings.gnssHeadingTopic.isEmpty {
+            resolved.gnssHeadingTopic = try resolve(
+                settings.gnssHeadingTopic, "gnss_heading_topic", types: [ImuMessage.typeName])
+        }
         if !settings.fixTopic.isEmpty { resolved.fixTopic = try resolve(settings.fixTopic, "fix_topic") }
         if !settings.tfTopic.isEmpty {
             resolved.tfTopic = try resolve(settings.tfTopic, "tf_topic", types: [TFMessage.typeName])
@@ -122,6 +147,8 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
         case settings.imuTopic: PipelineTopics.imuRaw
         case settings.magTopic: PipelineTopics.magnetometer
         case settings.currentTopic: PipelineTopics.motorCurrent
+        case settings.velocityTopic: PipelineTopics.gnssVelocity
+        case settings.gnssHeadingTopic: PipelineTopics.gnssHeading
         default: PipelineTopics.fix
         }
     }
@@ -178,10 +205,12 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
     func replayAll(emit: ([WireFrame]) throws -> Double) throws {
         let transforms = try staticTransforms()
         if !transforms.isEmpty { _ = try emit(transforms) }
-        let sensorTopics = [settings.imuTopic, settings.magTopic]
+        let sensorTopics = [settings.imuTopic, settings.magTopic].filter { !$0.isEmpty }
         var options = BagReadOptions()
         options.topics = Set(
-            sensorTopics + [settings.fixTopic, settings.currentTopic].filter { !$0.isEmpty })
+            sensorTopics
+                + [settings.fixTopic, settings.currentTopic, settings.velocityTopic, settings.gnssHeadingTopic]
+                .filter { !$0.isEmpty })
         options.salvage = settings.salvage
         var first: UInt64?
         struct Stop: Error {}
@@ -192,7 +221,7 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
             }
         } catch is Stop {}
         guard let first else {
-            notes.append("no messages on \(settings.imuTopic) or \(settings.magTopic)")
+            notes.append("no messages on \(sensorTopics.joined(separator: " or "))")
             return
         }
         if settings.startSeconds > 0 { options.startTime = first + UInt64(settings.startSeconds * 1e9) }

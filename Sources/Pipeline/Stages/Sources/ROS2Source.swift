@@ -20,6 +20,27 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
         var imuTopic = "imu/data_raw", magnetometerTopic = "imu/mag", fixTopic = ""
         /// Read the magnetometer; false = gyro and accelerometer only.
         var useMagnetometer = true
+        /// ROS topics with a GNSS receiver's velocity and dual-antenna heading, read as gnss/velocity and
+        /// gnss/heading ("" = not read).
+        var velocityTopic = "", gnssHeadingTopic = ""
+        /// ROS topic with the motors' current, read as motor/current ("" = none), and its type.
+        var currentTopic = ""
+        var currentType = CurrentType.batteryState
+
+        enum CurrentType: String, CaseIterable {
+            /// sensor_msgs/msg/BatteryState (`current`, negative while discharging).
+            case batteryState = "battery_state"
+            /// std_msgs/msg/Float32 or Float64: amperes drawn, stamped on arrival.
+            case float32, float64
+
+            var typeName: String {
+                switch self {
+                case .batteryState: BatteryStateMessage.typeName
+                case .float32: "std_msgs/msg/Float32"
+                case .float64: "std_msgs/msg/Float64"
+                }
+            }
+        }
         /// QoS of every reader, and of each ("" = `qos`), written the ROS 2 way (`ROS2QoS.syntax`).
         var qos = "sensor_data", imuQoSText = "", magQoSText = "", fixQoSText = ""
         /// ROS topic with the robot's static transforms, read as tf_static ("" = none); its QoS is
@@ -39,6 +60,21 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
             .string("mag_topic", \.magnetometerTopic, "ROS topic with sensor_msgs/msg/MagneticField ('' = none)"),
             .bool("use_mag", \.useMagnetometer, "read the magnetometer; false = gyro and accelerometer only"),
             .string("fix_topic", \.fixTopic, "ROS topic with sensor_msgs/msg/NavSatFix ('' = none), e.g. fix"),
+            .string(
+                "velocity_topic", \.velocityTopic,
+                "ROS topic with a GNSS receiver's velocity (geometry_msgs/msg/TwistWithCovarianceStamped, ENU; '' = "
+                    + "none), e.g. vel"),
+            .string(
+                "gnss_heading_topic", \.gnssHeadingTopic,
+                "ROS topic with a dual-antenna receiver's heading (sensor_msgs/msg/Imu orientation and yaw variance; "
+                    + "'' = none)"),
+            .string(
+                "current_topic", \.currentTopic, "ROS topic with the motors' current, read as motor/current ('' = none)"
+            ),
+            .choice(
+                "current_type", \.currentType,
+                "type of current_topic: battery_state (sensor_msgs/msg/BatteryState), or float32/float64 "
+                    + "(std_msgs, amperes drawn, stamped on arrival)"),
             .string("qos", \.qos, "QoS of every reader: " + ROS2QoS.syntax),
             .string("imu_qos", \.imuQoSText, "QoS of the imu reader ('' = qos)"),
             .string("mag_qos", \.magQoSText, "QoS of the mag reader ('' = qos)"),
@@ -78,6 +114,7 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
         settings: Settings.table,
         outputTopics: [
             PipelineTopics.imuRaw, PipelineTopics.magnetometer, PipelineTopics.fix, PipelineTopics.tfStatic,
+            PipelineTopics.gnssVelocity, PipelineTopics.gnssHeading, PipelineTopics.motorCurrent,
         ],
         check: { settings, _ in
             ROS2Settings.check(
@@ -88,6 +125,8 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
                 topics: [
                     "imu_topic": settings.imuTopic, "mag_topic": settings.magnetometerTopic,
                     "fix_topic": settings.fixTopic, "tf_topic": settings.tfTopic,
+                    "velocity_topic": settings.velocityTopic, "gnss_heading_topic": settings.gnssHeadingTopic,
+                    "current_topic": settings.currentTopic,
                 ], namespace: settings.namespace)
         }
     ) { settings, context in try ROS2Source(settings, stage: context.stage, log: context.log) }
@@ -99,8 +138,14 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
         let reader: SerializedReader
         let pipelineTopic: String
         let check: ([UInt8]) -> CDRError?
-        /// Sensor streams are merged in writing order; fixes (1 Hz or so) and transforms go as they come.
-        var ordered: Bool { pipelineTopic != PipelineTopics.fix && pipelineTopic != PipelineTopics.tfStatic }
+        /// Sensor streams are merged in writing order; fixes, GNSS (1-20 Hz, stamped by the receiver's
+        /// clock) and transforms go as they come.
+        var ordered: Bool { !Self.unordered.contains(pipelineTopic) && !convertsFloat }
+        static let unordered: Set<String> = [
+            PipelineTopics.fix, PipelineTopics.tfStatic, PipelineTopics.gnssVelocity, PipelineTopics.gnssHeading,
+        ]
+        /// A std_msgs float current (no header): turned into a BatteryState stamped on arrival.
+        var convertsFloat = false
         /// The newest header stamp taken, nanoseconds.
         var newestStamp: Int64 = .min
         var taken = 0, malformed = 0
@@ -147,6 +192,39 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
             }
             if !settings.tfTopic.isEmpty {
                 inputs.append(try input(settings.tfTopic, TFMessage.self, settings.tfQoS, PipelineTopics.tfStatic))
+            }
+            if !settings.velocityTopic.isEmpty {
+                inputs.append(
+                    try input(
+                        settings.velocityTopic, TwistWithCovarianceStampedMessage.self, settings.fixQoS,
+                        PipelineTopics.gnssVelocity))
+            }
+            if !settings.gnssHeadingTopic.isEmpty {
+                inputs.append(
+                    try input(settings.gnssHeadingTopic, ImuMessage.self, settings.fixQoS, PipelineTopics.gnssHeading))
+            }
+            if !settings.currentTopic.isEmpty {
+                let t = try ROS2Topic(
+                    settings.currentTopic, namespace: settings.namespace, type: settings.currentType.typeName,
+                    qos: settings.imuQoS)
+                let type = settings.currentType.typeName
+                var current = Input(
+                    reader: try SerializedReader(participant, t), pipelineTopic: PipelineTopics.motorCurrent,
+                    check: { bytes in
+                        if type == BatteryStateMessage.typeName {
+                            do throws(CDRError) {
+                                _ = try BatteryStateMessage(cdrBytes: bytes)
+                            } catch { return error }
+                            return nil
+                        }
+                        let decoded = bytes.withUnsafeBytes { b in
+                            Result { () throws(CDRError) in try standardFloatValue(type: type, cdr: b) }
+                        }
+                        if case .failure(let error) = decoded { return error }
+                        return nil
+                    })
+                current.convertsFloat = type != BatteryStateMessage.typeName
+                inputs.append(current)
             }
             self.inputs = inputs
             waitSet = try ReaderWaitSet(participant, readers: inputs.map(\.reader))
@@ -203,6 +281,19 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
                             }
                             continue
                         }
+                        if inputs[i].convertsFloat {
+                            // No header: stamped with the wall clock on arrival, as a BatteryState.
+                            let type = inputs[i].reader.topic.type
+                            let amperes = sample.bytes.withUnsafeBytes { try? standardFloatValue(type: type, cdr: $0) }
+                            let message = BatteryStateMessage(
+                                header: RosHeader(stamp: Clocks.wallNow(), frameId: ""), drawnAmperes: amperes ?? .nan)
+                            pending.append(
+                                Pending(
+                                    stamp: .min, rank: i, arrivalSeconds: arrival, order: arrivals,
+                                    frame: cdrFrame(message, topic: PipelineTopics.motorCurrent)))
+                            arrivals += 1
+                            continue
+                        }
                         // A payload that decoded has a header stamp; transforms (no header) go first.
                         let stamp =
                             inputs[i].pipelineTopic == PipelineTopics.tfStatic
@@ -238,8 +329,7 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
         var count = 0
         for p in pending {
             guard
-                all || p.stamp <= watermark || p.arrivalSeconds <= expired || p.frame.topic == PipelineTopics.fix
-                    || p.frame.topic == PipelineTopics.tfStatic
+                all || p.stamp <= watermark || p.arrivalSeconds <= expired || !inputs[p.rank].ordered
             else { break }
             count += 1
         }

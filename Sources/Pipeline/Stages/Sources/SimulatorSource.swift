@@ -34,6 +34,10 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
         var motorCurrentAmperes = 0.0
         /// The field the motors add per ampere drawn, microtesla per ampere, body axes.
         var motorFieldMicroteslaPerAmpere = Vector3.zero
+        /// GNSS velocity solutions per second published on gnss/velocity, Hz (0 = none).
+        var gnssRateHz = 0.0
+        /// Publish imu/mag; false = an IMU with no magnetometer.
+        var useMagnetometer = true
         /// Also write the true orientation, t,qw,qx,qy,qz,movement per sample (BROAD's truth format), here.
         var truthPath = ""
         /// Describe the mounting as a robot does: static transforms base_link -> imu_link and
@@ -78,6 +82,11 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
             .vector(
                 "motor_field_ut_per_a", \.motorFieldMicroteslaPerAmpere, unit: "uT/A", range: -100...100,
                 "field the simulated motors add to the magnetometer per ampere drawn (body axes)"),
+            .number(
+                "gnss_rate_hz", \.gnssRateHz, unit: "Hz", range: 0...100,
+                "GNSS velocity solutions per second on gnss/velocity (true-north ENU, 0.08 m/s noise; the drive "
+                    + "scenarios pass under a bridge from 150 s to 165 s); 0 = none"),
+            .bool("use_mag", \.useMagnetometer, "publish imu/mag; false = an IMU without magnetometer"),
             .string(
                 "truth_path", \.truthPath, writesFile: true,
                 "also write the true orientation here: t,qw,qx,qy,qz,movement per sample"),
@@ -87,7 +96,10 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
                     + "before the first sample, the magnetometer's readings then in mag_link"),
             .pauseWithoutSubscribers(\.pauseWithoutSubscribers),
         ])
-        static let scenarioNames = ["default", "figure_eight", "walking", "rest", "plausible_disturbance"]
+        static let scenarioNames = [
+            "default", "figure_eight", "walking", "rest", "plausible_disturbance", "drive", "drive_disturbed",
+            "calibration_dance",
+        ]
     }
 
     static let type = StageType(
@@ -96,6 +108,7 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
         settings: Settings.table,
         outputTopics: [
             PipelineTopics.imuRaw, PipelineTopics.magnetometer, PipelineTopics.motorCurrent, PipelineTopics.tfStatic,
+            PipelineTopics.gnssVelocity,
         ]
     ) { settings, _ in SimulatorSource(settings) }
 
@@ -120,9 +133,16 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
     func scenario() -> SimulationScenario {
         var s = SimulationScenario()
         s.seed = UInt64(settings.seed)
-        s.sampleRateHz = settings.rateHz
         s.startHeadingDegrees = 30
         switch settings.scenario {
+        case "drive", "drive_disturbed":
+            // A car's route drawn from the seed (`SimulationScenario.drivingVehicle`); its motors' current
+            // follows the drive.
+            s =
+                settings.scenario == "drive"
+                ? .drivingVehicle(seed: UInt64(settings.seed)) : .disturbedDrive(seed: UInt64(settings.seed))
+            s.motorCurrentProfile = .drive
+            s.gnssVelocity?.rateHz = settings.gnssRateHz
         case "figure_eight":
             s.motion = [.rest(seconds: 3), .figureEight(seconds: 12), .turn(degreesPerSecond: 30, seconds: 6)]
         case "walking":
@@ -131,6 +151,16 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
             ]
         case "rest":
             s.motion = [.rest(seconds: 60)]
+        case "calibration_dance":
+            // What a person does for a guided calibration: the device turned right over about each axis and
+            // six diagonals at 90 deg/s, so the field is seen along every direction of the sensor within 40 s.
+            s.motion = [.rest(seconds: 2)]
+            for axis in [
+                Vector3.unitX, .unitY, .unitZ, Vector3(1, 1, 0), Vector3(1, 0, 1), Vector3(0, 1, -1), Vector3(1, -1, 0),
+                Vector3(0, 1, 1), Vector3(1, 0, -1),
+            ] {
+                s.motion.append(.rotate(sensorAxis: axis.normalized!, degreesPerSecond: 90, seconds: 4))
+            }
         case "plausible_disturbance":
             // Heading 30, pitch 10; from 20 s a field of 1.5 uT south and 8 uT east: strength and dip stay
             // within tolerance, the compass turns by 24 degrees.
@@ -150,6 +180,14 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
             s.disturbances = [
                 ScheduledDisturbance(startSeconds: 16, durationSeconds: 3, fieldMicrotesla: Vector3(20, 0, 0))
             ]
+        }
+        s.sampleRateHz = settings.rateHz
+        if settings.gnssRateHz > 0, s.gnssVelocity == nil {
+            var receiver = GnssVelocityModel()
+            receiver.rateHz = settings.gnssRateHz
+            s.gnssVelocity = receiver
+        } else if settings.gnssRateHz == 0 {
+            s.gnssVelocity = nil
         }
         s.sensors.hardIronMicrotesla = settings.hardIronMicrotesla
         s.sensors.softIron = settings.softIron
@@ -186,10 +224,20 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
                     header: RosHeader(stamp: stamp, frameId: "base_link"), drawnAmperes: x.motorCurrentAmperes)
                 batch.append(cdrFrame(current, topic: PipelineTopics.motorCurrent))
             }
+            if let v = x.gnssVelocity {
+                // Stamped like the IMU sample it was made at (the receiver's epoch).
+                let variance = sim.scenario.gnssVelocity.map { $0.noiseMetresPerSecond * $0.noiseMetresPerSecond } ?? 0
+                batch.append(
+                    cdrFrame(
+                        TwistWithCovarianceStampedMessage(
+                            header: RosHeader(stamp: stamp, frameId: "gnss_link"), velocityENU: v.velocityENU,
+                            horizontalVariance: variance, verticalVariance: 4 * variance),
+                        topic: PipelineTopics.gnssVelocity))
+            }
             appendRawSample(
                 RosHeader(stamp: stamp, frameId: "imu_link"), angularVelocity: toIMU * x.imu.angularVelocity,
                 specificForce: toIMU * x.imu.specificForce,
-                fieldTesla: toMagnetometer * x.magnetometer.fieldMicrotesla * 1e-6,
+                fieldTesla: settings.useMagnetometer ? toMagnetometer * x.magnetometer.fieldMicrotesla * 1e-6 : nil,
                 magnetometerFrame: settings.publishTF ? "mag_link" : nil, to: &batch)
             k += 1
             if settings.realtime {
@@ -210,16 +258,17 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
 /// One raw sample as the two frames a source emits: sensor_msgs/Imu (no orientation) on
 /// imu/data_raw and sensor_msgs/MagneticField on imu/mag, with the same header.
 func appendRawSample(
-    _ header: RosHeader, angularVelocity: Vector3, specificForce: Vector3, fieldTesla: Vector3,
+    _ header: RosHeader, angularVelocity: Vector3, specificForce: Vector3, fieldTesla: Vector3?,
     magnetometerFrame: String? = nil, to frames: inout [WireFrame]
 ) {
     let imu = ImuMessage(
         header: header, orientation: Quaternion(w: 1, x: 0, y: 0, z: 0), orientationCovariance: .notProvided,
         angularVelocity: angularVelocity, angularVelocityCovariance: .zero, linearAcceleration: specificForce,
         linearAccelerationCovariance: .zero)
+    frames.append(cdrFrame(imu, topic: PipelineTopics.imuRaw))
+    guard let fieldTesla else { return }
     var magHeader = header
     if let magnetometerFrame { magHeader.frameId = magnetometerFrame }
     let mag = MagneticFieldMessage(header: magHeader, magneticField: fieldTesla, magneticFieldCovariance: .zero)
-    frames.append(cdrFrame(imu, topic: PipelineTopics.imuRaw))
     frames.append(cdrFrame(mag, topic: PipelineTopics.magnetometer))
 }

@@ -84,6 +84,13 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
     var motor: MotorCurrentCompensator
     var motorLearnedLogged = false
     var currentsReceived = 0
+    /// Stamp of the first motor current, seconds; readings held back while the motors' field is learned.
+    var firstCurrentTime: Double?
+    var motorWithheld = 0
+    /// How long after the first current readings wait for the motors' field to be learned, seconds: a
+    /// few throttle changes. Past it they pass on with what is known (a current that never varies
+    /// teaches nothing).
+    static let motorHoldSeconds = 30.0
     /// Finds the magnetometer's mounting (detect_rotation); keeps checking one loaded from the file.
     var detector: MountingRotationDetector?
     /// The magnetometer's mounting applied before the calibration: found, or loaded with the file.
@@ -167,19 +174,34 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         isIdentity ? .passThrough : turnsReadings ? .decoded : .inPlace(.patchedMessage)
     }
 
+    /// While the motors' field is being learned (a current arrived, learning is on, nothing is known
+    /// yet), readings are held back: the heading must not start from a field the motors bend, which
+    /// the fusion filter would take for the earth's and then find the corrected readings inconsistent
+    /// with. At most `motorHoldSeconds` after the first current.
+    func holdsForMotor(at time: Double) -> Bool {
+        guard let first = firstCurrentTime, motor.settings.learn, !motor.learned, motor.coefficients == .zero else {
+            return false
+        }
+        return time - first < Self.motorHoldSeconds
+    }
+
     func inPlaceSample(_ frame: WireFrame.View) -> InPlaceSample? {
         switch frame.topic {
         case PipelineTopics.imuRaw where learning:
             return decodeInPlace(frame)
         case PipelineTopics.magnetometer where !isIdentity:
-            // A big-endian payload has no offset to patch: the general path re-encodes it.
+            // A big-endian payload has no offset to patch: the general path re-encodes it. A reading to
+            // hold back for the motors takes the general path too (in place, a message cannot drop one).
             guard let sample = decodeInPlace(frame), sample.offset != nil else { return nil }
+            if case .magnetometer(let header, _, _) = sample, holdsForMotor(at: header.stamp.seconds) { return nil }
             return sample
         case PipelineTopics.motorCurrent:
-            // Applied in stream order (apply), not while the batch is decoded.
+            // Applied in stream order (apply), not while the batch is decoded. The first current may start
+            // holding readings back: its message takes the general path, which can drop them.
             guard let m = batteryState(frame.type, frame.encoding, UnsafeRawBufferPointer(frame.payload)) else {
                 return .unchanged
             }
+            if firstCurrentTime == nil && motor.settings.learn && motor.coefficients == .zero { return nil }
             return .current(header: m.header, drawnAmperes: m.drawnAmperes)
         default:
             return .unchanged
@@ -223,6 +245,13 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             status(full.header, into: &output)
         case PipelineTopics.magnetometer where !isIdentity:
             let m = try magneticSample(frame)
+            if holdsForMotor(at: m.header.stamp.seconds) {
+                // Learned from (the motors' fit needs it), not passed on.
+                _ = calibrated(m.header, m.field)
+                motorWithheld += 1
+                status(m.header, into: &output)
+                return
+            }
             let calibrated = calibrated(m.header, m.field)
             if let offset = m.fieldOffset {
                 CDRSamples.overwrite(calibrated, at: offset, in: &frame.payload)
@@ -263,6 +292,7 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             return
         }
         currentsReceived += 1
+        if firstCurrentTime == nil { firstCurrentTime = time }
         motor.addCurrent(amperes, time: time)
     }
 
@@ -430,6 +460,12 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             notes.append(
                 "motors' field \(format(k.x, 3)), \(format(k.y, 3)), \(format(k.z, 3)) uT/A from \(currentsReceived) "
                     + "current reading(s), \(how)")
+            if motorWithheld > 0 {
+                notes.append(
+                    "\(motorWithheld) magnetometer reading(s) held back until the motors' field was learned"
+                        + (motor.learned
+                            ? "" : " (not learned within \(format(Self.motorHoldSeconds, 0)) s: then passed on)"))
+            }
         } else if motor.coefficients != .zero {
             notes.append("motor_ut_per_a is set but no current arrived on \(PipelineTopics.motorCurrent)")
         }

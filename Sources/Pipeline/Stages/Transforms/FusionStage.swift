@@ -43,6 +43,9 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         var decimalYear: Double?
         /// The Kalman filter's model parameters the stage exposes (the rest keep their defaults).
         var kalmanModel = KalmanFilterSettings()
+        /// The dual-antenna baseline's yaw against the vehicle's x axis, degrees clockwise: subtracted
+        /// from gnss/heading.
+        var antennaYawOffsetDegrees = 0.0
 
         static let table = SettingTable<Settings>(
             [
@@ -88,12 +91,33 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
                     "date", \.decimalYear, unit: "year", range: SettingSpec.yearRange,
                     "decimal year for the model; '' = the date of each sample; outside 2025 to 2030 the heading is "
                         + "flagged model_out_of_range"),
+                .number(
+                    "antenna_yaw_offset_deg", \.antennaYawOffsetDegrees, unit: "deg", range: -360...360,
+                    "the dual-antenna baseline's yaw against the vehicle's x axis, clockwise; subtracted from "
+                        + "gnss/heading"),
             ] + kalmanParameters)
 
         /// The Kalman model's parameters, for tuning a filter to a sensor from a pipeline file (or
         /// `--set fusion.NAME=VALUE`). Each is documented with its unit in `KalmanFilterSettings`;
         /// the ranges keep the model well posed.
         static let kalmanParameters: [SettingEntry<Settings>] = [
+            .bool(
+                "use_mag", \.kalmanModel.useMagnetometer,
+                "kalman: steer the heading with the magnetometer; false: GNSS alone gives it (course, dual-antenna "
+                    + "heading, or velocity changes against the accelerometer), unknown until it does"),
+            .bool(
+                "course_is_heading", \.kalmanModel.courseIsHeading,
+                "kalman: the vehicle moves along its x axis (car, wheeled robot): the GNSS course over ground is "
+                    + "its heading above min_course_speed"),
+            .number(
+                "min_course_speed", \.kalmanModel.minimumCourseSpeedMetresPerSecond, unit: "m/s", range: 0.1...100,
+                "kalman: slowest speed at which the course is taken for the heading"),
+            .number(
+                "course_slip_deg", \.kalmanModel.courseSlipDegrees, unit: "deg", range: 0...45,
+                "kalman: 1-sigma angle between course and heading (side slip, wheel alignment)"),
+            .number(
+                "compass_disagreement_deg", \.kalmanModel.compassDisagreementDegrees, unit: "deg", range: 1...180,
+                "kalman: a compass off a GNSS-held heading by more, on average, is flagged and not used"),
             .number(
                 "gyro_noise_density", \.kalmanModel.gyroNoiseDensity, unit: "rad/s/sqrt(Hz)", range: 1e-6...1,
                 "kalman: gyro angle random walk"),
@@ -113,6 +137,13 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
                 "acceleration_rejection_tolerance", \.kalmanModel.accelerationRejectionTolerance, unit: "fraction",
                 range: 0.001...1,
                 "kalman: accelerometer ignored while the low-passed force differs from g by more"),
+            .number(
+                "inclination_gate_deg", \.kalmanModel.inclinationGateDegrees, unit: "deg", range: 0...90,
+                "kalman: a low-passed force further from the gyro-carried vertical (beyond 3 sigma) is not tilt; "
+                    + "0 = off"),
+            .number(
+                "rest_confirmation_s", \.kalmanModel.restConfirmationSeconds, unit: "s", range: 0...10,
+                "kalman: the bias is learned from gyro readings this old, once rest has lasted this much longer"),
             .number(
                 "lever_arm_s", \.kalmanModel.leverArmSeconds, unit: "s", range: 0...3600,
                 "kalman: memory of the lever-arm fit (rotation's share of the force); 0 = off"),
@@ -184,7 +215,10 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         summary: "the orientation filter: heading with its accuracy, true north and the fused orientation",
         settings: Settings.table,
         outputTopics: [PipelineTopics.heading, PipelineTopics.imuFused, PipelineTopics.interferenceStatus],
-        passesOn: .only([PipelineTopics.fix, PipelineTopics.calibrationStatus]),
+        passesOn: .only([
+            PipelineTopics.fix, PipelineTopics.calibrationStatus, PipelineTopics.gnssVelocity,
+            PipelineTopics.gnssHeading,
+        ]),
         check: { settings, given in Settings.check(settings, given: given) }
     ) { settings, _ in FusionStage(settings) }
 
@@ -330,10 +364,43 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
             output.append(frame)  // status travels on to the sinks
         case PipelineTopics.motorCurrent:
             output.append(frame)  // the calibration stage used it; a record sink keeps it
+        case PipelineTopics.gnssVelocity:
+            let m = try decoded(frame, as: TwistWithCovarianceStampedMessage.self)
+            aid(
+                velocity: GnssVelocitySample(
+                    timestamp: m.header.stamp.seconds, velocityENU: m.linear, horizontalVariance: m.horizontalVariance))
+            output.append(frame)
+        case PipelineTopics.gnssHeading:
+            let m = try decoded(frame, as: ImuMessage.self)
+            aid(heading: m)
+            output.append(frame)
         default:
             throw UnexpectedFrame(
                 reason: "fusion reads \(PipelineTopics.imuRaw) and \(PipelineTopics.magnetometer) only")
         }
+    }
+
+    /// GNSS messages the filter could not take (the complementary filter, the smoother).
+    var gnssPassedOver = 0
+
+    func aid(velocity: GnssVelocitySample) {
+        let declination = trueNorth(at: velocity.timestamp).declination
+        if smoother != nil || !filter.aid(velocity: velocity, declinationDegrees: declination) { gnssPassedOver += 1 }
+    }
+
+    /// A dual-antenna heading: the orientation's yaw (ENU, counter-clockwise from east) as a compass
+    /// heading, less the baseline's offset; its variance from orientation_covariance[8] (rad^2).
+    func aid(heading m: ImuMessage) {
+        let yawVariance = m.orientationCovariance.m8
+        guard m.orientationCovariance.m0 != -1, let heading = m.orientation.headingDegrees else {
+            gnssPassedOver += 1
+            return
+        }
+        let sample = GnssHeadingSample(
+            timestamp: m.header.stamp.seconds, headingDegrees: heading - settings.antennaYawOffsetDegrees,
+            varianceDegrees2: yawVariance * degreesPerRadian * degreesPerRadian)
+        let declination = trueNorth(at: sample.timestamp).declination
+        if smoother != nil || !filter.aid(gnssHeading: sample, declinationDegrees: declination) { gnssPassedOver += 1 }
     }
 
     func fuseImu(
@@ -452,6 +519,18 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
             out.append(cdrFrame(status, topic: PipelineTopics.interferenceStatus))
         }
         notes.append(tally.summary)
+        if let counts = filter.gnssCounts,
+            counts.velocities + counts.coursesUsed + counts.headingsUsed + counts.unusable > 0
+        {
+            notes.append("gnss: " + counts.summary)
+            losses += counts.unusable
+        }
+        if gnssPassedOver > 0 {
+            notes.append(
+                "\(gnssPassedOver) GNSS message(s) not used: "
+                    + (smoother != nil ? "the smoother does not take GNSS" : "only the kalman filter takes GNSS"))
+            losses += gnssPassedOver
+        }
         notes.append(
             "heading accuracy at the end "
                 + Self.describe(smoother?.headingAccuracyParts ?? filter.headingAccuracyParts))

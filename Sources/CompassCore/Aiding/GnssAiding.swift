@@ -1,0 +1,222 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// What `KalmanFilter` keeps about GNSS between samples (kept apart from the filter's own state, as
+/// VQF keeps parameters, state and coefficients apart).
+///
+/// The receiver's velocity is used twice:
+///   - its change between epochs is the vehicle's acceleration. The filter integrates the specific
+///     force it sees in its earth frame over the same epochs, and both means are low-passed alike, so
+///     their difference is gravity alone: the inclination update then measures gravity even while
+///     the vehicle accelerates and turns, and, because a wrong heading turns the accelerometer's
+///     horizontal share away from the receiver's, the same update observes the heading whenever the
+///     vehicle accelerates;
+///   - its direction is the course over ground: the heading, for vehicles that move along their x
+///     axis (`courseIsHeading`).
+public struct GnssAidingState: Sendable {
+    /// True north's angle from magnetic north, degrees east (the filter's earth frame is magnetic).
+    public internal(set) var declinationDegrees = 0.0
+    /// The previous epoch: stamp (s) and velocity in the filter's frame (m/s).
+    var previousEpoch: (time: Double, velocity: Vector3)?
+    /// The earth-frame specific force integrated since the previous epoch (m/s) and the seconds it covers.
+    var forceIntegral = Vector3.zero
+    var forceSeconds = 0.0
+    /// Epoch means low-passed alike: the specific force in the earth frame, and the receiver's
+    /// acceleration, m/s^2.
+    var lowPassedForce = Vector3.zero
+    var lowPassedAcceleration = Vector3.zero
+    /// Seconds the unbroken chain of epochs has run, and the stamp of its latest epoch.
+    var chainSeconds = 0.0
+    var latestEpoch = -Double.infinity
+    /// Latest horizontal speed, m/s, and its stamp.
+    var latestSpeed = 0.0
+    var latestSpeedTime = -Double.infinity
+    /// A heading measured by GNSS (course or dual antenna) waiting for the next measurement update:
+    /// radians clockwise from magnetic north, and its variance, rad^2.
+    var pendingHeading: (radians: Double, variance: Double, isCourse: Bool)?
+    /// The heading is known: from the magnetometer, or once GNSS has given it.
+    var headingKnown = true
+    /// The latest time GNSS corrected the heading, s.
+    var headingAidedAt = -Double.infinity
+    /// The magnetometer's heading innovation against a GNSS-held heading, low-passed, radians.
+    var compassInnovation = 0.0
+    var compassInnovationSeconds = 0.0
+    var compassDisagrees = false
+    /// What GNSS gave, counted.
+    public internal(set) var counts = GnssAidingCounts()
+
+    /// The chain of epochs is usable at `time`: it has run for `primeSeconds` and its latest epoch is
+    /// recent.
+    func chainActive(at time: Double, primeSeconds: Double, maximumGap: Double) -> Bool {
+        chainSeconds >= primeSeconds && time - latestEpoch <= maximumGap
+    }
+
+    /// The receiver says the vehicle moves at `time`.
+    func moving(at time: Double, settings: KalmanFilterSettings) -> Bool {
+        time - latestSpeedTime <= settings.maximumVelocityGapSeconds
+            && latestSpeed > settings.restMaximumSpeedMetresPerSecond
+    }
+
+    /// The heading is held by GNSS at `time`.
+    func headingAided(at time: Double) -> Bool { time - headingAidedAt <= Self.aidedSeconds }
+
+    /// How long a GNSS heading correction counts as holding the heading, seconds: a few updates of a
+    /// 1 Hz receiver.
+    static let aidedSeconds = 3.0
+
+    /// Turns the earth-frame quantities the filter estimated with a correction dTheta.
+    mutating func rotate(by dTheta: Vector3) {
+        lowPassedForce += dTheta.cross(lowPassedForce)
+        forceIntegral += dTheta.cross(forceIntegral)
+    }
+}
+
+/// GNSS messages used and passed over, by kind.
+public struct GnssAidingCounts: Sendable, Equatable {
+    /// Velocities taken (each extends the acceleration chain or starts one).
+    public var velocities = 0
+    /// Courses applied as heading, and those rejected as inconsistent with the heading.
+    public var coursesUsed = 0, coursesRejected = 0
+    /// Dual-antenna headings applied, and rejected.
+    public var headingsUsed = 0, headingsRejected = 0
+    /// Times the heading was found from the vehicle's acceleration without a magnetometer.
+    public var alignments = 0
+    /// Velocity or heading messages not usable (non-finite, stamped before the previous one).
+    public var unusable = 0
+
+    public init() {}
+
+    /// "velocity 2400, course 1800 (3 rejected), dual-antenna heading 0, aligned 1 time(s)".
+    public var summary: String {
+        "velocity \(velocities), course \(coursesUsed) (\(coursesRejected) rejected), dual-antenna heading "
+            + "\(headingsUsed) (\(headingsRejected) rejected), aligned from acceleration \(alignments) time(s)"
+            + (unusable > 0 ? ", \(unusable) unusable" : "")
+    }
+}
+
+extension KalmanFilter {
+    /// Sets the declination GNSS directions are turned by (the filter works in magnetic north). Without
+    /// one, true north is taken for magnetic north.
+    public mutating func setGnssDeclination(degrees: Double) {
+        if degrees.isFinite { aiding.declinationDegrees = degrees }
+    }
+
+    /// Takes one GNSS velocity (stamped at or before the IMU samples that follow it). It extends the
+    /// acceleration chain the inclination update uses and, with `courseIsHeading`, gives the heading.
+    public mutating func update(velocity sample: GnssVelocitySample) {
+        guard sample.timestamp.isFinite, sample.velocityENU.isFinite, sample.timestamp > aiding.latestEpoch,
+            sample.timestamp > (aiding.previousEpoch?.time ?? -.infinity)
+        else {
+            aiding.counts.unusable += 1
+            return
+        }
+        aiding.counts.velocities += 1
+        let v = sample.velocityENU.trueToMagnetic(declinationDegrees: aiding.declinationDegrees)
+        let sigma = settings.defaultVelocitySigmaMetresPerSecond
+        let variance =
+            sample.horizontalVariance.isFinite && sample.horizontalVariance > 0
+            ? sample.horizontalVariance : sigma * sigma
+        let speed = (v.x * v.x + v.y * v.y).squareRoot()
+        aiding.latestSpeed = speed
+        aiding.latestSpeedTime = sample.timestamp
+        // Before the first IMU sample there is no force to compare with: the epoch only starts the chain.
+        if started, let previous = aiding.previousEpoch,
+            sample.timestamp - previous.time <= settings.maximumVelocityGapSeconds, aiding.forceSeconds > 0
+        {
+            let interval = sample.timestamp - previous.time
+            let acceleration = (v - previous.velocity) / interval
+            let force = aiding.forceIntegral / aiding.forceSeconds
+            if aiding.chainSeconds == 0 {
+                aiding.lowPassedForce = force
+                aiding.lowPassedAcceleration = acceleration
+            } else {
+                let w = 1 - exp(-interval / settings.accelerometerLowPassSeconds)
+                aiding.lowPassedForce += (force - aiding.lowPassedForce) * w
+                aiding.lowPassedAcceleration += (acceleration - aiding.lowPassedAcceleration) * w
+            }
+            aiding.chainSeconds += interval
+            aiding.latestEpoch = sample.timestamp
+        } else {
+            aiding.chainSeconds = 0
+        }
+        aiding.previousEpoch = (sample.timestamp, v)
+        aiding.forceIntegral = .zero
+        aiding.forceSeconds = 0
+        guard settings.courseIsHeading, speed >= settings.minimumCourseSpeedMetresPerSecond else { return }
+        let slip = settings.courseSlipDegrees * radiansPerDegree
+        aiding.pendingHeading = (atan2(v.x, v.y), variance / (speed * speed) + slip * slip, true)
+    }
+
+    /// Takes one dual-antenna heading (the baseline's yaw offset already removed).
+    public mutating func update(gnssHeading sample: GnssHeadingSample) {
+        guard started, sample.headingDegrees.isFinite, sample.varianceDegrees2.isFinite, sample.varianceDegrees2 > 0
+        else {
+            aiding.counts.unusable += 1
+            return
+        }
+        let magnetic = (sample.headingDegrees - aiding.declinationDegrees) * radiansPerDegree
+        aiding.pendingHeading = (magnetic, sample.varianceDegrees2 * radiansPerDegree * radiansPerDegree, false)
+    }
+
+    /// The heading GNSS measured, applied at a measurement update. Returns whether it was used.
+    mutating func applyGnssHeading(
+        _ h: (radians: Double, variance: Double, isCourse: Bool), at time: Double, _ dTheta: inout Vector3,
+        _ dBias: inout Vector3
+    ) {
+        // dtheta_z = estimated heading - true heading (a rotation about +z turns the compass heading back).
+        let estimated = orientation.headingDegrees.map { $0 * radiansPerDegree } ?? h.radians
+        let residual = wrappedRadians(signedRadians(estimated - h.radians) - dTheta.z)
+        // Consistency: 3 sigma of both, plus 5 degrees for what the linear model leaves out. An unknown
+        // heading takes any value.
+        let limit = 9 * (attitudeCovariance.m22 + h.variance) + 0.0076
+        if aiding.headingKnown, residual * residual > limit {
+            if h.isCourse { aiding.counts.coursesRejected += 1 } else { aiding.counts.headingsRejected += 1 }
+            return
+        }
+        if h.isCourse { aiding.counts.coursesUsed += 1 } else { aiding.counts.headingsUsed += 1 }
+        scalarUpdate(2, residual: residual, variance: h.variance, &dTheta, &dBias)
+        aiding.headingKnown = true
+        aiding.headingAidedAt = time
+    }
+
+    /// Without a known heading, the first clear horizontal acceleration gives it: the angle that turns
+    /// the accelerometer's low-passed horizontal force onto the receiver's acceleration. Returns the
+    /// correction about z, or nil while the acceleration is too small to tell.
+    mutating func alignHeading(force: Vector3, acceleration: Vector3) -> Double? {
+        let fx = force.x, fy = force.y, ax = acceleration.x, ay = acceleration.y
+        let accelerationSquared = ax * ax + ay * ay
+        guard accelerationSquared >= Self.alignmentAcceleration * Self.alignmentAcceleration,
+            aiding.chainSeconds >= 2 * settings.accelerometerLowPassSeconds
+        else { return nil }
+        // Both must see the same acceleration: a heading error turns it, it cannot change its size. At
+        // rest the receiver's noise alone can reach the threshold while the accelerometer sees nothing.
+        let magnitude = accelerationSquared.squareRoot(), forceMagnitude = (fx * fx + fy * fy).squareRoot()
+        guard abs(forceMagnitude - magnitude) <= 0.25 * magnitude + Self.alignmentForceError else { return nil }
+        // The counter-clockwise angle from the force's horizontal part to the acceleration: the earth-frame
+        // rotation dtheta_z that makes them agree.
+        let angle = atan2(fx * ay - fy * ax, fx * ax + fy * ay)
+        aiding.counts.alignments += 1
+        aiding.headingKnown = true
+        // The heading uncertainty left: the acceleration's error (the receiver's, the accelerometer's and
+        // tilt's share, about 0.3 m/s^2) over the acceleration.
+        let sigma = atan(Self.alignmentForceError / accelerationSquared.squareRoot())
+        attitudeCovariance.m02 = 0
+        attitudeCovariance.m20 = 0
+        attitudeCovariance.m12 = 0
+        attitudeCovariance.m21 = 0
+        attitudeCovariance.m22 = sigma * sigma
+        crossCovariance = Matrix3(
+            crossCovariance.m00, crossCovariance.m01, crossCovariance.m02, crossCovariance.m10, crossCovariance.m11,
+            crossCovariance.m12, 0, 0, 0)
+        return angle
+    }
+
+    /// Horizontal acceleration from which the heading is found without a magnetometer, m/s^2 (low-passed
+    /// over `accelerometerLowPassSeconds`): a car pulling away or turning gives 1-4.
+    static let alignmentAcceleration = 1.0
+    /// The error of the horizontal force the alignment compares, m/s^2.
+    static let alignmentForceError = 0.3
+}
