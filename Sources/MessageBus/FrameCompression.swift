@@ -28,8 +28,10 @@ extension WireFrame {
     static let lz4Acceleration: Int32 = 4
 
     /// Whether `bytes` is a compressed numbered batch (its numbers and census count field at least).
+    /// Whatever its length: one too short for its numbers is a damaged compressed batch (`inflated`
+    /// says so), never a plain batch (found by the wire frame fuzzer).
     public static func isCompressed(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        starts(bytes, with: compressedHeader, more: sequenceFieldBytes + 4)
+        starts(bytes, with: compressedHeader, more: 0)
     }
 
     /// The plain numbered batch `sequenced` (see `encode(_:into:numbers:)`), compressed, with
@@ -64,7 +66,10 @@ extension WireFrame {
     /// message (to be read as it is). Throws when the block does not inflate to exactly the size the
     /// header states, or states more than `maximumBytes`.
     public static func inflated(_ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> BusMessage? {
-        guard isCompressed(bytes), let (first, count) = sequence(of: bytes) else { return nil }
+        guard isCompressed(bytes) else { return nil }
+        guard let (first, count) = sequence(of: bytes) else {
+            throw .malformedBatch(offset: compressedHeader.utf8CodeUnitCount)
+        }
         guard let sizeField = afterCensus(bytes), bytes.count >= sizeField + 4, let census = census(of: bytes) else {
             throw .malformedBatch(offset: compressedHeader.utf8CodeUnitCount)
         }

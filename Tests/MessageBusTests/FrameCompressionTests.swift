@@ -73,4 +73,16 @@ struct FrameCompressionTests {
         // the batch parser checks against the count; it must not crash either way.
         _ = try? WireFrame.frames(in: flipped)
     }
+
+    @Test("a compressed header too short for its block is a damaged batch, not a plain one (fuzzer finding)")
+    func shortCompressedHeader() {
+        // The compressed header, 8 bytes of number and 4 of count, and no census or block size.
+        let bytes =
+            Array("\0gyrocompass/batch\0sequenced+lz4\0".utf8) + [8, 0, 0, 0] + Array("msg/".utf8) + [0, 0, 6, 0]
+        #expect(throws: (any Error).self) { _ = try WireFrame.frames(in: bytes) }
+        #expect(bytes.withUnsafeBytes { WireFrame.dataFrameCount($0) } == nil)
+        var copy = bytes
+        var views: [WireFrame.View] = []
+        #expect(!copy.withUnsafeMutableBytes { WireFrame.views(in: $0, into: &views) })
+    }
 }
