@@ -29,6 +29,8 @@ struct CompassReadout {
     var ended = false
     /// An encoding the view cannot read (the publisher's `encoding: json`), named instead of ignored.
     var unreadableEncoding: String?
+    /// The health `/diagnostics` would report from the same messages.
+    var health = HealthSummary()
     /// Show true north (when the declination is known) instead of magnetic.
     var showTrue = false
     /// "This direction is zero": subtracted from the shown heading.
@@ -49,6 +51,7 @@ struct CompassReadout {
         case HeadingMessage.typeName:
             guard let h = try? HeadingMessage(cdrBytes: frame.payload) else { return }
             heading = h
+            health.observe(h)
         case ImuMessage.typeName:
             guard let imu = try? ImuMessage(cdrBytes: frame.payload) else { return }
             // Up is z in ENU; a counter-clockwise turn about it is positive, the heading turns the other way.
@@ -57,8 +60,12 @@ struct CompassReadout {
             // About 50 ms of smoothing at 100 Hz: steady digits without lagging a turn.
             turnRateDegreesPerSecond = turnRateDegreesPerSecond.map { $0 + (rate - $0) * 0.2 } ?? rate
             lastRateArrival = now
-        case CalibrationStatusMessage.typeName: calibration = try? CalibrationStatusMessage(cdrBytes: frame.payload)
-        case InterferenceStatusMessage.typeName: interference = try? InterferenceStatusMessage(cdrBytes: frame.payload)
+        case CalibrationStatusMessage.typeName:
+            calibration = try? CalibrationStatusMessage(cdrBytes: frame.payload)
+            if let c = calibration { health.observe(c) }
+        case InterferenceStatusMessage.typeName:
+            interference = try? InterferenceStatusMessage(cdrBytes: frame.payload)
+            if let i = interference { health.observe(i) }
         default: break
         }
     }
@@ -111,7 +118,10 @@ struct CompassReadout {
         }
         let f = flags
         if f.contains(.initialising) { lines.append("initialising") }
-        if let i = interference, i.disturbed {
+        if f.contains(.compassDisagreesWithGnss) { lines.append("compass disagrees with GNSS: not used") }
+        if f.contains(.gnssAided) {
+            lines.append("GNSS holds the heading")
+        } else if let i = interference, i.disturbed {
             lines.append(
                 "magnetic disturbance: holding the heading on the gyro (\(format(i.disturbedSeconds, 1)) s in all)")
         } else if f.contains(.magnetometerRejected) || f.contains(.gyroOnly) {
@@ -128,6 +138,12 @@ struct CompassReadout {
         }
         if f.contains(.atRest) { lines.append("at rest") }
         if lines.isEmpty { lines.append("tracking") }
+        // The worst of what /diagnostics reports, when it is not OK (OK says nothing new).
+        if let worst = health.worst, worst.level != .ok {
+            let level = worst.level == .error ? "ERROR" : "WARN"
+            lines.append(
+                "health \(level): \(worst.name.replacingOccurrences(of: "gyrocompass: ", with: "")): \(worst.message)")
+        }
         return lines
     }
 

@@ -75,4 +75,18 @@ struct HealthDiagnosticsTests {
         #expect(report.status.last?.level == .warn)
         #expect(report.status.last?.values.first { $0.key == "headings held by GNSS (%)" }?.value == "0.0")
     }
+
+    @Test("the summary watch shows is the worst status, and reading it leaves the period's counts alone")
+    func worstForWatch() {
+        var summary = HealthSummary()
+        #expect(summary.worst == nil)
+        summary.observe(heading(accuracy: 4))
+        #expect(summary.worst?.level == .ok)
+        summary.observe(heading(accuracy: 4, flags: [.gnssAided, .compassDisagreesWithGnss]))
+        #expect(summary.worst?.name == "gyrocompass: gnss aiding" && summary.worst?.level == .warn)
+        summary.observe(heading(accuracy: 90))
+        #expect(summary.worst?.level == .error && summary.worst?.name == "gyrocompass: heading")
+        // Read twice: the same answer (no period was closed by reading it).
+        #expect(summary.worst == summary.worst)
+    }
 }

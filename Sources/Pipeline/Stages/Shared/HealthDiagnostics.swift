@@ -150,3 +150,24 @@ struct HealthDiagnostics {
             ])
     }
 }
+
+/// The health `/diagnostics` reports, for a view that reads the same messages (`fusion-node watch`):
+/// the worst status now, as its level, name and message.
+public struct HealthSummary: Sendable {
+    var health = HealthDiagnostics()
+    public init() {}
+    public mutating func observe(_ h: HeadingMessage) { health.observe(h) }
+    public mutating func observe(_ c: CalibrationStatusMessage) { health.observe(c) }
+    public mutating func observe(_ i: InterferenceStatusMessage) { health.observe(i) }
+
+    /// The worst status of those `/diagnostics` would publish now (the first of equal ones), or nil
+    /// before any heading. The heading counters are not reset: silence is the view's own business.
+    public var worst: DiagnosticArrayMessage.Status? {
+        guard health.heading != nil else { return nil }
+        var copy = health
+        let statuses = copy.report(final: true).status
+        return statuses.reduce(nil as DiagnosticArrayMessage.Status?) { best, s in
+            best.map { s.level > $0.level ? s : $0 } ?? s
+        }
+    }
+}
