@@ -433,7 +433,17 @@ public struct KalmanFilter: Sendable {
     ) {
         let pa = attitudeCovariance * h
         let pb = crossCovariance.row0 * h.x + crossCovariance.row1 * h.y + crossCovariance.row2 * h.z
-        let inv = 1 / (h.dot(pa) + variance)
+        update(pa: pa, pb: pb, innovationVariance: h.dot(pa) + variance, residual: residual, &dTheta, &dBias)
+    }
+
+    /// The gain and downdate of one scalar measurement, given P H^T split into its attitude (`pa`) and
+    /// bias (`pb`) parts and H P H^T + R.
+    @inline(__always)
+    mutating func update(
+        pa: Vector3, pb: Vector3, innovationVariance: Double, residual: Double, _ dTheta: inout Vector3,
+        _ dBias: inout Vector3
+    ) {
+        let inv = 1 / innovationVariance
         let ka = pa * inv, kb = pb * inv
         dTheta += ka * residual
         dBias += kb * residual
@@ -474,13 +484,7 @@ public struct KalmanFilter: Sendable {
             pb = biasCovariance.column2
             pii = biasCovariance.m22
         }
-        let inv = 1 / (pii + variance)
-        let ka = pa * inv, kb = pb * inv
-        dTheta += ka * residual
-        dBias += kb * residual
-        attitudeCovariance.subtractSymmetricOuter(ka, pa)
-        crossCovariance = crossCovariance - Matrix3.outer(ka, pb)
-        biasCovariance.subtractSymmetricOuter(kb, pb)
+        update(pa: pa, pb: pb, innovationVariance: pii + variance, residual: residual, &dTheta, &dBias)
     }
 
     /// Applies an error-state correction; the earth-frame low-passes turn with the frame they live in.
