@@ -105,10 +105,10 @@ enum CalibrateCommand {
         }
         let stride = max(1, (all.count + maximumReadings - 1) / maximumReadings)
         let readings = Swift.stride(from: 0, to: all.count, by: stride).map { all[$0] }
-        let limits = OnlineCalibrationSettings()
-        let refit = robustFit(readings, limits: limits)
+        // Judged by the online calibrator's limits.
+        let refit = RobustCalibrationFit.fit(readings, limits: RobustCalibrationFit.Limits(OnlineCalibrationSettings()))
         guard let fit = refit.fit else {
-            writeStandardError("fusion-node: no calibration written: \(refit.problem)\n")
+            writeStandardError("fusion-node: no calibration written: \(refit.refusal.map { "\($0)" } ?? "no fit")\n")
             return .failed
         }
         let before = radialResidual(
@@ -146,15 +146,6 @@ enum CalibrateCommand {
                     + "over the second half, once the online calibration has settled)")
         }
         return .complete
-    }
-
-    /// The ellipsoid (or sphere) fit, with readings off the fitted surface left out and the fit repeated,
-    /// judged by the online calibrator's limits.
-    static func robustFit(_ readings: [Vector3], limits: OnlineCalibrationSettings)
-        -> (fit: CalibrationFit?, leftOut: Int, problem: String)
-    {
-        let outcome = RobustCalibrationFit.fit(readings, limits: RobustCalibrationFit.Limits(limits))
-        return (outcome.fit, outcome.leftOut, outcome.problem)
     }
 
     /// RMS of |calibrated field| - the fit's radius (the raw field: its spread about its own mean strength).
@@ -198,4 +189,22 @@ enum CalibrateCommand {
         }
     }
 
+}
+
+/// Why a whole-set fit was refused, in words (`calibrate BAG` and the guided calibration).
+extension RobustCalibrationFit.Refusal: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .noFit(let error): error.map { "the sphere fit failed: \($0)" } ?? "no fit"
+        case .coverage(let coverage, let required):
+            "the readings cover \(format(100 * coverage, 0)) % of the directions; \(format(100 * required, 0)) % "
+                + "is needed (turn the device through all of them)"
+        case .residual(let rms, let limit):
+            "rms residual \(format(rms, 2)) uT exceeds \(format(limit, 1)) uT: the field was disturbed for much of "
+                + "the time"
+        case .radius(let radius, let plausible):
+            "the fitted field, \(format(radius, 1)) uT, is outside \(format(plausible.lowerBound, 0)) to "
+                + "\(format(plausible.upperBound, 0)) uT"
+        }
+    }
 }

@@ -185,7 +185,7 @@ enum GuidedCalibration {
                     + [s.row0, s.row1, s.row2].map { "\(format($0.x, 3)) \(format($0.y, 3)) \(format($0.z, 3))" }
                     .joined(separator: " / "),
             ]
-            if !outcome.problem.isEmpty { lines.append("not yet: \(outcome.problem)") }
+            if let refusal = outcome.refusal { lines.append("not yet: \(refusal)") }
             return lines
         }
 

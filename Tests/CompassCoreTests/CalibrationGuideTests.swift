@@ -42,7 +42,12 @@ struct CalibrationGuideTests {
             _ = guide.add(r, time: Double(i) * 0.01)
         }
         #expect(!guide.isComplete)
-        #expect(guide.latest?.problem.contains("outside") == true)
+        let refusal = String(describing: guide.latest?.refusal)
+        guard case .radius(let radius, let plausible)? = guide.latest?.refusal else {
+            Issue.record("a field 30 % off the model's must be refused for its strength: \(refusal)")
+            return
+        }
+        #expect(!plausible.contains(radius))
         settings.expectedStrengthMicrotesla = nil
         settings.fitLevel = .strict
         var noisy = CalibrationGuide(settings: settings)
@@ -50,6 +55,10 @@ struct CalibrationGuideTests {
             _ = noisy.add(r + Vector3(0, 0, Double(i % 7) - 3), time: Double(i) * 0.01)
         }
         #expect(!noisy.isComplete)
-        #expect(noisy.latest?.problem.contains("rms residual") == true)
+        guard case .residual(let rms, let limit)? = noisy.latest?.refusal else {
+            Issue.record("a noisy field must be refused for its residual: \(String(describing: noisy.latest?.refusal))")
+            return
+        }
+        #expect(rms > limit && limit == CalibrationFitLevel.strict.maximumResidualMicrotesla)
     }
 }

@@ -119,7 +119,7 @@ extension KalmanFilter {
         let variance =
             sample.horizontalVariance.isFinite && sample.horizontalVariance > 0
             ? sample.horizontalVariance : sigma * sigma
-        let speed = (v.x * v.x + v.y * v.y).squareRoot()
+        let speed = sample.horizontalSpeed
         aiding.latestSpeed = speed
         aiding.latestSpeedTime = sample.timestamp
         // Before the first IMU sample there is no force to compare with: the epoch only starts the chain.
@@ -161,7 +161,8 @@ extension KalmanFilter {
         aiding.pendingHeading = (magnetic, sample.varianceDegrees2 * radiansPerDegree * radiansPerDegree, false)
     }
 
-    /// The heading GNSS measured, applied at a measurement update. Returns whether it was used.
+    /// The heading GNSS measured, applied at a measurement update unless it contradicts a known
+    /// heading (then counted as rejected).
     mutating func applyGnssHeading(
         _ h: (radians: Double, variance: Double, isCourse: Bool), at time: Double, _ dTheta: inout Vector3,
         _ dBias: inout Vector3
@@ -202,7 +203,7 @@ extension KalmanFilter {
         aiding.headingKnown = true
         // The heading uncertainty left: the acceleration's error (the receiver's, the accelerometer's and
         // tilt's share, about 0.3 m/s^2) over the acceleration.
-        let sigma = atan(Self.alignmentForceError / accelerationSquared.squareRoot())
+        let sigma = atan(Self.alignmentForceError / magnitude)
         attitudeCovariance.m02 = 0
         attitudeCovariance.m20 = 0
         attitudeCovariance.m12 = 0

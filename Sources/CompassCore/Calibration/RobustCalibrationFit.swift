@@ -32,13 +32,26 @@ public enum RobustCalibrationFit {
         }
     }
 
+    /// Why a fit was not accepted; the numbers are those of the fit and of the limit it missed.
+    public enum Refusal: Sendable, Equatable {
+        /// Neither fit could be made (the sphere fit's error, when it failed).
+        case noFit(CalibrationFitError?)
+        /// The calibrated readings reach `coverage` of the directions, `required` needed (0...1).
+        case coverage(Double, required: Double)
+        /// The rms residual, microtesla, above the limit.
+        case residual(Double, limit: Double)
+        /// The fitted field strength, microtesla, outside the plausible range.
+        case radius(Double, plausible: ClosedRange<Double>)
+    }
+
     /// The outcome: the fit when it passed, how many readings were left out, and otherwise why not.
     public struct Outcome: Sendable {
         public var fit: CalibrationFit?
         /// The best fit found, passed or not (for showing what is wrong with it).
         public var candidate: CalibrationFit?
         public var leftOut: Int
-        public var problem: String
+        /// Why `fit` is nil.
+        public var refusal: Refusal?
     }
 
     /// The ellipsoid (or sphere) fit of `readings` (raw, microtesla), with readings off the fitted
@@ -49,7 +62,7 @@ public enum RobustCalibrationFit {
     public static func fit(_ readings: [Vector3], limits: Limits) -> Outcome {
         var kept = readings
         var best: CalibrationFit?
-        var problem = "no fit"
+        var sphereError: CalibrationFitError?
         for _ in 0..<3 {
             var candidates: [CalibrationFit] = []
             if case .success(let e) = CalibrationFitter.fitEllipsoid(kept),
@@ -59,7 +72,7 @@ public enum RobustCalibrationFit {
             }
             switch CalibrationFitter.fitSphere(kept) {
             case .success(let sphere): candidates.append(sphere)
-            case .failure(let e): problem = "the sphere fit failed: \(e)"
+            case .failure(let e): sphereError = e
             }
             let sphere = candidates.first { $0.model == .sphere }
             let ellipsoid = candidates.first { $0.model != .sphere }
@@ -80,43 +93,19 @@ public enum RobustCalibrationFit {
             kept = next
         }
         let leftOut = readings.count - kept.count
-        guard let fit = best else { return Outcome(fit: nil, candidate: nil, leftOut: leftOut, problem: problem) }
-        func refused(_ why: String) -> Outcome { Outcome(fit: nil, candidate: fit, leftOut: leftOut, problem: why) }
+        guard let fit = best else {
+            return Outcome(fit: nil, candidate: nil, leftOut: leftOut, refusal: .noFit(sphereError))
+        }
+        func refused(_ why: Refusal) -> Outcome { Outcome(fit: nil, candidate: fit, leftOut: leftOut, refusal: why) }
         if fit.directionCoverage < limits.minimumCoverage {
-            return refused(
-                "the readings cover \(text(100 * fit.directionCoverage)) % of the directions; "
-                    + "\(text(100 * limits.minimumCoverage)) % is needed (turn the device through all of them)")
+            return refused(.coverage(fit.directionCoverage, required: limits.minimumCoverage))
         }
         if fit.rmsResidualMicrotesla > limits.maximumResidualMicrotesla {
-            return refused(
-                "rms residual \(text(fit.rmsResidualMicrotesla, 2)) uT exceeds "
-                    + "\(text(limits.maximumResidualMicrotesla, 1)) uT: the field was disturbed for much of the time")
+            return refused(.residual(fit.rmsResidualMicrotesla, limit: limits.maximumResidualMicrotesla))
         }
         if !limits.plausibleRadiusMicrotesla.contains(fit.calibration.fieldRadiusMicrotesla) {
-            return refused(
-                "the fitted field, \(text(fit.calibration.fieldRadiusMicrotesla, 1)) uT, is outside "
-                    + "\(text(limits.plausibleRadiusMicrotesla.lowerBound)) to "
-                    + "\(text(limits.plausibleRadiusMicrotesla.upperBound)) uT")
+            return refused(.radius(fit.calibration.fieldRadiusMicrotesla, plausible: limits.plausibleRadiusMicrotesla))
         }
-        return Outcome(fit: fit, candidate: fit, leftOut: leftOut, problem: "")
-    }
-
-    /// A number with `digits` decimals (CompassCore has no formatter of its own).
-    static func text(_ x: Double, _ digits: Int = 0) -> String {
-        guard x.isFinite else { return "\(x)" }
-        var scale = 1.0
-        for _ in 0..<digits { scale *= 10 }
-        let rounded = (abs(x) * scale).rounded() / scale
-        var s = "\(Int(rounded))"
-        if digits > 0 {
-            var fraction = Int(((rounded - rounded.rounded(.down)) * scale).rounded())
-            var f = ""
-            for _ in 0..<digits {
-                f = "\(fraction % 10)" + f
-                fraction /= 10
-            }
-            s += "." + f
-        }
-        return (x < 0 && rounded != 0 ? "-" : "") + s
+        return Outcome(fit: fit, candidate: fit, leftOut: leftOut, refusal: nil)
     }
 }

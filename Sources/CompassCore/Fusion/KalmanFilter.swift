@@ -202,8 +202,10 @@ public struct KalmanFilter: Sendable {
             let gnssChain = aiding.chainActive(
                 at: imu.timestamp, primeSeconds: settings.accelerometerLowPassSeconds,
                 maximumGap: settings.maximumVelocityGapSeconds)
+            let a = aiding.lowPassedAcceleration
+            let horizontalAccelerationSquared = a.x * a.x + a.y * a.y
             if gnssChain, !aiding.headingKnown,
-                let angle = alignHeading(force: aiding.lowPassedForce, acceleration: aiding.lowPassedAcceleration)
+                let angle = alignHeading(force: aiding.lowPassedForce, acceleration: a)
             {
                 // Any angle: turned exactly, not by the small-angle injection.
                 let turn = Quaternion(rotationVector: Vector3(0, 0, angle))
@@ -216,16 +218,13 @@ public struct KalmanFilter: Sendable {
                 // attitude error (rows (1, 0, -a_x/g) and (0, 1, -a_y/g): a heading error turns the
                 // horizontal acceleration into an apparent tilt).
                 inclinationUpdate(
-                    force: aiding.lowPassedForce - aiding.lowPassedAcceleration,
-                    acceleration: aiding.lowPassedAcceleration, interval: interval, low: low, high: high, &dTheta,
-                    &dBias)
-                let a = aiding.lowPassedAcceleration
-                if a.x * a.x + a.y * a.y >= Self.headingAidingAcceleration * Self.headingAidingAcceleration {
+                    force: aiding.lowPassedForce - a,
+                    acceleration: a, interval: interval, low: low, high: high, &dTheta, &dBias)
+                if horizontalAccelerationSquared >= Self.headingAidingAcceleration * Self.headingAidingAcceleration {
                     aiding.headingAidedAt = imu.timestamp
                 }
             } else if gnssChain,
-                aiding.lowPassedAcceleration.x * aiding.lowPassedAcceleration.x + aiding.lowPassedAcceleration.y
-                    * aiding.lowPassedAcceleration.y > Self.unalignedAcceleration * Self.unalignedAcceleration
+                horizontalAccelerationSquared > Self.unalignedAcceleration * Self.unalignedAcceleration
             {
                 // Heading not known yet and the vehicle accelerates: the receiver's acceleration cannot be
                 // turned into the filter's frame, and the accelerometer's is not gravity. The gyro carries
@@ -249,14 +248,11 @@ public struct KalmanFilter: Sendable {
             }
             // At rest the low-passed gyro reading is the bias: the reading of `restConfirmationSeconds`
             // ago, once rest has lasted that much longer (a turn starting slowly shows itself by then).
+            // The newest reading at least that old stays first; older ones are no longer needed.
             restRates.append((imu.timestamp, rest.lowPassedRate))
             let confirmed = imu.timestamp - settings.restConfirmationSeconds
-            var restRate: Vector3? = nil
-            while let first = restRates.first, first.time <= confirmed {
-                restRate = first.rate
-                restRates.removeFirst()
-            }
-            if let earliest = restRate { restRates.insert((confirmed, earliest), at: 0) }
+            while restRates.count > 1, restRates[1].time <= confirmed { restRates.removeFirst() }
+            let restRate = restRates[0].time <= confirmed ? restRates[0].rate : nil
             if flags.contains(.atRest), let rate = restRate,
                 rest.restSeconds >= rest.minimumSeconds + settings.restConfirmationSeconds
             {

@@ -96,7 +96,10 @@ struct HealthDiagnostics {
     /// GNSS aiding: OK while GNSS holds the heading, WARN when the compass disagrees with it or GNSS
     /// stopped holding it (an outage, standing still without a dual-antenna receiver).
     func gnssStatus(hardware: String) -> DiagnosticArrayMessage.Status {
-        let share = headingsSinceReport > 0 ? 100 * Double(gnssAidedSinceReport) / Double(headingsSinceReport) : 0
+        /// A share of the period's headings, percent.
+        func share(_ count: Int) -> String {
+            format(headingsSinceReport > 0 ? 100 * Double(count) / Double(headingsSinceReport) : 0, 1)
+        }
         let (level, message): (DiagnosticArrayMessage.Level, String) =
             if disagreeingSinceReport > 0 {
                 (.warn, "compass disagrees with the GNSS heading: not used")
@@ -108,13 +111,8 @@ struct HealthDiagnostics {
         return .init(
             level: level, name: "gyrocompass: gnss aiding", message: message, hardwareId: hardware,
             values: [
-                ("headings held by GNSS (%)", format(share, 1)),
-                (
-                    "compass disagreeing (%)",
-                    format(
-                        headingsSinceReport > 0
-                            ? 100 * Double(disagreeingSinceReport) / Double(headingsSinceReport) : 0, 1)
-                ),
+                ("headings held by GNSS (%)", share(gnssAidedSinceReport)),
+                ("compass disagreeing (%)", share(disagreeingSinceReport)),
             ])
     }
 

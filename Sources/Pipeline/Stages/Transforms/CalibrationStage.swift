@@ -179,11 +179,12 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
     /// the fusion filter would take for the earth's and then find the corrected readings inconsistent
     /// with. At most `motorHoldSeconds` after the first current.
     func holdsForMotor(at time: Double) -> Bool {
-        guard let first = firstCurrentTime, motor.settings.learn, !motor.learned, motor.coefficients == .zero else {
-            return false
-        }
+        guard let first = firstCurrentTime, motorFieldToLearn else { return false }
         return time - first < Self.motorHoldSeconds
     }
+
+    /// The motors' field is to be learned and nothing of it is known yet.
+    var motorFieldToLearn: Bool { motor.settings.learn && !motor.learned && motor.coefficients == .zero }
 
     func inPlaceSample(_ frame: WireFrame.View) -> InPlaceSample? {
         switch frame.topic {
@@ -201,7 +202,7 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             guard let m = batteryState(frame.type, frame.encoding, UnsafeRawBufferPointer(frame.payload)) else {
                 return .unchanged
             }
-            if firstCurrentTime == nil && motor.settings.learn && motor.coefficients == .zero { return nil }
+            if firstCurrentTime == nil && motorFieldToLearn { return nil }
             return .current(header: m.header, drawnAmperes: m.drawnAmperes)
         default:
             return .unchanged
