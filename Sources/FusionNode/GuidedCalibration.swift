@@ -44,13 +44,18 @@ enum GuidedCalibration {
         if (latitude == nil) != (longitude == nil) {
             throw UsageError(message: "--latitude and --longitude go together", command: CalibrateCommand.help.path)
         }
-        if let latitude, let longitude, let year = decimalYear(unixSeconds: Date().timeIntervalSince1970),
-            case .success(let e) = Result(catching: {
+        if let latitude, let longitude {
+            let year = decimalYear(unixSeconds: Date().timeIntervalSince1970) ?? .nan
+            switch Result(catching: {
                 try WorldMagneticModel.wmm2025.elements(
                     latitudeDegrees: latitude, longitudeDegrees: longitude, heightKilometres: 0, decimalYear: year)
-            })
-        {
-            settings.expectedStrengthMicrotesla = e.totalNanotesla / 1000
+            }) {
+            case .success(let e): settings.expectedStrengthMicrotesla = e.totalNanotesla / 1000
+            case .failure(let error):
+                // Said, not skipped: the strength is then only checked against 20 to 70 uT.
+                writeStandardError(
+                    "fusion-node: no expected field strength at the site (\(error)): 20 to 70 uT accepted\n")
+            }
         }
         let timeout = try a.double("--timeout", minimum: 1, maximum: 86_400)
         var guide = CalibrationGuide(settings: settings)
@@ -105,8 +110,14 @@ enum GuidedCalibration {
             writeStandardError("fusion-node: no calibration written: \(why)\n")
             return PipelineSignals.stopRequested ? .interrupted : .failed
         }
+        // A mounting found is saved with the file, and a file with a mounting holds the calibration of the
+        // turned readings (the calibration stage turns them first): the fit is turned likewise.
+        var saved = fit
+        if let mounting = detector.detected?.rotation {
+            saved.calibration = fit.calibration.turned(by: mounting.matrix)
+        }
         try CalibrationFile.save(
-            fit, rotation: detector.detected?.rotation, rotationFound: detector.detected?.description, to: output)
+            saved, rotation: detector.detected?.rotation, rotationFound: detector.detected?.description, to: output)
         for line in view.summary { print(line) }
         print("saved:           \(output)")
         return .complete

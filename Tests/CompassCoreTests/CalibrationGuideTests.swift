@@ -62,3 +62,17 @@ struct CalibrationGuideTests {
         #expect(rms > limit && limit == CalibrationFitLevel.strict.maximumResidualMicrotesla)
     }
 }
+
+@Test("a calibration turned into body axes gives the body-axes field of the turned reading")
+func calibrationTurnedByMounting() {
+    let cal = MagnetometerCalibration(
+        hardIronOffsetMicrotesla: Vector3(20, -5, 11),
+        softIronCorrection: Matrix3(1.1, 0.02, 0, 0.02, 0.9, 0.01, 0, 0.01, 1),
+        fieldRadiusMicrotesla: 48)
+    let r = MountingRotation.parse("roll_180_yaw_90")!.matrix
+    let turned = cal.turned(by: r)
+    for raw in [Vector3(30, 10, -40), Vector3(-12, 44, 3), Vector3(0, 0, 50)] {
+        #expect((turned.apply(r * raw) - r * cal.apply(raw)).norm < 1e-9)
+    }
+    #expect(turned.fieldRadiusMicrotesla == 48)
+}

@@ -103,3 +103,17 @@ def test_a_calibration_from_the_guide_needs_no_calibration_phase(node, tmp_path)
                         '--plain', '--timeout', '3'], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and 'no calibration written' in r.stderr, (r.returncode, r.stderr)
     assert not rest.exists()
+
+
+def test_a_mounting_found_while_calibrating_is_saved_with_the_calibration_in_body_axes(node, tmp_path):
+    """The device's magnetometer is mounted yaw_90: the guide finds the mounting from the motion and saves it,
+    and the calibration it saves is that of the turned readings (what the calibration stage applies after
+    turning them), so the hard iron in the file is the body-axes one the simulator was given."""
+    out = tmp_path / 'turned.json'
+    config = device(tmp_path, extra='    mag_rotation: yaw_90\n')
+    r = subprocess.run([str(node), 'calibrate', '--config', str(config), '-o', str(out), '--plain'],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    saved = json.loads(out.read_text())
+    assert saved['mag_rotation'] == 'yaw_90', saved
+    assert max(abs(a - b) for a, b in zip(saved['hard_iron_ut'], HARD_IRON)) < 1.0, saved['hard_iron_ut']

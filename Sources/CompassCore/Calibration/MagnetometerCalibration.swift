@@ -21,6 +21,16 @@ public struct MagnetometerCalibration: Sendable, Equatable {
     /// No correction; the radius is unknown (0).
     public static let uncalibrated = MagnetometerCalibration(hardIronOffsetMicrotesla: .zero, fieldRadiusMicrotesla: 0)
 
+    /// The same calibration for readings first turned by `r` (sensor to body axes): with
+    /// raw_body = r raw, r W (raw - c) = (r W r^T)(raw_body - r c), so the result is the body-axes
+    /// calibrated field, the sensor-axes one turned by r.
+    public func turned(by r: Matrix3) -> MagnetometerCalibration {
+        MagnetometerCalibration(
+            hardIronOffsetMicrotesla: r * hardIronOffsetMicrotesla,
+            softIronCorrection: r * softIronCorrection * r.transposed,
+            fieldRadiusMicrotesla: fieldRadiusMicrotesla)
+    }
+
     /// Applies the calibration to a raw reading (microtesla).
     @inlinable
     public func apply(_ rawMicrotesla: Vector3) -> Vector3 {

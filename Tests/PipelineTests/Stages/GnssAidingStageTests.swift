@@ -2,6 +2,7 @@ import Testing
 import Foundation
 import CompassCore
 import WireFormat
+import MessageBus
 import IMUSimulator
 @testable import Pipeline
 
@@ -124,5 +125,32 @@ struct GnssAidingStageTests {
         let source2 = try right.stage(named: "bag")!.makeLogic(log: { _ in }) as! SourceLogic
         let frames = try emitted(by: source2)
         #expect(frames.filter { $0.topic == PipelineTopics.gnssVelocity }.count == 25)
+    }
+}
+
+@Suite("Dual-antenna headings in the fusion stage")
+struct DualAntennaStageTests {
+    @Test("a heading message without an orientation is counted unusable, not blamed on the filter")
+    func noOrientationIsUnusable() throws {
+        let config = try PipelineConfig.parse(
+            "stages:\n  sim: {type: simulator, scenario: rest, duration: 2, realtime: false}\n"
+                + "  fusion: {type: fusion, inputs: [sim]}\n", file: "dual.yaml", environment: [:])
+        let source = try config.stage(named: "sim")!.makeLogic(log: { _ in }) as! SimulatorSource
+        let stage = try config.stage(named: "fusion")!.makeLogic(log: { _ in }) as! FusionStage
+        var frames = try emitted(by: source)
+        let stamp = RosTime(seconds: source.scenario().startTime + 1)
+        func heading(_ covariance: Covariance9) -> WireFrame {
+            cdrFrame(
+                ImuMessage(
+                    header: RosHeader(stamp: stamp, frameId: "gnss"), orientation: .identity,
+                    orientationCovariance: covariance, angularVelocity: .zero, angularVelocityCovariance: .zero,
+                    linearAcceleration: .zero, linearAccelerationCovariance: .zero),
+                topic: PipelineTopics.gnssHeading)
+        }
+        frames.insert(heading(.notProvided), at: frames.count / 2)
+        _ = try processed(frames, by: stage)
+        #expect(stage.notes.contains { $0.hasPrefix("gnss:") && $0.contains("1 unusable") }, "\(stage.notes)")
+        #expect(!stage.notes.contains { $0.contains("not used") }, "\(stage.notes)")
+        #expect(stage.losses == 1)
     }
 }

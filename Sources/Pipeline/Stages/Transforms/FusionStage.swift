@@ -389,16 +389,15 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
     }
 
     /// A dual-antenna heading: the orientation's yaw (ENU, counter-clockwise from east) as a compass
-    /// heading, less the baseline's offset; its variance from orientation_covariance[8] (rad^2).
+    /// heading, less the baseline's offset; its variance from orientation_covariance[8] (rad^2). One
+    /// without an orientation (covariance[0] = -1) or a yaw (x axis vertical) goes to the filter as NaN,
+    /// which counts it unusable.
     func aid(heading m: ImuMessage) {
-        let yawVariance = m.orientationCovariance.m8
-        guard m.orientationCovariance.m0 != -1, let heading = m.orientation.headingDegrees else {
-            gnssPassedOver += 1
-            return
-        }
+        let provided = m.orientationCovariance.m0 != -1
+        let heading = provided ? m.orientation.headingDegrees : nil
         let sample = GnssHeadingSample(
-            timestamp: m.header.stamp.seconds, headingDegrees: heading - settings.antennaYawOffsetDegrees,
-            varianceDegrees2: yawVariance * degreesPerRadian * degreesPerRadian)
+            timestamp: m.header.stamp.seconds, headingDegrees: (heading ?? .nan) - settings.antennaYawOffsetDegrees,
+            varianceDegrees2: m.orientationCovariance.m8 * degreesPerRadian * degreesPerRadian)
         let declination = trueNorth(at: sample.timestamp).declination
         if smoother != nil || !filter.aid(gnssHeading: sample, declinationDegrees: declination) { gnssPassedOver += 1 }
     }
