@@ -72,9 +72,20 @@ enum ProcessingGraph {
         try a.strings("--set").map { try SettingOverride(parsing: $0, origin: "--set \($0)") }
     }
 
-    /// `gnssOptions` given on the command line, as overrides.
-    static func gnssOverrides(_ a: Arguments) -> [SettingOverride] {
-        gnssSettings.compactMap { entry in
+    /// `gnssOptions` given on the command line, as overrides. Options that need a GNSS topic without
+    /// one are refused: they would change nothing (the course) or leave the heading unknown (no magnetometer).
+    static func gnssOverrides(_ a: Arguments, command: String) throws -> [SettingOverride] {
+        if a.has("--course-is-heading") && a.string("--velocity-topic") == nil {
+            throw UsageError(
+                message: "--course-is-heading takes the course from --velocity-topic, which was not given",
+                command: command)
+        }
+        if a.has("--no-mag") && a.string("--velocity-topic") == nil && a.string("--gnss-heading-topic") == nil {
+            throw UsageError(
+                message: "--no-mag needs --velocity-topic or --gnss-heading-topic: without the magnetometer only GNSS "
+                    + "gives the heading", command: command)
+        }
+        return gnssSettings.compactMap { entry in
             if let value = entry.flag {
                 return a.has(entry.option)
                     ? SettingOverride(stage: entry.stage, setting: entry.setting, value: value, origin: entry.option)

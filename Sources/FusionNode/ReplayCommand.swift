@@ -99,7 +99,7 @@ enum ReplayCommand {
             ("--imu-topic", "imu_topic"), ("--mag-topic", "mag_topic"), ("--current-topic", "current_topic"),
             ("--rate", "rate"), ("--start", "start"), ("--duration", "duration"), ("--time", "time"),
         ] { set("bag", setting, option) }
-        overrides += ProcessingGraph.gnssOverrides(a)
+        overrides += try ProcessingGraph.gnssOverrides(a, command: help.path)
         flag("bag", "loop", "--loop")
         flag("bag", "salvage", "--salvage")
         flag("bag", "progress", "--quiet", "false")

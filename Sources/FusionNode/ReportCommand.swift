@@ -81,7 +81,7 @@ enum ReportCommand {
                 overrides.append(SettingOverride(stage: stage, setting: setting, value: v, origin: "\(option) \(v)"))
             }
         }
-        overrides += ProcessingGraph.gnssOverrides(a)
+        overrides += try ProcessingGraph.gnssOverrides(a, command: help.path)
         if a.has("--salvage") {
             overrides.append(SettingOverride(stage: "bag", setting: "salvage", value: "true", origin: "--salvage"))
         }

@@ -581,6 +581,9 @@ def test_replay_takes_gnss_topics_and_prints_the_config_it_ran(node, tmp_path):
     r = run(node, 'replay', bag, '--no-calibration', '--no-mag', '--velocity-topic', '/gnss/velocity')
     assert r.returncode == 0, r.stderr
     assert 'bag: published 4400' in r.stderr and '0 of 0 magnetometer samples' in r.stderr, r.stderr
+    for options in (['--course-is-heading'], ['--no-mag']):                  # nothing to take the heading from
+        r = run(node, 'replay', bag, *options)
+        assert r.returncode == 2 and options[0] in r.stderr and '--velocity-topic' in r.stderr, r.stderr
     r = run(node, 'replay', bag, '--velocity-topic', '/imu/mag')
     assert r.returncode == 1 and 'velocity_topic /imu/mag carries sensor_msgs/msg/MagneticField' in r.stderr, r.stderr
     r = run(node, 'replay', bag, '--set', 'fusion.course_slip=2')
