@@ -308,7 +308,7 @@ def test_endpoints_announce_the_type_hash_jazzy_expects(node, tmp_path, python_p
         deadline = time.time() + 15
         while len(seen) < len(wanted) and time.time() < deadline:
             for kind, reader in readers.items():
-                for sample in reader.take(N=100):
+                for sample in dds_peer.data_samples(reader.take(N=100)):
                     key = (kind, sample.topic_name)
                     if key in wanted:
                         seen[key] = (sample.type_name, bytes(sample.qos[Policy.Userdata].data))
@@ -346,9 +346,9 @@ stages:
     arrays, deadline = [], time.time() + 45
     try:
         while time.time() < deadline and fusion.poll() is None:
-            arrays += reader.take(N=100)
+            arrays += dds_peer.data_samples(reader.take(N=100))
             time.sleep(0.1)
-        arrays += reader.take(N=100)
+        arrays += dds_peer.data_samples(reader.take(N=100))
     finally:
         fusion.terminate()
         _, err = fusion.communicate(timeout=30)
@@ -454,10 +454,10 @@ stages:
     statuses = []
     end = time.time() + 10
     while time.time() < end and fusion.poll() is None:
-        statuses += diagnostics.take(N=100)
+        statuses += dds_peer.data_samples(diagnostics.take(N=100))
         time.sleep(0.05)
     _, err = fusion.communicate(timeout=60)
-    statuses += diagnostics.take(N=100)
+    statuses += dds_peer.data_samples(diagnostics.take(N=100))
     assert fusion.returncode == 0, err
     assert 'gnss: velocity 600,' in err, err
     headings = [store.deserialize_cdr(bytes(b), 'gyrocompass_msgs/msg/Heading') for b in got['/heading']]
