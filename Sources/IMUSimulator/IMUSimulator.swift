@@ -25,6 +25,9 @@ public struct SimulatedSample: Sendable, Equatable {
     public var trueVelocity = Vector3.zero
     /// The GNSS receiver's velocity solution made at this sample, if one was due (true-north ENU).
     public var gnssVelocity: GnssVelocitySample?
+    /// The field any magnetometer on the body sees before its own iron, noise and sensor-fixed
+    /// disturbances, body axes, microtesla: the earth's plus the world-fixed disturbances.
+    public var bodyFieldMicrotesla = Vector3.zero
 
     /// True compass heading of the sensor x axis, degrees clockwise from magnetic north.
     public var trueHeadingDegrees: Double? { trueOrientation.headingDegrees }
@@ -145,7 +148,8 @@ public struct IMUSimulator: Sequence, IteratorProtocol, Sendable {
             magnetometer: MagnetometerSample(timestamp: t, fieldMicrotesla: mag),
             trueOrientation: q, trueGyroBias: bias, trueEarthFieldMicrotesla: q.inverseRotate(earth),
             trueLinearAcceleration: pose.linearAcceleration, isDisturbed: disturbed, motorCurrentAmperes: current,
-            trueVelocity: velocity, gnssVelocity: gnssSolution(at: runTime, timestamp: t, velocity: velocity))
+            trueVelocity: velocity, gnssVelocity: gnssSolution(at: runTime, timestamp: t, velocity: velocity),
+            bodyFieldMicrotesla: q.inverseRotate(worldField))
     }
 
     /// The receiver's solution when one is due at `runTime` (epochs at multiples of its period) and

@@ -19,6 +19,32 @@ public enum PipelineTopics {
     /// A dual-antenna GNSS receiver's heading (sensor_msgs/Imu orientation with its yaw variance).
     public static let gnssHeading = "gnss/heading"
 
+    /// A magnetometer besides the primary: imu/mag/NAME; its calibration stage's status goes on
+    /// calibration/status/NAME. An empty name is the primary.
+    public static func magnetometer(named name: String) -> String {
+        name.isEmpty ? magnetometer : magnetometer + "/" + name
+    }
+    public static func calibrationStatus(named name: String) -> String {
+        name.isEmpty ? calibrationStatus : calibrationStatus + "/" + name
+    }
+    /// The name of the magnetometer besides the primary that `topic` carries; nil for any other topic.
+    public static func otherMagnetometerName(_ topic: String) -> String? { suffix(of: topic, after: magnetometer) }
+    /// The magnetometer whose calibration status `topic` carries; nil for any other topic.
+    public static func otherCalibrationName(_ topic: String) -> String? { suffix(of: topic, after: calibrationStatus) }
+    /// The magnetometer whose interference status `topic` carries (interference/status/NAME); nil otherwise.
+    public static func otherInterferenceName(_ topic: String) -> String? {
+        suffix(of: topic, after: interferenceStatus)
+    }
+    /// The topic a magnetometer's own topic is named after (imu/mag for imu/mag/NAME, and so for
+    /// calibration/status/NAME and interference/status/NAME); nil for any other topic.
+    public static func perMagnetometerBase(of topic: String) -> String? {
+        [magnetometer, calibrationStatus, interferenceStatus].first { suffix(of: topic, after: $0) != nil }
+    }
+    static func suffix(of topic: String, after base: String) -> String? {
+        guard topic.count > base.count + 1, topic.hasPrefix(base + "/") else { return nil }
+        return String(topic.dropFirst(base.count + 1))
+    }
+
     /// A topic as the pipeline spells it: ROS's leading slash, if written, removed.
     public static func named(_ topic: String) -> String { topic.hasPrefix("/") ? String(topic.dropFirst()) : topic }
 

@@ -205,3 +205,37 @@ stages:
         if pipeline:
             pipeline.terminate()
             pipeline.wait(timeout=10)
+
+
+def test_watch_says_which_magnetometers_steer(node, tmp_path):
+    """Two magnetometers, a magnet arriving at the primary (the simulator's magnet_ut, fading in from 4 s):
+    watch --plain, subscribed to a live publisher of heading and every magnetometer's interference status,
+    first names both in use, then the primary left out and the mast's in use, and does not claim the
+    heading is held on the gyro while the mast steers."""
+    endpoint = f'tcp://127.0.0.1:{free_port()}'
+    config = tmp_path / 'two.yaml'
+    config.write_text(f"""
+stages:
+  sim: {{type: simulator, scenario: figure_eight, duration: 16, extra_magnetometers: [mast],
+         magnet_ut: [8, 4, 0], magnet_start: 4, magnet_seconds: 30}}
+  fusion: {{type: fusion, inputs: [sim], status_seconds: 0.5}}
+  pub: {{type: publish, inputs: [fusion], bind: {endpoint}, topics: [heading, interference/status, interference/status/mast],
+         min_change_deg: 0}}
+""")
+    pipeline = subprocess.Popen([str(node), '--config', str(config)], stderr=subprocess.PIPE, text=True)
+    watch = subprocess.Popen([str(node), 'watch', '--plain', endpoint], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        _, perr = pipeline.communicate(timeout=60)
+        out, err = watch.communicate(timeout=30)
+    finally:
+        pipeline.kill() if pipeline.poll() is None else None
+        watch.kill() if watch.poll() is None else None
+    assert pipeline.returncode == 0, perr
+    assert 'magnetometer mag outvoted' in perr or 'magnetometers: mag' in perr, perr
+    lines = out.splitlines()
+    both = [i for i, l in enumerate(lines) if 'magnetometers in use: mag, mast' in l]
+    mast_only = [i for i, l in enumerate(lines) if 'magnetometers in use: mast; left out (disturbed or outvoted): mag' in l]
+    assert both and mast_only, out[-3000:]
+    assert both[0] < mast_only[0], out[-3000:]
+    assert not any('holding the heading on the gyro' in lines[i] for i in mast_only), out[-3000:]

@@ -67,10 +67,23 @@ public struct KalmanFilter: Sendable {
     var restRates: [(time: Double, rate: Vector3)] = []
     /// Inclination updates left out by `inclinationGateDegrees`.
     public internal(set) var inclinationGated = 0
+    /// With several magnetometers, the primary's own verdict at the latest sample (the output's flags
+    /// leave it out while another magnetometer steers the heading).
+    public internal(set) var primaryMagneticFlags: FusionFlags = []
+    static let magneticVerdictFlags: FusionFlags = [
+        .magnetometerRejected, .magneticStrengthDisturbed, .magneticDipDisturbed, .magneticGyroInconsistent,
+    ]
+    /// Magnetometers besides the primary (`addMagnetometer`), each with its own gate.
+    public internal(set) var others: [OtherMagnetometer] = []
+    /// Every magnetometer judged against the others; nil while there is only the primary.
+    public internal(set) var agreement: MagnetometerAgreement?
 
     /// Sets the magnetic reference the gate compares strength and dip with.
     public mutating func setMagneticReference(strengthMicrotesla: Double, dipDegrees: Double) {
         magneticGate.setReference(strengthMicrotesla: strengthMicrotesla, dipDegrees: dipDegrees)
+        for i in others.indices {
+            others[i].gate.setReference(strengthMicrotesla: strengthMicrotesla, dipDegrees: dipDegrees)
+        }
         unseen.forgetTurns()
         refreshUnseenVariance()
     }
@@ -152,6 +165,7 @@ public struct KalmanFilter: Sendable {
         let rate = latestRate.norm
         accumulatePropagation(rotation: r, dt: dt, rate: rate)
         magneticGate.noteRotation(radians: rate * dt)
+        for i in others.indices { others[i].gate.noteRotation(radians: rate * dt) }
 
         // The earth-frame low-passed specific force: linear accelerations that come and go cancel. The
         // rotation's own share (a lever arm about a pivot) would not, so it is taken out first.
@@ -181,6 +195,14 @@ public struct KalmanFilter: Sendable {
                     field: m, rotation: r, dt: magneticDt, rate: rate, turned: rate * dt, at: imu.timestamp,
                     recorder: &recorder))
         }
+        if !others.isEmpty {
+            // The output's flags describe the heading: another magnetometer steering it means it is not
+            // held on the gyro, whatever the primary's verdict (kept for the primary's own status).
+            primaryMagneticFlags = flags.intersection(Self.magneticVerdictFlags)
+            if gateOthers(rotation: r, headingVariance: headingVariance, at: imu.timestamp) {
+                flags.subtract(Self.magneticVerdictFlags)
+            }
+        }
         if aiding.compassDisagrees { flags.insert(.compassDisagreesWithGnss) }
         if aiding.headingAided(at: imu.timestamp) {
             flags.insert(.gnssAided)
@@ -197,7 +219,8 @@ public struct KalmanFilter: Sendable {
             let propagation = KalmanPropagation(
                 g: pendingG, attitudeNoise: pendingAttitudeNoise, biasNoise: pendingBiasNoise)
             applyPendingPropagation()
-            let headingMeasured = headingSeconds > 0 || aiding.pendingHeading != nil
+            let headingMeasured =
+                headingSeconds > 0 || aiding.pendingHeading != nil || others.contains { $0.innovationSeconds > 0 }
             var dTheta = Vector3.zero, dBias = Vector3.zero
             let gnssChain = aiding.chainActive(
                 at: imu.timestamp, primeSeconds: settings.accelerometerLowPassSeconds,
@@ -239,12 +262,10 @@ public struct KalmanFilter: Sendable {
                 aiding.pendingHeading = nil
                 applyGnssHeading(h, at: imu.timestamp, &dTheta, &dBias)
             }
-            if headingSeconds > 0 {
-                let variance = settings.headingNoiseDensity * settings.headingNoiseDensity / headingSeconds
+            if let heading = takeHeadingInnovation() {
+                let variance = settings.headingNoiseDensity * settings.headingNoiseDensity / heading.seconds
                 unseen.noteHeadingCorrection(gain: attitudeCovariance.m22 / (attitudeCovariance.m22 + variance))
-                scalarUpdate(2, residual: headingSum / headingSeconds - dTheta.z, variance: variance, &dTheta, &dBias)
-                headingSum = 0
-                headingSeconds = 0
+                scalarUpdate(2, residual: heading.innovation - dTheta.z, variance: variance, &dTheta, &dBias)
             }
             // At rest the low-passed gyro reading is the bias: the reading of `restConfirmationSeconds`
             // ago, once rest has lasted that much longer (a turn starting slowly shows itself by then).
@@ -288,9 +309,13 @@ public struct KalmanFilter: Sendable {
         var checks = validator
         checks.countReset()
         let uncalibrated = magnetometerUncalibrated
+        let kept = (others: others, agreement: agreement)
         self = KalmanFilter(settings: settings)
         validator = checks
         magnetometerUncalibrated = uncalibrated
+        // The magnetometers stay, their gates start afresh with the filter; the counts go on.
+        others = kept.others.map { OtherMagnetometer(name: $0.name, gate: settings.magneticGate) }
+        agreement = kept.agreement
         return output(imu.timestamp, flags: [.initialising, .filterReset])
     }
 
@@ -487,6 +512,7 @@ public struct KalmanFilter: Sendable {
     mutating func inject(_ dTheta: Vector3, _ dBias: Vector3) {
         if dTheta.squaredNorm > 0 {
             magneticGate.noteHeadingCorrection(radians: dTheta.z)
+            for i in others.indices { others[i].gate.noteHeadingCorrection(radians: dTheta.z) }
             orientation = Quaternion(rotationVector: dTheta) * orientation
             lowPassedForceEarth += dTheta.cross(lowPassedForceEarth)
             aiding.rotate(by: dTheta)
@@ -514,6 +540,14 @@ public struct KalmanFilter: Sendable {
         if verdict.flags.contains(.magneticReferenceChanged) { unseen.forgetTurns() }
         if compareWithGnss(headingInnovation: alpha, dt: dt, at: time) {
             return verdict.flags.union([.magnetometerRejected, .compassDisagreesWithGnss])
+        }
+        if agreement != nil,
+            !agreement!.assess(
+                0, innovation: alpha, gyroDeviation: magneticGate.gyroDeviation, gateAccepts: verdict.use,
+                calibrated: true, dt: dt, at: time),
+            verdict.use
+        {
+            return verdict.flags.union(.magnetometerRejected)
         }
         guard recorder.useMagnetometer(gateAccepts: verdict.use) else {
             return verdict.use ? verdict.flags.union(.magnetometerRejected) : verdict.flags

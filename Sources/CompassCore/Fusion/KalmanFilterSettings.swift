@@ -51,6 +51,8 @@ public struct KalmanFilterSettings: Sendable, Equatable {
     public var headingNoiseDensity = 0.095
     /// Strength, dip and gyro-consistency checks that decide when the magnetometer is used.
     public var magneticGate = MagneticGateSettings()
+    /// How several magnetometers are judged against each other (`MagnetometerAgreement`).
+    public var magnetometerAgreement = MagnetometerAgreementSettings()
     /// The heading is flagged gyro-only after this long without a magnetometer correction, s. Default 2.
     public var gyroOnlyAfterSeconds = 2.0
 

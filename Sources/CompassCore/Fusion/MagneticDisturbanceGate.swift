@@ -236,6 +236,13 @@ public struct MagneticDisturbanceGate: Sendable {
         return true
     }
 
+    /// How far the compass has turned against the gyro lately, radians: the short average of compass
+    /// minus gyro-only heading against its baseline (0 until primed). A magnet arriving moves it, the
+    /// filter's own corrections do not.
+    public var gyroDeviation: Double {
+        compassMinusGyroPrimed ? abs(compassMinusGyroShort - compassMinusGyroBaseline) : 0
+    }
+
     /// Tells the gate a reading was used (resets the scale-error allowance).
     public mutating func noteApplied() { radiansTurnedSinceAccepted = 0 }
 

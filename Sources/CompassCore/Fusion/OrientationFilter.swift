@@ -21,6 +21,20 @@ public protocol OrientationFilter: Sendable {
     mutating func aid(gnssHeading: GnssHeadingSample, declinationDegrees: Double) -> Bool
     /// What GNSS gave; nil for a filter that does not use it.
     var gnssCounts: GnssAidingCounts? { get }
+    /// Adds a magnetometer besides the primary; its index (1, 2, ...), or nil when this filter fuses
+    /// one magnetometer only.
+    mutating func addMagnetometer(named name: String, primaryName: String) -> Int?
+    /// A reading of an added magnetometer (microtesla, calibrated, body axes).
+    mutating func add(_ sample: MagnetometerSample, toMagnetometer index: Int)
+    /// The calibration of an added magnetometer changed.
+    mutating func noteCalibration(_ notice: MagnetometerCalibrationNotice, magnetometer index: Int)
+    /// Each magnetometer's health, the primary first; empty with one magnetometer.
+    var magnetometerHealth: [MagnetometerHealth] { get }
+    /// Magnetometer `index`'s gate (0: the primary's `magneticGate`).
+    func magnetometerGate(_ index: Int) -> MagneticDisturbanceGate?
+    /// With several magnetometers, the primary's own verdict flags at the latest sample; nil with one
+    /// (the output's flags are its verdict).
+    var primaryMagnetometerFlags: FusionFlags? { get }
 }
 
 extension KalmanFilter: OrientationFilter {
@@ -37,12 +51,31 @@ extension KalmanFilter: OrientationFilter {
     }
 
     public var gnssCounts: GnssAidingCounts? { aiding.counts }
+
+    public mutating func addMagnetometer(named name: String, primaryName: String) -> Int? {
+        let index: Int = addMagnetometer(named: name, primaryName: primaryName)
+        return index
+    }
+
+    public var magnetometerHealth: [MagnetometerHealth] { agreement?.health ?? [] }
+
+    public var primaryMagnetometerFlags: FusionFlags? { others.isEmpty ? nil : primaryMagneticFlags }
+
+    public func magnetometerGate(_ index: Int) -> MagneticDisturbanceGate? {
+        index == 0 ? magneticGate : others.indices.contains(index - 1) ? others[index - 1].gate : nil
+    }
 }
 
 /// The complementary filter has no GNSS aiding: it says so, and the stage counts what it passed over.
 extension ComplementaryFilter: OrientationFilter {
     public mutating func aid(velocity: GnssVelocitySample, declinationDegrees: Double) -> Bool { false }
     public mutating func aid(gnssHeading: GnssHeadingSample, declinationDegrees: Double) -> Bool { false }
+    public mutating func addMagnetometer(named name: String, primaryName: String) -> Int? { nil }
+    public mutating func add(_ sample: MagnetometerSample, toMagnetometer index: Int) {}
+    public mutating func noteCalibration(_ notice: MagnetometerCalibrationNotice, magnetometer index: Int) {}
+    public var magnetometerHealth: [MagnetometerHealth] { [] }
+    public func magnetometerGate(_ index: Int) -> MagneticDisturbanceGate? { index == 0 ? magneticGate : nil }
+    public var primaryMagnetometerFlags: FusionFlags? { nil }
     public var gnssCounts: GnssAidingCounts? { nil }
 }
 

@@ -13,6 +13,8 @@ struct CompassReadout {
     var heading: HeadingMessage?
     var calibration: CalibrationStatusMessage?
     var interference: InterferenceStatusMessage?
+    /// Magnetometers besides the primary, by name: their latest interference/status/NAME.
+    var otherMagnetometers: [String: InterferenceStatusMessage] = [:]
     /// Monotonic arrival time of the newest message, and the message times of the last second.
     var lastArrival: Double?
     var arrivals: [Double] = []
@@ -47,6 +49,12 @@ struct CompassReadout {
             return
         }
         ended = false
+        if let name = PipelineTopics.otherInterferenceName(frame.topic) {
+            if let status = try? InterferenceStatusMessage(cdrBytes: frame.payload) {
+                otherMagnetometers[name] = status
+            }
+            return
+        }
         switch frame.type {
         case HeadingMessage.typeName:
             guard let h = try? HeadingMessage(cdrBytes: frame.payload) else { return }
@@ -119,8 +127,20 @@ struct CompassReadout {
         let f = flags
         if f.contains(.initialising) { lines.append("initialising") }
         if f.contains(.compassDisagreesWithGnss) { lines.append("compass disagrees with GNSS: not used") }
+        // With several magnetometers, which ones steer and which are left out (disturbed or outvoted).
+        let othersInUse = otherMagnetometers.filter { !$0.value.disturbed }.keys.sorted()
+        if !otherMagnetometers.isEmpty {
+            let primaryOut = interference?.disturbed ?? f.contains(.magnetometerRejected)
+            let inUse = (primaryOut ? [] : ["mag"]) + othersInUse
+            let out = (primaryOut ? ["mag"] : []) + otherMagnetometers.filter(\.value.disturbed).keys.sorted()
+            lines.append(
+                "magnetometers in use: \(inUse.isEmpty ? "none" : inUse.joined(separator: ", "))"
+                    + (out.isEmpty ? "" : "; left out (disturbed or outvoted): \(out.joined(separator: ", "))"))
+        }
         if f.contains(.gnssAided) {
             lines.append("GNSS holds the heading")
+        } else if !othersInUse.isEmpty {
+            // Another magnetometer steers: the primary's verdict is not the heading's.
         } else if let i = interference, i.disturbed {
             lines.append(
                 "magnetic disturbance: holding the heading on the gyro (\(format(i.disturbedSeconds, 1)) s in all)")

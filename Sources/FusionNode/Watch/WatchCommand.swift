@@ -52,6 +52,8 @@ enum WatchCommand {
         ] {
             try socket.subscribe(Array(topic.utf8) + [0])
         }
+        // Every other magnetometer's interference/status/NAME: a prefix without the terminator.
+        try socket.subscribe(Array((PipelineTopics.interferenceStatus + "/").utf8))
         // A view has nothing to deliver: q must not wait for subscriptions queued to an absent publisher.
         try socket.setOption(lingerMilliseconds: 0)
         try a?.applyCurveClientKeys(to: socket)

@@ -1,4 +1,5 @@
 import YAML
+import WireFormat
 
 /// Which topics reach each stage, worked out from the registry when the file loads: a sink or a
 /// transform that names a topic nobody upstream publishes is an error with the setting's position,
@@ -27,7 +28,12 @@ enum TopicFlow {
             let incoming = s.inputs.reduce(into: Set<String>()) { $0.formUnion(published[$1] ?? []) }
             for spec in s.type.settings where spec.namesTopics {
                 let named = spec.kind == .string ? [s.settings.string(spec.name)] : s.settings.list(spec.name)
-                for topic in named where !incoming.contains(topic) {
+                // A magnetometer's own topics (imu/mag/NAME and its statuses) come with the settings that
+                // name it, not from a stage type: they count as published with their base topic.
+                for topic in named
+                where !incoming.contains(topic)
+                    && !(PipelineTopics.perMagnetometerBase(of: topic).map(incoming.contains) ?? false)
+                {
                     let available = incoming.sorted()
                     throw PipelineConfigError(
                         file: file, mark: s.settings.marks[spec.name] ?? s.mark,

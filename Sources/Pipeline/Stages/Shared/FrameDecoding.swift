@@ -39,8 +39,11 @@ func magneticSample(_ frame: borrowing WireFrame) throws -> CDRSamples.MagneticF
     }
 }
 
-/// The IMU and magnetometer samples of a frame seen in place; nil for anything else or undecodable.
-func decodeInPlace(_ frame: WireFrame.View) -> InPlaceSample? {
+/// The IMU and magnetometer samples of a frame seen in place (the magnetometer on `magnetometerTopic`);
+/// nil for anything else or undecodable.
+func decodeInPlace(
+    _ frame: WireFrame.View, magnetometerTopic: String = PipelineTopics.magnetometer
+) -> InPlaceSample? {
     guard frame.encoding == "cdr" else { return nil }
     let raw = UnsafeRawBufferPointer(frame.payload)
     switch frame.topic {
@@ -49,7 +52,7 @@ func decodeInPlace(_ frame: WireFrame.View) -> InPlaceSample? {
         return .imu(
             header: m.header, angularVelocity: m.angularVelocity, linearAcceleration: m.linearAcceleration,
             offset: m.angularVelocityOffset)
-    case PipelineTopics.magnetometer where frame.type == MagneticFieldMessage.typeName:
+    case magnetometerTopic where frame.type == MagneticFieldMessage.typeName:
         guard let m = try? CDRSamples.magneticField(raw) else { return nil }
         return .magnetometer(header: m.header, field: m.field, offset: m.fieldOffset)
     default:

@@ -20,6 +20,8 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
         var velocityTopic = "", gnssHeadingTopic = ""
         /// Read the magnetometer topic; false: the heading comes from GNSS alone.
         var useMagnetometer = true
+        /// Magnetometers besides the primary, as NAME=TOPIC: the bag topic read as imu/mag/NAME.
+        var extraMagnetometers: [String] = []
         /// Bag topic with the robot's static transforms (tf2_msgs/TFMessage), passed on first as
         /// tf_static for a mount stage's tf rotations ("" = none).
         var tfTopic = ""
@@ -45,6 +47,10 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
             .string("path", \.path, required: true, "rosbag2 directory or .mcap / .db3 file"),
             .string("imu_topic", \.imuTopic, "bag topic with sensor_msgs/msg/Imu"),
             .string("mag_topic", \.magTopic, "bag topic with sensor_msgs/msg/MagneticField"),
+            .strings(
+                "extra_magnetometers", \.extraMagnetometers,
+                "magnetometers besides the primary as NAME=TOPIC (mast=/mast/mag): the bag topic passed on as "
+                    + "imu/mag/NAME, fused with the primary by the kalman filter"),
             .number(
                 "rate", \.rate, unit: "x real time", range: 0...10_000,
                 "playback speed: 1 = real time, 2 = twice, 0 = as fast as possible"),
@@ -86,7 +92,9 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
         outputTopics: [
             PipelineTopics.imuRaw, PipelineTopics.magnetometer, PipelineTopics.fix, PipelineTopics.motorCurrent,
             PipelineTopics.tfStatic, PipelineTopics.gnssVelocity, PipelineTopics.gnssHeading,
-        ]
+        ],
+        check: { settings, _ in ExtraMagnetometer.problem(settings.extraMagnetometers, primaryTopic: settings.magTopic)
+        }
     ) { settings, context in try BagSource(settings, log: context.log) }
 
     /// The types a current topic may have.
@@ -123,6 +131,14 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
         }
         resolved.imuTopic = try resolve(settings.imuTopic, "imu_topic")
         resolved.magTopic = settings.useMagnetometer ? try resolve(settings.magTopic, "mag_topic") : ""
+        for extra in try ExtraMagnetometer.parse(settings.extraMagnetometers, primaryTopic: settings.magTopic) {
+            let topic = try resolve(
+                extra.topic, "extra magnetometer \(extra.name)", types: [MagneticFieldMessage.typeName])
+            guard topic != resolved.magTopic, extraTopics[topic] == nil else {
+                throw StageFailure("extra_magnetometers: \(topic) is already read as another magnetometer")
+            }
+            extraTopics[topic] = extra.name
+        }
         if !settings.velocityTopic.isEmpty {
             resolved.velocityTopic = try resolve(
                 settings.velocityTopic, "velocity_topic", types: [TwistWithCovarianceStampedMessage.typeName])
@@ -141,9 +157,13 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
         self.settings = resolved
     }
 
+    /// Bag topics of the extra magnetometers, with their names.
+    var extraTopics: [String: String] = [:]
+
     /// The pipeline topic a bag topic is read as.
     func pipelineTopic(_ bagTopic: String) -> String {
-        switch bagTopic {
+        if let name = extraTopics[bagTopic] { return PipelineTopics.magnetometer(named: name) }
+        return switch bagTopic {
         case settings.imuTopic: PipelineTopics.imuRaw
         case settings.magTopic: PipelineTopics.magnetometer
         case settings.currentTopic: PipelineTopics.motorCurrent
@@ -205,7 +225,7 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
     func replayAll(emit: ([WireFrame]) throws -> Double) throws {
         let transforms = try staticTransforms()
         if !transforms.isEmpty { _ = try emit(transforms) }
-        let sensorTopics = [settings.imuTopic, settings.magTopic].filter { !$0.isEmpty }
+        let sensorTopics = [settings.imuTopic, settings.magTopic].filter { !$0.isEmpty } + extraTopics.keys.sorted()
         var options = BagReadOptions()
         options.topics = Set(
             sensorTopics

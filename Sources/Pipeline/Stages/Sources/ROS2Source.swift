@@ -23,6 +23,8 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
         /// ROS topics with a GNSS receiver's velocity and dual-antenna heading, read as gnss/velocity and
         /// gnss/heading ("" = not read).
         var velocityTopic = "", gnssHeadingTopic = ""
+        /// Magnetometers besides the primary, as NAME=TOPIC: the ROS topic read as imu/mag/NAME (mag_qos).
+        var extraMagnetometers: [String] = []
         /// ROS topic with the motors' current, read as motor/current ("" = none), and its type.
         var currentTopic = ""
         var currentType = CurrentType.batteryState
@@ -58,6 +60,10 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
             ROS2Settings.namespace(\.namespace),
             .string("imu_topic", \.imuTopic, "ROS topic with sensor_msgs/msg/Imu (raw: no orientation)"),
             .string("mag_topic", \.magnetometerTopic, "ROS topic with sensor_msgs/msg/MagneticField ('' = none)"),
+            .strings(
+                "extra_magnetometers", \.extraMagnetometers,
+                "magnetometers besides the primary as NAME=TOPIC (mast=mast/mag): the ROS topic (mag_qos) passed on "
+                    + "as imu/mag/NAME, fused with the primary by the kalman filter"),
             .bool("use_mag", \.useMagnetometer, "read the magnetometer; false = gyro and accelerometer only"),
             .string("fix_topic", \.fixTopic, "ROS topic with sensor_msgs/msg/NavSatFix ('' = none), e.g. fix"),
             .string(
@@ -117,7 +123,10 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
             PipelineTopics.gnssVelocity, PipelineTopics.gnssHeading, PipelineTopics.motorCurrent,
         ],
         check: { settings, _ in
-            ROS2Settings.check(
+            if let problem = ExtraMagnetometer.problem(settings.extraMagnetometers, primaryTopic: settings.magTopic) {
+                return problem
+            }
+            return ROS2Settings.check(
                 qos: [
                     "qos": settings.qos, "imu_qos": settings.imuQoSText, "mag_qos": settings.magQoSText,
                     "fix_qos": settings.fixQoSText, "tf_qos": settings.tfQoSText,
@@ -186,6 +195,12 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
                 inputs.append(
                     try input(
                         settings.magTopic, MagneticFieldMessage.self, settings.magQoS, PipelineTopics.magnetometer))
+            }
+            for extra in try ExtraMagnetometer.parse(settings.extraMagnetometers, primaryTopic: settings.magTopic) {
+                inputs.append(
+                    try input(
+                        extra.topic, MagneticFieldMessage.self, settings.magQoS,
+                        PipelineTopics.magnetometer(named: extra.name)))
             }
             if !settings.fixTopic.isEmpty {
                 inputs.append(try input(settings.fixTopic, NavSatFixMessage.self, settings.fixQoS, PipelineTopics.fix))

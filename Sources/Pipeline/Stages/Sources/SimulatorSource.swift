@@ -38,6 +38,20 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
         var gnssRateHz = 0.0
         /// Publish imu/mag; false = an IMU with no magnetometer.
         var useMagnetometer = true
+        /// Magnetometers besides the primary, each on imu/mag/NAME: the same body field as the primary
+        /// (earth and world-fixed disturbances), their own noise, `extraHardIronMicrotesla`, and none of
+        /// the primary's soft iron, motors or sensor-fixed disturbance.
+        var extraMagnetometers: [String] = []
+        var extraHardIronMicrotesla = Vector3.zero
+        /// How every extra magnetometer is mounted (readings in its own axes, as mag_rotation).
+        var extraMagnetometerRotation = MountingRotation.none
+        /// White noise of every simulated magnetometer, microtesla per axis, 1 sigma.
+        var magnetometerNoiseMicrotesla = SensorErrorModel().magnetometerNoiseMicrotesla
+        /// A magnet fixed near the primary magnetometer (it turns with the vehicle), microtesla in body
+        /// axes: fades in over 5 s from `magnetDisturbanceStartSeconds`, stays `magnetDisturbanceSeconds`.
+        var magnetDisturbanceMicrotesla = Vector3.zero
+        var magnetDisturbanceStartSeconds = 20.0
+        var magnetDisturbanceSeconds = 20.0
         /// Also write the true orientation, t,qw,qx,qy,qz,movement per sample (BROAD's truth format), here.
         var truthPath = ""
         /// Describe the mounting as a robot does: static transforms base_link -> imu_link and
@@ -87,6 +101,30 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
                 "GNSS velocity solutions per second on gnss/velocity (true-north ENU, 0.08 m/s noise; the drive "
                     + "scenarios pass under a bridge from 150 s to 165 s); 0 = none"),
             .bool("use_mag", \.useMagnetometer, "publish imu/mag; false = an IMU without magnetometer"),
+            .strings(
+                "extra_magnetometers", \.extraMagnetometers,
+                "names of magnetometers besides the primary, each published on imu/mag/NAME with its own noise and "
+                    + "extra_hard_iron_ut (none of the primary's soft iron, motor field or magnet)"),
+            .vector(
+                "extra_hard_iron_ut", \.extraHardIronMicrotesla, unit: "uT", range: -5000...5000,
+                "hard-iron offset of every extra magnetometer"),
+            .rotation(
+                "extra_mag_rotation", \.extraMagnetometerRotation,
+                "every extra magnetometer's mounting, as mag_rotation (a mount stage's extra_mag_rotations turns it "
+                    + "back)"),
+            .number(
+                "mag_noise_ut", \.magnetometerNoiseMicrotesla, unit: "uT", range: 0...100,
+                "white noise of every simulated magnetometer, per axis, 1 sigma"),
+            .vector(
+                "magnet_ut", \.magnetDisturbanceMicrotesla, unit: "uT", range: -5000...5000,
+                "a magnet fixed near the primary magnetometer (turns with the vehicle), body axes; fades in over 5 s "
+                    + "at magnet_start and stays magnet_seconds; 0 = none"),
+            .number(
+                "magnet_start", \.magnetDisturbanceStartSeconds, unit: "s", range: 0...1e6,
+                "when the magnet starts to fade in, seconds from the start"),
+            .number(
+                "magnet_seconds", \.magnetDisturbanceSeconds, unit: "s", range: 0...1e6,
+                "how long the magnet stays fully present"),
             .string(
                 "truth_path", \.truthPath, writesFile: true,
                 "also write the true orientation here: t,qw,qx,qy,qz,movement per sample"),
@@ -109,8 +147,13 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
         outputTopics: [
             PipelineTopics.imuRaw, PipelineTopics.magnetometer, PipelineTopics.motorCurrent, PipelineTopics.tfStatic,
             PipelineTopics.gnssVelocity,
-        ]
-    ) { settings, _ in SimulatorSource(settings) }
+        ],
+        check: { settings, _ in
+            settings.extraMagnetometers.lazy.compactMap(magnetometerNameProblem).first.map {
+                SettingProblem("extra_magnetometers", $0)
+            }
+        }
+    ) { settings, _ in try SimulatorSource(settings) }
 
     /// The mounting as a robot's static transforms: base_link to imu_link and to mag_link, each the
     /// rotation taking the sensor's axes into the body's.
@@ -126,8 +169,16 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
             ]), topic: PipelineTopics.tfStatic)
     }
 
+    /// A magnet brought near: seconds to fade in and out.
+    static let magnetRampSeconds = 5.0
+
     let settings: Settings
-    init(_ settings: Settings) { self.settings = settings }
+    init(_ settings: Settings) throws {
+        for name in settings.extraMagnetometers {
+            if let problem = magnetometerNameProblem(name) { throw StageFailure("extra_magnetometers: \(problem)") }
+        }
+        self.settings = settings
+    }
     var pausesWithoutSubscribers: Bool { settings.pauseWithoutSubscribers }
 
     func scenario() -> SimulationScenario {
@@ -190,9 +241,18 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
             s.gnssVelocity = nil
         }
         s.sensors.hardIronMicrotesla = settings.hardIronMicrotesla
+        s.sensors.magnetometerNoiseMicrotesla = settings.magnetometerNoiseMicrotesla
         s.sensors.softIron = settings.softIron
         s.sensors.motorFieldMicroteslaPerAmpere = settings.motorFieldMicroteslaPerAmpere
         s.motorCurrentAmperes = settings.motorCurrentAmperes
+        if settings.magnetDisturbanceMicrotesla != .zero {
+            s.disturbances.append(
+                ScheduledDisturbance(
+                    startSeconds: settings.magnetDisturbanceStartSeconds + Self.magnetRampSeconds,
+                    durationSeconds: settings.magnetDisturbanceSeconds,
+                    fieldMicrotesla: settings.magnetDisturbanceMicrotesla, frame: .sensor,
+                    rampSeconds: Self.magnetRampSeconds))
+        }
         s.loops = true
         s.startTime = 1_700_000_000
         return s
@@ -200,6 +260,10 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
 
     func run(emit: ([WireFrame]) throws -> Double) throws {
         var sim = IMUSimulator(scenario: scenario())
+        // Each extra magnetometer's noise from its own stream, so adding one changes nothing else.
+        var extraNoise = settings.extraMagnetometers.indices.map {
+            SeededGenerator(seed: UInt64(settings.seed) &* 1_000_003 &+ UInt64($0 + 1))
+        }
         let rate = settings.rateHz
         let total = settings.durationSeconds > 0 ? Int((settings.durationSeconds * rate).rounded()) : Int.max
         let started = Clocks.monotonicSeconds()
@@ -239,6 +303,18 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
                 specificForce: toIMU * x.imu.specificForce,
                 fieldTesla: settings.useMagnetometer ? toMagnetometer * x.magnetometer.fieldMicrotesla * 1e-6 : nil,
                 magnetometerFrame: settings.publishTF ? "mag_link" : nil, to: &batch)
+            if !settings.extraMagnetometers.isEmpty, settings.useMagnetometer {
+                for (i, name) in settings.extraMagnetometers.enumerated() {
+                    let field =
+                        settings.extraMagnetometerRotation.matrix.transposed * x.bodyFieldMicrotesla
+                        + settings.extraHardIronMicrotesla
+                        + extraNoise[i].vector(sigma: sim.scenario.sensors.magnetometerNoiseMicrotesla)
+                    let mag = MagneticFieldMessage(
+                        header: RosHeader(stamp: stamp, frameId: name + "_link"), magneticField: field * 1e-6,
+                        magneticFieldCovariance: .zero)
+                    batch.append(cdrFrame(mag, topic: PipelineTopics.magnetometer(named: name)))
+                }
+            }
             k += 1
             if settings.realtime {
                 pausedSeconds += try emit(batch)
@@ -271,4 +347,9 @@ func appendRawSample(
     if let magnetometerFrame { magHeader.frameId = magnetometerFrame }
     let mag = MagneticFieldMessage(header: magHeader, magneticField: fieldTesla, magneticFieldCovariance: .zero)
     frames.append(cdrFrame(mag, topic: PipelineTopics.magnetometer))
+}
+
+extension SeededGenerator {
+    /// Three independent normal draws of standard deviation `sigma`.
+    mutating func vector(sigma: Double) -> Vector3 { Vector3(nextNormal(), nextNormal(), nextNormal()) * sigma }
 }

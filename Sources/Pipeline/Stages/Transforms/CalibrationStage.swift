@@ -27,6 +27,9 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         var learnMotor = true
         /// Find the magnetometer's mounting against the IMU from motion (`MountingRotationDetector`).
         var detectRotation = false
+        /// Which magnetometer: "" = the primary (imu/mag), NAME = imu/mag/NAME (its status then on
+        /// calibration/status/NAME).
+        var magnetometer = ""
 
         static let table = SettingTable<Settings>([
             .vector(
@@ -52,6 +55,11 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
                 "detect_rotation", \.detectRotation,
                 "find how the magnetometer is mounted against the IMU (a rotation name) from motion; its readings "
                     + "are held back until the rotation is clear, then turned into the IMU's axes; kept in file"),
+            .string(
+                "magnetometer", \.magnetometer,
+                "which magnetometer this stage calibrates: '' = the primary (imu/mag), NAME = imu/mag/NAME of a "
+                    + "source's extra_magnetometers (status then on calibration/status/NAME); one stage per "
+                    + "magnetometer, each with its own file"),
         ])
 
         /// The fixed calibration (identity when nothing is given).
@@ -117,9 +125,15 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         var fits: Int
     }
 
+    /// The topic of the magnetometer this stage calibrates, and of its status.
+    let magnetometerTopic: String
+    let statusTopic: String
+
     init(_ settings: Settings, log: @escaping @Sendable (String) -> Void) {
         self.settings = settings
         self.log = log
+        magnetometerTopic = PipelineTopics.magnetometer(named: settings.magnetometer)
+        statusTopic = PipelineTopics.calibrationStatus(named: settings.magnetometer)
         throttle = StatusThrottle(intervalSeconds: settings.statusSeconds)
         var motorSettings = MotorCompensationSettings()
         motorSettings.coefficientsMicroteslaPerAmpere = settings.motorMicroteslaPerAmpere
@@ -190,10 +204,12 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         switch frame.topic {
         case PipelineTopics.imuRaw where learning:
             return decodeInPlace(frame)
-        case PipelineTopics.magnetometer where !isIdentity:
+        case magnetometerTopic where !isIdentity:
             // A big-endian payload has no offset to patch: the general path re-encodes it. A reading to
             // hold back for the motors takes the general path too (in place, a message cannot drop one).
-            guard let sample = decodeInPlace(frame), sample.offset != nil else { return nil }
+            guard let sample = decodeInPlace(frame, magnetometerTopic: magnetometerTopic), sample.offset != nil else {
+                return nil
+            }
             if case .magnetometer(let header, _, _) = sample, holdsForMotor(at: header.stamp.seconds) { return nil }
             return sample
         case PipelineTopics.motorCurrent:
@@ -231,7 +247,7 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             observeMotion(m.header, m.angularVelocity, m.linearAcceleration)
             if turnsReadings && imuFrame == nil { imuFrame = m.header.frameId }
             output.append(frame)
-        case PipelineTopics.magnetometer where turnsReadings:
+        case magnetometerTopic where turnsReadings:
             var full = try decoded(frame, as: MagneticFieldMessage.self)
             guard let rotation = mounting(full.header, full.magneticField) else {
                 withheld += 1
@@ -242,9 +258,9 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             full.magneticField = calibrated(full.header, rotation.apply(full.magneticField))
             full.magneticFieldCovariance = MountStage.turned(full.magneticFieldCovariance, by: rotation)
             if let imuFrame, !rotation.isIdentity { full.header.frameId = imuFrame }
-            output.append(cdrFrame(full, topic: PipelineTopics.magnetometer))
+            output.append(cdrFrame(full, topic: magnetometerTopic))
             status(full.header, into: &output)
-        case PipelineTopics.magnetometer where !isIdentity:
+        case magnetometerTopic where !isIdentity:
             let m = try magneticSample(frame)
             if holdsForMotor(at: m.header.stamp.seconds) {
                 // Learned from (the motors' fit needs it), not passed on.
@@ -260,7 +276,7 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             } else {
                 var full = try decoded(frame, as: MagneticFieldMessage.self)
                 full.magneticField = calibrated
-                output.append(cdrFrame(full, topic: PipelineTopics.magnetometer))
+                output.append(cdrFrame(full, topic: magnetometerTopic))
             }
             status(m.header, into: &output)
         case PipelineTopics.motorCurrent:
@@ -443,7 +459,7 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             fieldStrength: fit?.calibration.fieldRadiusMicrotesla ?? .nan, hardIron: c.hardIronOffsetMicrotesla,
             softIron: Covariance9([w.m00, w.m01, w.m02, w.m10, w.m11, w.m12, w.m20, w.m21, w.m22]),
             gyroBias: Vector3(.nan, .nan, .nan))
-        output.append(cdrFrame(message, topic: PipelineTopics.calibrationStatus))
+        output.append(cdrFrame(message, topic: statusTopic))
     }
 
     func finish() throws -> [WireFrame] {

@@ -220,7 +220,7 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
             PipelineTopics.gnssHeading,
         ]),
         check: { settings, given in Settings.check(settings, given: given) }
-    ) { settings, _ in FusionStage(settings) }
+    ) { settings, context in FusionStage(settings, log: context.log) }
 
     let settings: Settings
     var filter: any OrientationFilter
@@ -245,8 +245,11 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
     var renewedFor: CalibrationStatusMessage?
     var lastHeader = RosHeader(stamp: RosTime(sec: 0, nanosec: 0), frameId: "")
 
-    init(_ settings: Settings) {
+    let log: @Sendable (String) -> Void
+
+    init(_ settings: Settings, log: @escaping @Sendable (String) -> Void = { _ in }) {
         self.settings = settings
+        self.log = log
         switch settings.filter {
         case .kalman:
             filter = KalmanFilter(settings: settings.kalman)
@@ -292,10 +295,7 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
     /// change can have turned the compass is the change of the calibrated field (offset, and the
     /// soft-iron change times the radius) over the horizontal field at the reference dip.
     func noteCalibration(_ c: CalibrationStatusMessage) {
-        // Degraded: the accepted calibration is still applied, though new readings miss it.
-        func applied(_ m: CalibrationStatusMessage) -> Bool {
-            m.state == OnlineCalibrator.State.calibrated.rawValue || m.state == OnlineCalibrator.State.degraded.rawValue
-        }
+        let applied = CalibrationShift.applied
         let calibrated = applied(c)
         let previous = calibration
         calibration = c
@@ -306,14 +306,7 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         var shift = 0.0
         if let p = previous {
             let radius = c.fieldStrength.isFinite ? c.fieldStrength : 50
-            // How far the calibrated field can have moved, microtesla: the offset change plus the soft-iron
-            // change (Frobenius) times the radius.
-            func moved(from a: CalibrationStatusMessage) -> Double {
-                let softIronChange = zip(a.softIron.array, c.softIron.array).reduce(0.0) {
-                    $0 + ($1.0 - $1.1) * ($1.0 - $1.1)
-                }
-                return (a.hardIron - c.hardIron).norm + softIronChange.squareRoot() * radius
-            }
+            func moved(from a: CalibrationStatusMessage) -> Double { CalibrationShift.moved(from: a, to: c) }
             let sameStrength = p.fieldStrength == c.fieldStrength || (p.fieldStrength.isNaN && c.fieldStrength.isNaN)
             if calibrated == wasCalibrated && !(moved(from: p) > 1e-9) && sameStrength { return }
             let distance = moved(from: renewedFor ?? p)
@@ -375,9 +368,119 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
             aid(heading: m)
             output.append(frame)
         default:
-            throw UnexpectedFrame(
-                reason: "fusion reads \(PipelineTopics.imuRaw) and \(PipelineTopics.magnetometer) only")
+            if let name = PipelineTopics.otherMagnetometerName(frame.topic) {
+                let m = try magneticSample(frame)
+                fuseOther(name, MagnetometerSample(timestamp: m.header.stamp.seconds, fieldMicrotesla: m.field * 1e6))
+            } else if let name = PipelineTopics.otherCalibrationName(frame.topic) {
+                if let c = try? CalibrationStatusMessage(cdrBytes: frame.payload) { noteCalibration(c, of: name) }
+                output.append(frame)
+            } else {
+                throw UnexpectedFrame(
+                    reason: "fusion reads \(PipelineTopics.imuRaw) and \(PipelineTopics.magnetometer) only")
+            }
         }
+    }
+
+    /// Magnetometers besides the primary (imu/mag/NAME), by name.
+    var others: [String: OtherMagnetometerState] = [:]
+    /// Their names in the order they first appeared.
+    var otherNames: [String] = []
+
+    /// The filter's index for magnetometer `name`, registering it on its first reading; nil when the
+    /// filter (the complementary filter, the smoother) fuses one magnetometer only.
+    func otherIndex(_ name: String) -> Int? {
+        if let o = others[name] { return o.index }
+        let index = smoother == nil ? filter.addMagnetometer(named: name, primaryName: Self.primaryName) : nil
+        others[name] = OtherMagnetometerState(
+            index: index, tally: InterferenceTally(statusSeconds: settings.statusSeconds))
+        otherNames.append(name)
+        return index
+    }
+
+    func fuseOther(_ name: String, _ sample: MagnetometerSample) {
+        guard let index = otherIndex(name) else {
+            others[name]!.passedOver += 1
+            return
+        }
+        filter.add(sample, toMagnetometer: index)
+    }
+
+    /// A calibration of magnetometer `name` (calibration/status/NAME): as `noteCalibration` for the primary.
+    func noteCalibration(_ c: CalibrationStatusMessage, of name: String) {
+        guard let index = otherIndex(name) else { return }
+        let previous = others[name]!.calibration
+        others[name]!.calibration = c
+        let calibrated = CalibrationShift.applied(c)
+        guard let p = previous else {
+            filter.noteCalibration(
+                MagnetometerCalibrationNotice(
+                    calibrated: calibrated, fieldStrengthMicrotesla: c.fieldStrength.isFinite ? c.fieldStrength : nil,
+                    headingShiftRadians: 0),
+                magnetometer: index)
+            return
+        }
+        guard let shift = CalibrationShift.radians(from: p, to: c, dipDegrees: gate.referenceDipDegrees ?? 60) else {
+            return
+        }
+        filter.noteCalibration(
+            MagnetometerCalibrationNotice(
+                calibrated: calibrated, fieldStrengthMicrotesla: c.fieldStrength.isFinite ? c.fieldStrength : nil,
+                headingShiftRadians: shift),
+            magnetometer: index)
+    }
+
+    /// The primary magnetometer's name in the health of several (imu/mag).
+    static let primaryName = "mag"
+
+    /// After a filter update: each other magnetometer's new verdicts counted, and its
+    /// interference/status/NAME when due.
+    func tellOthers(_ header: RosHeader, into output: inout [WireFrame]) {
+        let health = filter.magnetometerHealth
+        guard health.count > 1 else { return }
+        for (i, h) in health.enumerated().dropFirst() {
+            let name = h.name
+            guard var o = others[name], h.readings > o.seen.readings else { continue }
+            let used = h.used > o.seen.used
+            let flags: FusionFlags =
+                used
+                ? []
+                : h.outvoted > o.seen.outvoted
+                    ? [.magnetometerRejected, .magneticGyroInconsistent]
+                    : [.magnetometerRejected]
+            if h.isOutvoted != o.seen.isOutvoted {
+                let why =
+                    h.isOutvoted
+                    ? "outvoted: its heading is \(format(h.averagedInnovationDegrees, 1)) deg from the "
+                        + "filter's, the others agree" : "agrees with the others again"
+                log("fusion: at \(format(header.stamp.seconds, 2)) s magnetometer \(name) \(why)")
+            }
+            o.seen = h
+            o.tally.count(flags, at: header.stamp.seconds)
+            var h2 = header
+            h2.frameId = name
+            if let gate = filter.magnetometerGate(i), let status = o.tally.status(h2, gate: gate) {
+                output.append(cdrFrame(status, topic: PipelineTopics.interferenceStatus + "/" + name))
+            }
+            others[name] = o
+        }
+        if let primary = health.first, primary.isOutvoted != primaryOutvoted {
+            primaryOutvoted = primary.isOutvoted
+            let why =
+                primary.isOutvoted
+                ? "outvoted: its heading is \(format(primary.averagedInnovationDegrees, 1)) "
+                    + "deg from the filter's, the others agree" : "agrees with the others again"
+            log("fusion: at \(format(header.stamp.seconds, 2)) s magnetometer \(Self.primaryName) \(why)")
+        }
+    }
+    var primaryOutvoted = false
+
+    /// One line per magnetometer for the summary: "mast: 11890 readings, used 99.1 %, 0.9 % rejected by
+    /// its gate, 0.0 % outvoted, 0 uncalibrated".
+    static func describe(_ h: MagnetometerHealth) -> String {
+        func share(_ n: Int) -> String { format(100 * Double(n) / Double(max(h.readings, 1)), 1) + " %" }
+        return "\(h.name): \(h.readings) reading(s), used \(share(h.used)), rejected by its gate "
+            + "\(share(h.rejectedByGate)), outvoted \(share(h.outvoted)) (\(h.changes) change(s)), "
+            + "\(h.uncalibrated) while uncalibrated"
     }
 
     /// GNSS messages the filter could not take (the complementary filter, the smoother).
@@ -455,6 +558,7 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         }
         guard let o = filter.update(imu: pair.imu, magnetometer: pair.magnetometer) else { return }
         publish(o, header: header, imu: pair.imu, field: pair.magnetometer?.fieldMicrotesla, north: north, &output)
+        if !others.isEmpty { tellOthers(header, into: &output) }
     }
 
     func publish(
@@ -471,7 +575,9 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         output.append(cdrFrame(FusionMessages.imu(o, header: header, sample: imu), topic: PipelineTopics.imuFused))
         lastHeader = header
         if field != nil {
-            tally.count(o.flags, at: header.stamp.seconds)
+            // The primary's own verdict: with several magnetometers the output's flags are the heading's.
+            let primary = settings.smooth ? nil : filter.primaryMagnetometerFlags.map { o.flags.union($0) }
+            tally.count(primary ?? o.flags, at: header.stamp.seconds)
             if let status = tally.status(header, gate: gate) {
                 output.append(cdrFrame(status, topic: PipelineTopics.interferenceStatus))
             }
@@ -518,6 +624,18 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
             out.append(cdrFrame(status, topic: PipelineTopics.interferenceStatus))
         }
         notes.append(tally.summary)
+        let health = filter.magnetometerHealth
+        if !health.isEmpty { notes.append("magnetometers: " + health.map(Self.describe).joined(separator: "; ")) }
+        for name in otherNames {
+            let o = others[name]!
+            if o.passedOver > 0 {
+                notes.append(
+                    "\(o.passedOver) reading(s) of magnetometer \(name) not used: "
+                        + (smoother != nil
+                            ? "the smoother fuses one magnetometer" : "only the kalman filter fuses several"))
+                losses += o.passedOver
+            }
+        }
         if let counts = filter.gnssCounts,
             counts.velocities + counts.coursesUsed + counts.headingsUsed + counts.unusable > 0
         {
@@ -573,4 +691,46 @@ public enum FusionMessages {
             angularVelocity: sample.angularVelocity - o.gyroBias, angularVelocityCovariance: .zero,
             linearAcceleration: sample.specificForce, linearAccelerationCovariance: .zero)
     }
+}
+
+/// How far a change of calibration can have turned a compass.
+enum CalibrationShift {
+    /// Whether a status says a calibration is applied (degraded: the accepted one still is, though new
+    /// readings miss it).
+    static func applied(_ m: CalibrationStatusMessage) -> Bool {
+        m.state == OnlineCalibrator.State.calibrated.rawValue || m.state == OnlineCalibrator.State.degraded.rawValue
+    }
+
+    /// How far the calibrated field can have moved, microtesla: the offset change plus the soft-iron
+    /// change (Frobenius) times the radius.
+    static func moved(from a: CalibrationStatusMessage, to c: CalibrationStatusMessage) -> Double {
+        let radius = c.fieldStrength.isFinite ? c.fieldStrength : 50
+        let softIronChange = zip(a.softIron.array, c.softIron.array).reduce(0.0) { $0 + ($1.0 - $1.1) * ($1.0 - $1.1) }
+        return (a.hardIron - c.hardIron).norm + softIronChange.squareRoot() * radius
+    }
+
+    /// The heading change, radians, of a new calibration `c` after `p` (nil when nothing changed): the
+    /// field's movement over the horizontal field at `dipDegrees`, at most pi.
+    static func radians(from p: CalibrationStatusMessage, to c: CalibrationStatusMessage, dipDegrees: Double) -> Double?
+    {
+        let sameStrength = p.fieldStrength == c.fieldStrength || (p.fieldStrength.isNaN && c.fieldStrength.isNaN)
+        let distance = moved(from: p, to: c)
+        if applied(p) == applied(c) && !(distance > 1e-9) && sameStrength { return nil }
+        let radius = c.fieldStrength.isFinite ? c.fieldStrength : 50
+        let horizontal = max(radius * cos(dipDegrees * radiansPerDegree), 1e-3)
+        return distance.isFinite ? min(Double.pi, distance / horizontal) : .pi
+    }
+}
+
+/// A magnetometer besides the primary, as the fusion stage follows it.
+struct OtherMagnetometerState {
+    /// The filter's index; nil when the filter fuses one magnetometer only.
+    var index: Int?
+    var tally: InterferenceTally
+    /// Its health at the previous update, to tell what changed.
+    var seen = MagnetometerHealth(name: "")
+    /// Its latest calibration status.
+    var calibration: CalibrationStatusMessage?
+    /// Readings the filter could not take.
+    var passedOver = 0
 }

@@ -1,3 +1,4 @@
+import Foundation
 import CompassCore
 import MessageBus
 import WireFormat
@@ -37,6 +38,8 @@ final class MountStage: StageLogic, TransformLogic, @unchecked Sendable {
         var imuMounting = SensorMounting.given(.none)
         /// The magnetometer's axes to the body's.
         var magnetometerMounting = SensorMounting.given(.none)
+        /// Each extra magnetometer's mounting (imu/mag/NAME), as NAME=ROTATION.
+        var extraMagnetometerRotations: [String] = []
         /// frame_id of the rotated messages.
         var baseFrame = "base_link"
         /// Turn the other way, body axes into the sensors' (R^T): makes a recording of sensors mounted
@@ -52,6 +55,10 @@ final class MountStage: StageLogic, TransformLogic, @unchecked Sendable {
             .mounting(
                 "mag_rotation", \.magnetometerMounting,
                 "the magnetometer's mounting, named, [roll, pitch, yaw] in degrees or tf, as imu_rotation"),
+            .strings(
+                "extra_mag_rotations", \.extraMagnetometerRotations,
+                "each extra magnetometer's mounting as NAME=ROTATION (mast=yaw_90, mast=0,0,-90, mast=tf): its "
+                    + "imu/mag/NAME turned as mag_rotation turns imu/mag"),
             .string("base_frame", \.baseFrame, "frame_id of the messages turned into the body frame"),
             .bool(
                 "invert", \.invert,
@@ -62,8 +69,11 @@ final class MountStage: StageLogic, TransformLogic, @unchecked Sendable {
     static let type = StageType(
         name: "mount", role: .transform,
         summary: "the IMU and magnetometer turned from their mounting into the body frame (x forward, y left, z up)",
-        settings: Settings.table
-    ) { settings, _ in MountStage(settings) }
+        settings: Settings.table,
+        check: { settings, _ in
+            parseExtraMountings(settings.extraMagnetometerRotations).problem
+        }
+    ) { settings, _ in try MountStage(settings) }
 
     let settings: Settings
     var rotated = (imu: 0, magnetometer: 0)
@@ -75,14 +85,51 @@ final class MountStage: StageLogic, TransformLogic, @unchecked Sendable {
     /// Messages held back because no transform named their frame yet, per frame.
     var unresolved: [String: Int] = [:]
 
-    init(_ settings: Settings) {
+    init(_ settings: Settings) throws {
         var s = settings
+        let parsed = Self.parseExtraMountings(s.extraMagnetometerRotations)
+        if let problem = parsed.problem { throw StageFailure("extra_mag_rotations: \(problem.message)") }
+        extraMountings = parsed.mountings
         if s.invert {
             if case .given(let r) = s.imuMounting { s.imuMounting = .given(r.inverse) }
             if case .given(let r) = s.magnetometerMounting { s.magnetometerMounting = .given(r.inverse) }
+            for (name, m) in extraMountings { if case .given(let r) = m { extraMountings[name] = .given(r.inverse) } }
         }
         self.settings = s
     }
+
+    /// The extra magnetometers' mountings, by name, from NAME=ROTATION entries.
+    static func parseExtraMountings(_ entries: [String]) -> (
+        mountings: [String: SensorMounting], problem: SettingProblem?
+    ) {
+        var out: [String: SensorMounting] = [:]
+        for entry in entries {
+            let parts = entry.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            let text = parts.count == 2 ? parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "[]")) : ""
+            let mounting: SensorMounting? =
+                text == "tf" ? .fromTF : MountingRotation.parse(text).map { SensorMounting.given($0) }
+            guard parts.count == 2, let mounting else {
+                return (
+                    [:],
+                    SettingProblem(
+                        "extra_mag_rotations", "'\(entry)' is not NAME=ROTATION (mast=yaw_90, mast=0,0,-90 or mast=tf)")
+                )
+            }
+            if let problem = magnetometerNameProblem(parts[0]) {
+                return ([:], SettingProblem("extra_mag_rotations", problem))
+            }
+            guard out[parts[0]] == nil else {
+                return ([:], SettingProblem("extra_mag_rotations", "'\(parts[0])' is given twice"))
+            }
+            out[parts[0]] = mounting
+        }
+        return (out, nil)
+    }
+
+    /// The extra magnetometers' mountings, by name.
+    var extraMountings: [String: SensorMounting] = [:]
+    /// Readings of the extra magnetometers turned, by name.
+    var extraRotated: [String: Int] = [:]
 
     var inputHandling: InputHandling { .decoded }
 
@@ -159,22 +206,39 @@ final class MountStage: StageLogic, TransformLogic, @unchecked Sendable {
             rotated.imu += 1
             output.append(cdrFrame(m, topic: frame.topic))
         case PipelineTopics.magnetometer where settings.magnetometerMounting.turns:
-            var m = try decoded(frame, as: MagneticFieldMessage.self)
-            guard let r = rotation(settings.magnetometerMounting, frameId: m.header.frameId) else { return }
-            m.magneticField = r.apply(m.magneticField)
-            m.magneticFieldCovariance = Self.turned(m.magneticFieldCovariance, by: r)
-            if !settings.invert { m.header.frameId = settings.baseFrame }
-            rotated.magnetometer += 1
-            output.append(cdrFrame(m, topic: frame.topic))
+            if try turnMagnetometer(frame, settings.magnetometerMounting, into: &output) { rotated.magnetometer += 1 }
         default:
-            output.append(frame)
+            if let name = PipelineTopics.otherMagnetometerName(frame.topic), let mounting = extraMountings[name],
+                mounting.turns
+            {
+                if try turnMagnetometer(frame, mounting, into: &output) { extraRotated[name, default: 0] += 1 }
+            } else {
+                output.append(frame)
+            }
         }
+    }
+
+    /// A magnetometer reading turned into the body by `mounting`; false when it was held back (its
+    /// frame's transform is not known yet).
+    func turnMagnetometer(_ frame: borrowing WireFrame, _ mounting: SensorMounting, into output: inout [WireFrame])
+        throws -> Bool
+    {
+        var m = try decoded(frame, as: MagneticFieldMessage.self)
+        guard let r = rotation(mounting, frameId: m.header.frameId) else { return false }
+        m.magneticField = r.apply(m.magneticField)
+        m.magneticFieldCovariance = Self.turned(m.magneticFieldCovariance, by: r)
+        if !settings.invert { m.header.frameId = settings.baseFrame }
+        output.append(cdrFrame(m, topic: frame.topic))
+        return true
     }
 
     func finish() throws -> [WireFrame] {
         notes.append(
             "turned into \(settings.baseFrame): \(rotated.imu) IMU sample(s) by \(settings.imuMounting.source), "
                 + "\(rotated.magnetometer) magnetometer sample(s) by \(settings.magnetometerMounting.source)")
+        for (name, mounting) in extraMountings.sorted(by: { $0.key < $1.key }) {
+            notes.append("magnetometer \(name): \(extraRotated[name] ?? 0) sample(s) turned by \(mounting.source)")
+        }
         for (frame, rotation) in resolved.sorted(by: { $0.key < $1.key }) {
             notes.append("tf_static: \(frame) to \(settings.baseFrame) is \(rotation)")
         }

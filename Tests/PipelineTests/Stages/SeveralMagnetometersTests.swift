@@ -1,0 +1,202 @@
+import Testing
+import Foundation
+import CompassCore
+import WireFormat
+import Bags
+import MessageBus
+@testable import Pipeline
+
+/// Several magnetometers end to end: the simulator's extra magnetometers (imu/mag/NAME), a calibration
+/// stage per magnetometer, and the fusion stage that gates each and fuses the ones that agree.
+extension PipelineRunTests {
+    struct MagnetometerRun {
+        var rmsDegrees: Double
+        var fusionNotes: [String]
+        var logged: [String]
+        var statuses: [String: Int]
+    }
+
+    /// A figure-eight run of 120 s: heading RMS error against the truth after the first 5 s, the fusion
+    /// stage's notes, what was logged, and how many status messages each topic carried.
+    func magnetometerRun(
+        name: String, extra: [String], magnet: Vector3 = .zero, noise: Double = 0.5, filter: String = "kalman"
+    ) async throws -> MagnetometerRun {
+        PipelineSignals.requestStop(false)
+        let calibrations = extra.enumerated().map { i, mag in
+            """
+              cal_\(mag):
+                type: calibration
+                inputs: [\(i == 0 ? "sim" : "cal_" + extra[i - 1])]
+                magnetometer: \(mag)
+                hard_iron_ut: [10, -5, 3]
+            """
+        }.joined(separator: "\n")
+        let config = try PipelineConfig.parse(
+            """
+            stages:
+              sim:
+                type: simulator
+                scenario: figure_eight
+                duration: 120
+                realtime: false
+                truth_path: \(dir)/\(name)-truth.csv
+                extra_magnetometers: [\(extra.joined(separator: ", "))]
+                extra_hard_iron_ut: [10, -5, 3]
+                magnet_ut: [\(magnet.x), \(magnet.y), \(magnet.z)]
+                magnet_start: 30
+                magnet_seconds: 30
+                mag_noise_ut: \(noise)
+            \(calibrations)
+              fusion:
+                type: fusion
+                filter: \(filter)
+                inputs: [\(extra.last.map { "cal_" + $0 } ?? "sim")]
+              rec:
+                type: record
+                inputs: [fusion]
+                path: \(dir)/\(name).mcap
+                topics: [heading\(extra.map { ", interference/status/\($0), calibration/status/\($0)" }.joined())]
+            """, file: "t.yaml", environment: [:])
+        let logged = LockedLines()
+        let reports = try await PipelineRunner.runAll(config, log: { logged.append($0) })
+        var truth: [Int: Double] = [:]
+        for line in try String(contentsOfFile: "\(dir)/\(name)-truth.csv", encoding: .utf8).split(separator: "\n")
+            .dropFirst()
+        {
+            let v = line.split(separator: ",").compactMap { Double($0) }
+            truth[Int((v[0] * 100).rounded())] = Quaternion(w: v[1], x: v[2], y: v[3], z: v[4]).headingDegrees
+        }
+        var squares = 0.0, count = 0
+        var statuses: [String: Int] = [:]
+        try BagReader(path: "\(dir)/\(name).mcap").forEachMessage { m in
+            let topic = PipelineTopics.named(m.topic)
+            guard topic == PipelineTopics.heading else {
+                statuses[topic, default: 0] += 1
+                return
+            }
+            let h = try HeadingMessage(cdrBytes: m.data)
+            let t = h.header.stamp.seconds - 1_700_000_000
+            guard t > 5, let expected = truth[Int((t * 100).rounded())] else { return }
+            let e = signedDegrees(h.magneticHeading - expected)
+            squares += e * e
+            count += 1
+        }
+        #expect(count > 10_000)
+        return MagnetometerRun(
+            rmsDegrees: (squares / Double(max(count, 1))).squareRoot(),
+            fusionNotes: reports.first { $0.stage == "fusion" }?.notes ?? [], logged: logged.lines, statuses: statuses)
+    }
+
+    @Test("two healthy noisy magnetometers with independent noise give a heading better than one alone")
+    func twoHealthyMagnetometers() async throws {
+        // 2 uT per axis: a cheap magnetometer. The gain is small: the heading noise density the filter
+        // assumes is mostly what magnetometers on one vehicle share, which averaging does not remove.
+        let one = try await magnetometerRun(name: "one", extra: [], noise: 2)
+        let two = try await magnetometerRun(name: "two", extra: ["mast"], noise: 2)
+        #expect(two.rmsDegrees < one.rmsDegrees - 0.005, "two \(two.rmsDegrees) deg, one \(one.rmsDegrees) deg")
+        let summary = two.fusionNotes.first { $0.hasPrefix("magnetometers: ") } ?? ""
+        #expect(summary.contains("mag: 11999 reading(s)") && summary.contains("mast: 11999 reading(s)"), "\(summary)")
+        // Each magnetometer's own status: interference/status/mast besides the primary's, and the
+        // calibration stage's calibration/status/mast.
+        #expect(two.statuses["interference/status/mast", default: 0] > 0, "\(two.statuses)")
+        #expect(two.statuses["calibration/status/mast", default: 0] > 0, "\(two.statuses)")
+        #expect(one.fusionNotes.allSatisfy { !$0.hasPrefix("magnetometers: ") })
+    }
+
+    @Test("a magnet near one magnetometer: the other outvotes it and the heading stays as good as with it alone")
+    func magnetNearOneMagnetometer() async throws {
+        // 8.9 uT turning with the vehicle, faded in over 5 s from 30 s, gone after 65 s.
+        let magnet = Vector3(8, 4, 0)
+        let clean = try await magnetometerRun(name: "clean", extra: [])
+        let disturbedAlone = try await magnetometerRun(name: "magnet-alone", extra: [], magnet: magnet)
+        let both = try await magnetometerRun(name: "magnet-both", extra: ["mast"], magnet: magnet)
+        #expect(
+            disturbedAlone.rmsDegrees > clean.rmsDegrees + 0.05, "the magnet must matter: \(disturbedAlone.rmsDegrees)")
+        #expect(
+            both.rmsDegrees < clean.rmsDegrees + 0.1,
+            "both \(both.rmsDegrees) deg, the clean one alone \(clean.rmsDegrees) deg")
+        let summary = both.fusionNotes.first { $0.hasPrefix("magnetometers: ") } ?? ""
+        #expect(!summary.contains("mag: 11999 reading(s), used 100.0 %"), "\(summary)")
+        #expect(both.logged.contains { $0.contains("magnetometer mag outvoted") }, "\(both.logged)")
+    }
+
+    @Test("a mast compass mounted yaw_90: the mount stage's extra_mag_rotations turns it into the body's axes")
+    func mountedExtraMagnetometer() async throws {
+        func run(_ rotations: String) async throws -> (notes: [String], mount: [String]) {
+            PipelineSignals.requestStop(false)
+            let config = try PipelineConfig.parse(
+                """
+                stages:
+                  sim: {type: simulator, scenario: figure_eight, duration: 30, realtime: false,
+                        extra_magnetometers: [mast], extra_mag_rotation: yaw_90}
+                  mount: {type: mount, inputs: [sim], extra_mag_rotations: [\(rotations)]}
+                  fusion: {type: fusion, inputs: [mount]}
+                """, file: "t.yaml", environment: [:])
+            let reports = try await PipelineRunner.runAll(config, log: { _ in })
+            return (
+                reports.first { $0.stage == "fusion" }?.notes ?? [], reports.first { $0.stage == "mount" }?.notes ?? []
+            )
+        }
+        func mastUsed(_ notes: [String]) -> Double? {
+            guard let line = notes.first(where: { $0.hasPrefix("magnetometers: ") }),
+                let range = line.range(of: #"mast: \d+ reading\(s\), used ([0-9.]+) %"#, options: .regularExpression)
+            else { return nil }
+            return Double(line[range].split(separator: " ")[4])
+        }
+        let turned = try await run("mast=yaw_90")
+        #expect(
+            turned.mount.contains { $0.hasPrefix("magnetometer mast: 3000 sample(s) turned by yaw_90") },
+            "\(turned.mount)")
+        let straight = try await run("mast=none")
+        let used = try #require(mastUsed(turned.notes)), unturned = try #require(mastUsed(straight.notes))
+        #expect(used > 90, "\(turned.notes)")
+        #expect(unturned < 50, "a compass turned 90 degrees must not steer: \(straight.notes)")
+        // Refused at its line: not NAME=ROTATION.
+        #expect {
+            _ = try PipelineConfig.parse(
+                "stages:\n  sim: {type: simulator, duration: 1}\n"
+                    + "  mount: {type: mount, inputs: [sim], extra_mag_rotations: [mast]}\n",
+                file: "t.yaml", environment: [:])
+        } throws: { error in
+            "\(error)".contains("t.yaml:3:") && "\(error)".contains("'mast' is not NAME=ROTATION")
+        }
+    }
+
+    @Test("only the kalman filter fuses several magnetometers: the complementary filter says what it left out")
+    func complementaryFilterLeavesExtraMagnetometersOut() async throws {
+        let run = try await magnetometerRun(name: "complementary", extra: ["mast"], filter: "complementary")
+        #expect(
+            run.fusionNotes.contains {
+                $0.contains("12000 reading(s) of magnetometer mast not used: only the kalman filter fuses several")
+            }, "\(run.fusionNotes)")
+    }
+
+    @Test("a magnetometer name that cannot be part of a topic is refused, naming it")
+    func badMagnetometerName() throws {
+        #expect {
+            _ = try PipelineConfig.parse(
+                """
+                stages:
+                  sim: {type: simulator, duration: 1, realtime: false, extra_magnetometers: [mast/2]}
+                  fusion: {type: fusion, inputs: [sim]}
+                """, file: "t.yaml", environment: [:])
+        } throws: { error in
+            "\(error)".contains("t.yaml:2:") && "\(error)".contains("'mast/2' is not a magnetometer name")
+        }
+        #expect {
+            _ = try PipelineConfig.parse(
+                "stages:\n  bag: {type: bag, path: x.mcap, extra_magnetometers: [mast]}\n", file: "t.yaml",
+                environment: [:])
+        } throws: { error in
+            "\(error)".contains("'mast' is not NAME=TOPIC")
+        }
+    }
+}
+
+/// Log lines collected from stage threads.
+final class LockedLines: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: [String] = []
+    func append(_ line: String) { lock.withLock { stored.append(line) } }
+    var lines: [String] { lock.withLock { stored } }
+}
