@@ -476,3 +476,57 @@ stages:
     gnss = [s for array in statuses for s in array.status if s.name == 'gyrocompass: gnss aiding']
     assert gnss and any(s.level == 0 and s.message == 'GNSS holds the heading' for s in gnss), \
         [(s.level, s.message) for s in gnss]
+
+
+def test_a_second_magnetometer_over_dds_outvotes_a_disturbed_primary(node, tmp_path, python_participant):
+    """Two magnetometers published by a Python peer (imu/mag, and imu/mag/mast read by ros2_source's
+    extra_magnetometers), from a simulator recording with a magnet arriving at the primary after 10 s: the
+    fusion stage fuses both, outvotes the primary once the magnet turns it, and the headings stay close to
+    the truth."""
+    import csv, math
+    domain = next(DOMAINS)
+    bag, truth = tmp_path / 'two.mcap', tmp_path / 'two-truth.csv'
+    record = tmp_path / 'record.yaml'
+    record.write_text(f"""
+stages:
+  sim: {{type: simulator, scenario: figure_eight, duration: 40, realtime: false, extra_magnetometers: [mast],
+         magnet_ut: [8, 4, 0], magnet_start: 10, magnet_seconds: 60, truth_path: '{truth}'}}
+  rec: {{type: record, inputs: [sim], path: '{bag}', topics: [imu/data_raw, imu/mag, imu/mag/mast]}}
+""")
+    r = subprocess.run([str(node), '--config', str(record)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    config = tmp_path / 'two-dds.yaml'
+    config.write_text(f"""name: ros2-two-magnetometers
+stages:
+  dds: {{type: ros2_source, domain_id: {domain}, qos: 'reliable, keep_all', extra_magnetometers: [mast=imu/mag/mast],
+         end_after_idle: 3}}
+  fusion: {{type: fusion, inputs: [dds]}}
+  out: {{type: ros2_sink, inputs: [fusion], domain_id: {domain}, qos: 'reliable, keep_all'}}
+""")
+    fusion = subprocess.Popen([str(node), '--config', str(config)], stderr=subprocess.PIPE, text=True)
+    store = dds_peer.typestore()
+    participant = python_participant(domain)
+    receiver = dds_peer.Receiver(participant, store)
+    publisher = dds_peer.Publisher(participant, extra=[('imu/mag/mast', dds_peer.MagneticField)])
+    assert publisher.wait_for_readers(), 'fusion-node never subscribed'
+    assert receiver.wait_for_writers(), 'fusion-node never published imu/data and heading'
+    time.sleep(1.0)
+    messages = dds_peer.read_sensor_messages(bag, store, extra=('/imu/mag/mast',))
+    assert sum(1 for m in messages if m[0] == '/imu/mag/mast') == 4000
+    publisher.publish(messages, rate_hz=1000)
+    got = receiver.collect({'/heading': 4000}, timeout=60)
+    _, err = fusion.communicate(timeout=60)
+    assert fusion.returncode == 0, err
+    assert 'magnetometer mag outvoted' in err, err
+    assert 'mast: 3999 reading(s)' in err or 'mast: 4000 reading(s)' in err, err
+    headings = [store.deserialize_cdr(bytes(b), 'gyrocompass_msgs/msg/Heading') for b in got['/heading']]
+    assert len(headings) == 4000, len(headings)
+    with open(truth) as f:
+        rows = list(csv.DictReader(f))
+
+    def compass(qw, qx, qy, qz):
+        return math.degrees(math.atan2(1 - 2 * (qy * qy + qz * qz), 2 * (qx * qy + qw * qz)))
+    errors = [(h.magnetic_heading - compass(*(float(row[k]) for k in ('qw', 'qx', 'qy', 'qz'))) + 180) % 360 - 180
+              for h, row in zip(headings[500:], rows[500:])]
+    rmse = math.sqrt(sum(e * e for e in errors) / len(errors))
+    assert rmse < 1.0, rmse
