@@ -101,3 +101,50 @@ struct MountingDetectionStageTests {
                 "2000 magnetometer reading(s) held back until the mounting was clear (all of them: it never was)"))
     }
 }
+
+extension MountingDetectionStageTests {
+    /// The same for a second magnetometer: the simulator's extra magnetometer `mast` mounted yaw_90 with
+    /// its own hard iron, its calibration stage (magnetometer: mast) finds the mounting and the fusion
+    /// stage then uses the mast's readings nearly all the time; told nothing, the turned compass is left out.
+    @Test("a second magnetometer's mounting is found by its own calibration stage, and then it steers")
+    func extraMagnetometerMountingFound() throws {
+        func run(_ detect: Bool) throws -> (calibration: [String], fusion: [String]) {
+            let text = """
+                stages:
+                  sim: {type: simulator, scenario: default, seed: 3, duration: 120, realtime: false,
+                        extra_magnetometers: [mast], extra_mag_rotation: yaw_90, extra_hard_iron_ut: [5, -8, 3]}
+                  calibration:
+                    type: calibration
+                    inputs: [sim]
+                    magnetometer: mast
+                    online: true
+                    prompt: false
+                    detect_rotation: \(detect)
+                  fusion: {type: fusion, inputs: [calibration]}
+                """
+            let config = try PipelineConfig.parse(text, file: "detect.yaml", environment: [:])
+            let source = try config.stage(named: "sim")!.makeLogic(log: { _ in }) as! SimulatorSource
+            let stage = try config.stage(named: "calibration")!.makeLogic(log: { _ in }) as! CalibrationStage
+            let fusion = try config.stage(named: "fusion")!.makeLogic(log: { _ in }) as! FusionStage
+            let calibrated = try processed(try emitted(by: source), by: stage)
+            #expect(calibrated.contains { $0.topic == "calibration/status/mast" })
+            #expect(!calibrated.contains { $0.topic == PipelineTopics.calibrationStatus })
+            _ = try processed(calibrated, by: fusion)
+            _ = try stage.finish()
+            _ = try fusion.finish()
+            return (stage.notes, fusion.notes)
+        }
+        func mastUsed(_ notes: [String]) -> Double? {
+            guard let line = notes.first(where: { $0.hasPrefix("magnetometers: ") }),
+                let range = line.range(of: #"mast: \d+ reading\(s\), used ([0-9.]+) %"#, options: .regularExpression)
+            else { return nil }
+            return Double(line[range].split(separator: " ")[4])
+        }
+        let found = try run(true)
+        let note = try #require(found.calibration.first { $0.hasPrefix("magnetometer mounting found") }, "\(found)")
+        #expect(note.contains("found: yaw_90,"))
+        let untold = try run(false)
+        let used = try #require(mastUsed(found.fusion)), usedUntold = try #require(mastUsed(untold.fusion))
+        #expect(used > usedUntold + 20, "found: \(found.fusion), untold: \(untold.fusion)")
+    }
+}
