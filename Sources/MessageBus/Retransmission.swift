@@ -144,7 +144,9 @@ public final class RetransmitServer: @unchecked Sendable {
     public let buffer: RetransmitBuffer
     private let lock = NSLock()
     private var stopping = false
-    private var servedRequests = 0, servedMessages = 0
+    private var servedRequests = 0, servedMessages = 0, refusedRequests = 0
+    /// Each client's share (`RetransmitBudget`); used by the serving thread only.
+    private var budget: RetransmitBudget
     private let finished = DispatchSemaphore(value: 0)
 
     /// Binds `endpoint` (a CURVE server with `curve`, its clients checked by the context's ZAP handler)
@@ -154,6 +156,7 @@ public final class RetransmitServer: @unchecked Sendable {
     {
         self.endpoint = endpoint
         self.buffer = buffer
+        budget = RetransmitBudget(bufferBytes: buffer.maximumBytes, bufferSeconds: buffer.seconds)
         let socket = try BusSocket(context, .router)
         try socket.setOption(ZMQ_LINGER, 0)
         // A reply is sent whole or not at all: no silent drop at the high-water mark, and a reader
@@ -175,6 +178,8 @@ public final class RetransmitServer: @unchecked Sendable {
 
     /// Requests answered, and messages sent again in all.
     public var served: (requests: Int, messages: Int) { lock.withLock { (servedRequests, servedMessages) } }
+    /// Requests answered without their messages: the client had used up its budget.
+    public var refused: Int { lock.withLock { refusedRequests } }
 
     private func serve(_ socket: BusSocket) {
         while !lock.withLock({ stopping }) {
@@ -183,7 +188,12 @@ public final class RetransmitServer: @unchecked Sendable {
             guard request.count == 2,
                 let numbers = Retransmission.decode(request[1], Retransmission.requestHeader, count: 3)
             else { continue }  // not a request: ignored (the reader times out)
-            let (messages, oldest, next) = buffer.messages(first: numbers[1], end: numbers[2])
+            var (messages, oldest, next) = buffer.messages(first: numbers[1], end: numbers[2])
+            // Over budget: the status alone, so the reader counts what it asked for as lost at once.
+            if !budget.take(messages.reduce(0) { $0 + $1.count }, client: request[0], now: RetransmitBuffer.now()) {
+                messages = []
+                lock.withLock { refusedRequests += 1 }
+            }
             let status = Retransmission.encode(Retransmission.statusHeader, [numbers[0], oldest ?? .max, next])
             // Counted before sending, so a reader that has its answer finds it counted.
             lock.withLock {

@@ -77,6 +77,46 @@ struct RetransmissionTests {
         #expect(try nobody.request(first: 0, end: 10, timeoutMilliseconds: 100) == nil)
     }
 
+    @Test("a client repeating requests for everything is refused once its budget is spent; another is not")
+    func budgetPerClient() throws {
+        let context = BusContext()
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gc-resend-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        // The buffer holds 10 messages; a long memory (600 s) refills slowly, so the burst is what counts.
+        let size = Self.message(0, payloadBytes: 1000).count
+        let buffer = RetransmitBuffer(seconds: 600, maximumBytes: 10 * size)
+        Self.keep(buffer, 0..<10, payloadBytes: 1000)
+        let server = try RetransmitServer(context, endpoint: "ipc://\(dir)/resend", buffer: buffer)
+        defer { server.stop() }
+        func client() throws -> RetransmitClient {
+            try RetransmitClient(context, endpoint: "ipc://\(dir)/resend", maximumMessageBytes: 1 << 20, curve: nil)
+        }
+        let greedy = try client()
+        defer { greedy.close() }
+        var counts: [Int] = []
+        for _ in 0..<5 {
+            let reply = try #require(
+                try greedy.request(first: Retransmission.everythingHeld, end: .max, timeoutMilliseconds: 2000))
+            counts.append(reply.messages.count)
+            #expect(reply.oldest == 0 && reply.next == 20)  // the status comes either way
+        }
+        // Twice the buffer: two whole answers, then refusals.
+        #expect(counts == [10, 10, 0, 0, 0])
+        #expect(server.refused == 3)
+        let other = try client()
+        defer { other.close() }
+        let reply = try #require(try other.request(first: 0, end: 4, timeoutMilliseconds: 2000))
+        #expect(reply.messages.count == 2)
+
+        var budget = RetransmitBudget(bufferBytes: 100, bufferSeconds: 1, maximumClients: 2)
+        let whole = budget.take(200, client: [1], now: 0), more = budget.take(1, client: [1], now: 0)
+        let refilled = budget.take(50, client: [1], now: 0.5)  // 100 bytes per second
+        #expect(whole && !more && refilled)
+        _ = budget.take(1, client: [2], now: 1)
+        _ = budget.take(1, client: [3], now: 2)
+        #expect(budget.clients == 2)  // the stalest forgotten
+    }
+
     @Test("default retransmit endpoints: the ipc path or inproc name with -resend, the next tcp port")
     func defaultEndpoints() {
         #expect(Retransmission.defaultEndpoint(for: "ipc:///run/x/fusion") == "ipc:///run/x/fusion-resend")

@@ -151,9 +151,11 @@ actor StageActor {
             throw error
         }
         if let served = retransmitServer?.served, served.requests > 0 {
+            let refused = retransmitServer!.refused
             report.notes.append(
                 "sent \(served.messages) bus message(s) again for \(served.requests) retransmit request(s) on "
-                    + "\(retransmitServer!.endpoint)")
+                    + "\(retransmitServer!.endpoint)"
+                    + (refused > 0 ? "; \(refused) request(s) refused: the client had used up its budget" : ""))
         }
         // An incomplete input makes an incomplete output: the failure travels down the graph.
         try publisher.publish(
