@@ -236,11 +236,14 @@ def test_stages_in_separate_processes_talk_curve_over_tcp(node, bag, tmp_path):
     path: {csv}
 """)
     ctx = zmq.Context()
+    allowed_public, allowed_secret = keygen(node, keys / 'allowed' / 'laptop')
     intruders = []
-    for curve in (False, True):              # plaintext, and a CURVE key nobody allowed: both see nothing
+    # Plaintext, a CURVE key nobody allowed, and a key allowed for publish sinks: a stage's endpoint admits
+    # only the pipeline's own key, so all three see nothing.
+    for curve in (None, zmq.curve_keypair(), (allowed_public.encode(), allowed_secret.encode())):
         s = ctx.socket(zmq.SUB)
         if curve:
-            public, secret = zmq.curve_keypair()
+            public, secret = curve
             s.curve_serverkey = (keys / 'server.key').read_text().strip().encode()
             s.curve_publickey, s.curve_secretkey = public, secret
         s.setsockopt(zmq.SUBSCRIBE, b'')
@@ -251,7 +254,7 @@ def test_stages_in_separate_processes_talk_curve_over_tcp(node, bag, tmp_path):
     errs = [p.communicate(timeout=60)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], errs
     assert len(csv.read_text().splitlines()) == 401
-    assert all(s.poll(200) == 0 for s in intruders)
+    assert all(s.poll(200) == 0 for s in intruders)   # the publish sinks' allowed key included
     assert 'unknown key' in errs[0], errs[0]          # refused by the ZAP handler
     assert 'no completed CURVE handshake' in errs[0], errs[0]  # refused by libzmq before ZAP, seen by a monitor
     for s in intruders:

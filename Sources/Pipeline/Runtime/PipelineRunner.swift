@@ -43,9 +43,11 @@ public enum PipelineRunner {
             throw PipelineRunError.stageFailed(stage: name, reason: "\(error)")
         }
         let context = try BusContext(ioThreadCPUs: config.cpus)
-        // With CURVE, this process's server socket asks the context's ZAP handler about every client.
+        // With CURVE, this process's server sockets (the stage's endpoint and its retransmit endpoint) ask
+        // the context's ZAP handler about every client. Only the pipeline's own stages read them: the
+        // allowed client keys are for publish sinks, which admit them on their own context.
         let zap = try config.security.map { security in
-            try ZapHandler(context: context, allowedClientKeys: security.allowedClients) { log("\(name): \($0)") }
+            try ZapHandler(context: context, allowedClientKeys: [security.client.publicKey]) { log("\(name): \($0)") }
         }
         let inputs = s.inputs.map { input in (input, config.stage(named: input)!.endpoint) }
         let actor = StageActor(
