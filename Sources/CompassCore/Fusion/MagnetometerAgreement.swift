@@ -29,11 +29,12 @@ public struct MagnetometerAgreementSettings: Sendable, Equatable {
 /// innovation (the horizontal direction of its calibrated field, turned to the earth frame with the
 /// filter's attitude, against the filter's heading) is averaged over `averagingSeconds`, and one whose
 /// average is more than `limitDegrees` from the others' is outvoted. The others' view is the median of
-/// three or more; of two, the one not outvoted already, else the one that turned less against the gyro
-/// lately (its gate's `gyroDeviation`): a magnet approaching one of them turns that one's compass
-/// while the vehicle's gyro says nothing turned, and the filter's heading, which both pull, cannot
-/// tell them apart. The suspect stays suspect until it agrees again: its gate may by then have taken
-/// the disturbed field as its new normal, and its deviation says nothing more.
+/// three or more; of two, the one not outvoted already, else the one that has had a vote longer, else
+/// the one that turned less against the gyro lately (its gate's `gyroDeviation`): a magnet
+/// approaching one of them turns that one's compass while the vehicle's gyro says nothing turned, and
+/// the filter's heading, which both pull, cannot tell them apart. The suspect stays suspect until it
+/// agrees again: its gate may by then have taken the disturbed field as its new normal, and its
+/// deviation says nothing more.
 /// A magnetometer whose own gate rejects it, or that is not calibrated, has no vote.
 public struct MagnetometerAgreement: Sendable {
     public var settings: MagnetometerAgreementSettings
@@ -44,6 +45,8 @@ public struct MagnetometerAgreement: Sendable {
     var lastTime: [Double]
     var voting: [Bool]
     var deviation: [Double]
+    /// When each magnetometer's current stretch of voting began (nil while it has no vote).
+    var votingSince: [Double?]
 
     public init(names: [String], settings: MagnetometerAgreementSettings = .init()) {
         self.settings = settings
@@ -52,6 +55,7 @@ public struct MagnetometerAgreement: Sendable {
         lastTime = Array(repeating: -.infinity, count: names.count)
         voting = Array(repeating: false, count: names.count)
         deviation = Array(repeating: 0, count: names.count)
+        votingSince = Array(repeating: nil, count: names.count)
     }
 
     public var count: Int { health.count }
@@ -68,6 +72,11 @@ public struct MagnetometerAgreement: Sendable {
         averaged[index] += wrappedRadians(innovation - averaged[index]) * (lastTime[index].isFinite ? w : 1)
         lastTime[index] = time
         voting[index] = gateAccepts && calibrated
+        if !voting[index] {
+            votingSince[index] = nil
+        } else if votingSince[index] == nil {
+            votingSince[index] = time
+        }
         health[index].readings += 1
         health[index].averagedInnovationDegrees = averaged[index] * degreesPerRadian
         guard calibrated else {
@@ -108,10 +117,14 @@ public struct MagnetometerAgreement: Sendable {
         }
         guard values.count >= 2 else { return nil }
         if values.count == 2 {
-            // One already outvoted stays the suspect until it agrees again; a fresh disagreement goes
-            // against the one that turned more against the gyro.
+            // One already outvoted stays the suspect until it agrees again. A fresh disagreement goes
+            // against the one whose gate let it back in last (a recovered gate starts its gyro check
+            // afresh, so its deviation says nothing yet), else the one that turned more against the gyro.
             let (a, b) = (voters[0], voters[1])
             if health[a].isOutvoted != health[b].isOutvoted { return health[a].isOutvoted ? values[1] : values[0] }
+            if let sa = votingSince[a], let sb = votingSince[b], abs(sa - sb) > settings.averagingSeconds {
+                return sa < sb ? values[0] : values[1]
+            }
             return deviation[a] <= deviation[b] ? values[0] : values[1]
         }
         values.sort()

@@ -162,6 +162,25 @@ extension PipelineRunTests {
         }
     }
 
+    @Test("the report lists each magnetometer's share of readings left out")
+    func reportNamesEachMagnetometer() async throws {
+        PipelineSignals.requestStop(false)
+        let config = try PipelineConfig.parse(
+            """
+            stages:
+              sim: {type: simulator, scenario: figure_eight, duration: 60, realtime: false, extra_magnetometers: [mast],
+                    magnet_ut: [8, 4, 0], magnet_start: 20, magnet_seconds: 20}
+              fusion: {type: fusion, inputs: [sim]}
+              report: {type: report, inputs: [fusion], path: \(dir)/two.html}
+            """, file: "t.yaml", environment: [:])
+        _ = try await PipelineRunner.runAll(config, log: { _ in })
+        let html = try String(contentsOfFile: "\(dir)/two.html", encoding: .utf8)
+        let row = try #require(
+            html.range(of: #"magnetometer readings left out</th><td>[^<]*"#, options: .regularExpression))
+        let text = String(html[row])
+        #expect(text.contains("mag: ") && text.contains("mast: 0.0 % of"), "\(text)")
+    }
+
     @Test("only the kalman filter fuses several magnetometers: the complementary filter says what it left out")
     func complementaryFilterLeavesExtraMagnetometersOut() async throws {
         let run = try await magnetometerRun(name: "complementary", extra: ["mast"], filter: "complementary")

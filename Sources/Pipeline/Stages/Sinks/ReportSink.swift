@@ -56,6 +56,9 @@ final class ReportSink: StageLogic, SinkLogic, @unchecked Sendable {
     var fits: [CalibrationStatusMessage] = []
     var acceptedFits = AcceptedFits()
     var calibration: CalibrationStatusMessage?
+    /// The latest verdict counts of each magnetometer ("mag": the primary's interference/status; the
+    /// others' interference/status/NAME).
+    var magnetometerStatuses: [String: InterferenceStatusMessage] = [:]
     /// Points spread evenly over the whole run, at most `limit`: every `stride`-th is kept, and when
     /// the kept ones reach twice the limit every other is dropped and the stride doubles.
     struct EvenSample {
@@ -127,8 +130,12 @@ final class ReportSink: StageLogic, SinkLogic, @unchecked Sendable {
         case PipelineTopics.interferenceStatus:
             let i = try decoded(frame, as: InterferenceStatusMessage.self)
             if i.expectedStrength.isFinite { expected = (i.expectedStrength, i.expectedDip) }
+            magnetometerStatuses["mag"] = i
         default:
-            break
+            // Each extra magnetometer's verdicts (interference/status/NAME), for the summary.
+            if let name = PipelineTopics.otherInterferenceName(frame.topic) {
+                magnetometerStatuses[name] = try decoded(frame, as: InterferenceStatusMessage.self)
+            }
         }
     }
 
