@@ -415,12 +415,25 @@ stages:
     assert worst < 1e-6, worst
 
 
+def heading_rmse(headings, truth, skip):
+    """RMS of magnetic heading minus the truth file's (the simulator's truth_path), degrees, from sample
+    `skip` on; the headings and the truth rows are one per IMU sample."""
+    import csv, math
+    with open(truth) as f:
+        rows = list(csv.DictReader(f))
+
+    def compass(qw, qx, qy, qz):
+        return math.degrees(math.atan2(1 - 2 * (qy * qy + qz * qz), 2 * (qx * qy + qw * qz)))
+    errors = [(h.magnetic_heading - compass(*(float(row[k]) for k in ('qw', 'qx', 'qy', 'qz'))) + 180) % 360 - 180
+              for h, row in zip(headings[skip:], rows[skip:])]
+    return math.sqrt(sum(e * e for e in errors) / len(errors))
+
+
 def test_gnss_velocity_aids_the_heading_over_dds(node, tmp_path, python_participant):
     """A receiver's velocity (geometry_msgs/TwistWithCovarianceStamped on gnss/velocity) from a Python peer,
     with the IMU and magnetometer of the simulator's drive: the ros2 source reads it (velocity_topic), the
     fusion stage aids the heading with it, /diagnostics carries the GNSS status, and the headings match the
     truth as closely as a replay of the same recording with --velocity-topic."""
-    import csv, math
     domain = next(DOMAINS)
     bag, truth = tmp_path / 'drive.mcap', tmp_path / 'drive-truth.csv'
     r = subprocess.run([str(node), '--config', str(ROOT / 'Pipelines' / 'simulate-drive.yaml')], capture_output=True,
@@ -462,14 +475,7 @@ stages:
     assert 'gnss: velocity 600,' in err, err
     headings = [store.deserialize_cdr(bytes(b), 'gyrocompass_msgs/msg/Heading') for b in got['/heading']]
     assert len(headings) == 6000, len(headings)
-    with open(truth) as f:
-        rows = list(csv.DictReader(f))
-
-    def compass(qw, qx, qy, qz):
-        return math.degrees(math.atan2(1 - 2 * (qy * qy + qz * qz), 2 * (qx * qy + qw * qz)))
-    errors = [(h.magnetic_heading - compass(*(float(row[k]) for k in ('qw', 'qx', 'qy', 'qz'))) + 180) % 360 - 180
-              for h, row in zip(headings[100:], rows[100:])]
-    rmse = math.sqrt(sum(e * e for e in errors) / len(errors))
+    rmse = heading_rmse(headings, truth, skip=100)
     assert rmse < 1.0, rmse
     aided = sum(1 for h in headings if h.flags & 16384)
     assert aided > 1000, aided
@@ -483,7 +489,6 @@ def test_a_second_magnetometer_over_dds_outvotes_a_disturbed_primary(node, tmp_p
     extra_magnetometers), from a simulator recording with a magnet arriving at the primary after 10 s: the
     fusion stage fuses both, outvotes the primary once the magnet turns it, and the headings stay close to
     the truth."""
-    import csv, math
     domain = next(DOMAINS)
     bag, truth = tmp_path / 'two.mcap', tmp_path / 'two-truth.csv'
     record = tmp_path / 'record.yaml'
@@ -521,12 +526,5 @@ stages:
     assert 'mast: 3999 reading(s)' in err or 'mast: 4000 reading(s)' in err, err
     headings = [store.deserialize_cdr(bytes(b), 'gyrocompass_msgs/msg/Heading') for b in got['/heading']]
     assert len(headings) == 4000, len(headings)
-    with open(truth) as f:
-        rows = list(csv.DictReader(f))
-
-    def compass(qw, qx, qy, qz):
-        return math.degrees(math.atan2(1 - 2 * (qy * qy + qz * qz), 2 * (qx * qy + qw * qz)))
-    errors = [(h.magnetic_heading - compass(*(float(row[k]) for k in ('qw', 'qx', 'qy', 'qz'))) + 180) % 360 - 180
-              for h, row in zip(headings[500:], rows[500:])]
-    rmse = math.sqrt(sum(e * e for e in errors) / len(errors))
+    rmse = heading_rmse(headings, truth, skip=500)
     assert rmse < 1.0, rmse
