@@ -156,7 +156,7 @@ public struct StageSettings: Sendable {
 }
 
 /// A problem a stage type's own check finds among its settings (two that must go together, say).
-public struct SettingProblem: Sendable {
+public struct SettingProblem: Sendable, Error {
     public let setting: String
     public let message: String
     public init(_ setting: String, _ message: String) {

@@ -31,31 +31,42 @@ extension PipelineRunTests {
                 hard_iron_ut: [10, -5, 3]
             """
         }.joined(separator: "\n")
+        return try await scoredRun(
+            name: name,
+            stages: """
+                  sim:
+                    type: simulator
+                    scenario: figure_eight
+                    duration: 120
+                    realtime: false
+                    truth_path: \(dir)/\(name)-truth.csv
+                    extra_magnetometers: [\(extra.joined(separator: ", "))]
+                    extra_hard_iron_ut: [10, -5, 3]
+                    magnet_ut: [\(magnet.x), \(magnet.y), \(magnet.z)]
+                    magnet_start: 30
+                    magnet_seconds: 30
+                    mag_noise_ut: \(noise)
+                \(calibrations)
+                  fusion:
+                    type: fusion
+                    filter: \(filter)
+                    inputs: [\(extra.last.map { "cal_" + $0 } ?? "sim")]
+                """, recorded: extra.map { "interference/status/\($0), calibration/status/\($0)" })
+    }
+
+    /// Runs `stages` (a simulator writing \(name)-truth.csv and a stage named fusion) with a record
+    /// stage of the headings and the `recorded` topics, and scores it as `magnetometerRun` says.
+    func scoredRun(name: String, stages: String, recorded: [String] = []) async throws -> MagnetometerRun {
+        PipelineSignals.requestStop(false)
         let config = try PipelineConfig.parse(
             """
             stages:
-              sim:
-                type: simulator
-                scenario: figure_eight
-                duration: 120
-                realtime: false
-                truth_path: \(dir)/\(name)-truth.csv
-                extra_magnetometers: [\(extra.joined(separator: ", "))]
-                extra_hard_iron_ut: [10, -5, 3]
-                magnet_ut: [\(magnet.x), \(magnet.y), \(magnet.z)]
-                magnet_start: 30
-                magnet_seconds: 30
-                mag_noise_ut: \(noise)
-            \(calibrations)
-              fusion:
-                type: fusion
-                filter: \(filter)
-                inputs: [\(extra.last.map { "cal_" + $0 } ?? "sim")]
+            \(stages)
               rec:
                 type: record
                 inputs: [fusion]
                 path: \(dir)/\(name).mcap
-                topics: [heading\(extra.map { ", interference/status/\($0), calibration/status/\($0)" }.joined())]
+                topics: [\((["heading"] + recorded).joined(separator: ", "))]
             """, file: "t.yaml", environment: [:])
         let logged = LockedLines()
         let reports = try await PipelineRunner.runAll(config, log: { logged.append($0) })
@@ -160,6 +171,44 @@ extension PipelineRunTests {
         } throws: { error in
             "\(error)".contains("t.yaml:3:") && "\(error)".contains("'mast' is not NAME=ROTATION")
         }
+    }
+
+    @Test("three magnetometers, one mounted yaw_90, one near the motors: the median outvotes the motors' one")
+    func threeMagnetometersOneNearTheMotors() async throws {
+        // Each extra magnetometer's own hard iron: the first's turned into the body by its yaw_90 mounting,
+        // the second's the first's turned 120 degrees about z (the simulator's rule).
+        let h = Vector3(6, -4, 2)
+        let mast = MountingRotation.named("yaw_90")!.matrix * h
+        let gps = Quaternion(rotationVector: Vector3(0, 0, 2 * Double.pi / 3)).rotate(h)
+        func stages(_ name: String, motorAmperes: Double, extras: Bool) -> String {
+            let sim = """
+                  sim: {type: simulator, scenario: figure_eight, duration: 120, realtime: false,
+                        truth_path: \(dir)/\(name)-truth.csv, motor_current_a: \(motorAmperes),
+                        motor_field_ut_per_a: [0.4, 0.2, 0]\(extras ? ", extra_magnetometers: [mast=yaw_90, gps]" : ""),
+                        extra_hard_iron_ut: [\(h.x), \(h.y), \(h.z)]}
+                """
+            guard extras else { return sim + "\n  fusion: {type: fusion, inputs: [sim]}" }
+            return sim + """
+
+                  mount: {type: mount, inputs: [sim], extra_mag_rotations: [mast=yaw_90]}
+                  cal_mast: {type: calibration, inputs: [mount], magnetometer: mast, hard_iron_ut: [\(mast.x), \(mast.y), \(mast.z)]}
+                  cal_gps: {type: calibration, inputs: [cal_mast], magnetometer: gps, hard_iron_ut: [\(gps.x), \(gps.y), \(gps.z)]}
+                  fusion: {type: fusion, inputs: [cal_gps]}
+                """
+        }
+        let healthy = try await scoredRun(
+            name: "three-healthy", stages: stages("three-healthy", motorAmperes: 0, extras: true))
+        let alone = try await scoredRun(
+            name: "motors-alone", stages: stages("motors-alone", motorAmperes: 30, extras: false))
+        let three = try await scoredRun(
+            name: "three-motors", stages: stages("three-motors", motorAmperes: 30, extras: true))
+        #expect(alone.rmsDegrees > 3, "the motors' field must matter: \(alone.rmsDegrees)")
+        #expect(three.rmsDegrees < healthy.rmsDegrees + 0.1, "three \(three.rmsDegrees), healthy \(healthy.rmsDegrees)")
+        let summary = three.fusionNotes.first { $0.hasPrefix("magnetometers: ") } ?? ""
+        #expect(
+            summary.contains("mast: 11999 reading(s), used 100.0 %")
+                && summary.contains("gps: 11999 reading(s), used 100.0 %"), "\(summary)")
+        #expect(!summary.contains("mag: 11999 reading(s), used 100.0 %"), "\(summary)")
     }
 
     @Test("the report lists each magnetometer's share of readings left out")

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
     import Glibc
 #endif
+import Foundation
 import CompassCore
 import IMUSimulator
 import WireFormat
@@ -38,12 +39,14 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
         var gnssRateHz = 0.0
         /// Publish imu/mag; false = an IMU with no magnetometer.
         var useMagnetometer = true
-        /// Magnetometers besides the primary, each on imu/mag/NAME: the same body field as the primary
-        /// (earth and world-fixed disturbances), their own noise, `extraHardIronMicrotesla`, and none of
-        /// the primary's soft iron, motors or sensor-fixed disturbance.
+        /// Magnetometers besides the primary, NAME or NAME=ROTATION, each on imu/mag/NAME: the same body
+        /// field as the primary (earth and world-fixed disturbances), their own noise and hard iron, and
+        /// none of the primary's soft iron, motors or sensor-fixed disturbance.
         var extraMagnetometers: [String] = []
+        /// The first extra magnetometer's hard iron; the i-th (from 0) has it turned i x 120 degrees
+        /// about z, so each has its own.
         var extraHardIronMicrotesla = Vector3.zero
-        /// How every extra magnetometer is mounted (readings in its own axes, as mag_rotation).
+        /// How an extra magnetometer without its own =ROTATION is mounted (readings in its own axes).
         var extraMagnetometerRotation = MountingRotation.none
         /// White noise of every simulated magnetometer, microtesla per axis, 1 sigma.
         var magnetometerNoiseMicrotesla = SensorErrorModel().magnetometerNoiseMicrotesla
@@ -103,15 +106,17 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
             .bool("use_mag", \.useMagnetometer, "publish imu/mag; false = an IMU without magnetometer"),
             .strings(
                 "extra_magnetometers", \.extraMagnetometers,
-                "names of magnetometers besides the primary, each published on imu/mag/NAME with its own noise and "
-                    + "extra_hard_iron_ut (none of the primary's soft iron, motor field or magnet)"),
+                "magnetometers besides the primary, NAME or NAME=ROTATION (mounted so), each published on "
+                    + "imu/mag/NAME with its own noise and hard iron (none of the primary's soft iron, motor field or "
+                    + "magnet)"),
             .vector(
                 "extra_hard_iron_ut", \.extraHardIronMicrotesla, unit: "uT", range: -5000...5000,
-                "hard-iron offset of every extra magnetometer"),
+                "hard-iron offset of the first extra magnetometer; the i-th (from 0) has it turned i x 120 deg "
+                    + "about z"),
             .rotation(
                 "extra_mag_rotation", \.extraMagnetometerRotation,
-                "every extra magnetometer's mounting, as mag_rotation (a mount stage's extra_mag_rotations turns it "
-                    + "back)"),
+                "the mounting of each extra magnetometer without its own =ROTATION, as mag_rotation (a mount "
+                    + "stage's extra_mag_rotations turns it back)"),
             .number(
                 "mag_noise_ut", \.magnetometerNoiseMicrotesla, unit: "uT", range: 0...100,
                 "white noise of every simulated magnetometer, per axis, 1 sigma"),
@@ -149,9 +154,8 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
             PipelineTopics.gnssVelocity,
         ],
         check: { settings, _ in
-            settings.extraMagnetometers.lazy.compactMap(magnetometerNameProblem).first.map {
-                SettingProblem("extra_magnetometers", $0)
-            }
+            if case .failure(let problem) = parseExtras(settings) { return problem }
+            return nil
         }
     ) { settings, _ in try SimulatorSource(settings) }
 
@@ -172,10 +176,48 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
     /// A magnet brought near: seconds to fade in and out.
     static let magnetRampSeconds = 5.0
 
+    /// One extra magnetometer: its name, mounting and hard iron (microtesla, its own axes).
+    struct ExtraMagnetometer {
+        var name: String
+        var rotation: MountingRotation
+        var hardIronMicrotesla: Vector3
+    }
+
+    /// The extra magnetometers the settings describe, or what is wrong with them.
+    static func parseExtras(_ settings: Settings) -> Result<[ExtraMagnetometer], SettingProblem> {
+        var out: [ExtraMagnetometer] = []
+        for (i, entry) in settings.extraMagnetometers.enumerated() {
+            let parts = entry.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            if let problem = magnetometerNameProblem(parts[0]) {
+                return .failure(SettingProblem("extra_magnetometers", problem))
+            }
+            var rotation = settings.extraMagnetometerRotation
+            if parts.count == 2 {
+                guard let r = MountingRotation.parse(parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "[]")))
+                else {
+                    return .failure(
+                        SettingProblem(
+                            "extra_magnetometers", "'\(entry)': '\(parts[1])' is not a rotation (yaw_90, or 0,0,-90)"))
+                }
+                rotation = r
+            }
+            guard !out.contains(where: { $0.name == parts[0] }) else {
+                return .failure(SettingProblem("extra_magnetometers", "'\(parts[0])' is given twice"))
+            }
+            let turn = Quaternion(rotationVector: Vector3(0, 0, Double(i) * 2 * .pi / 3))
+            out.append(
+                ExtraMagnetometer(
+                    name: parts[0], rotation: rotation, hardIronMicrotesla: turn.rotate(settings.extraHardIronMicrotesla)))
+        }
+        return .success(out)
+    }
+
     let settings: Settings
+    let extras: [ExtraMagnetometer]
     init(_ settings: Settings) throws {
-        for name in settings.extraMagnetometers {
-            if let problem = magnetometerNameProblem(name) { throw StageFailure("extra_magnetometers: \(problem)") }
+        switch Self.parseExtras(settings) {
+        case .success(let e): extras = e
+        case .failure(let problem): throw StageFailure("extra_magnetometers: \(problem.message)")
         }
         self.settings = settings
     }
@@ -261,7 +303,7 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
     func run(emit: ([WireFrame]) throws -> Double) throws {
         var sim = IMUSimulator(scenario: scenario())
         // Each extra magnetometer's noise from its own stream, so adding one changes nothing else.
-        var extraNoise = settings.extraMagnetometers.indices.map {
+        var extraNoise = extras.indices.map {
             SeededGenerator(seed: UInt64(settings.seed) &* 1_000_003 &+ UInt64($0 + 1))
         }
         let rate = settings.rateHz
@@ -303,16 +345,15 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
                 specificForce: toIMU * x.imu.specificForce,
                 fieldTesla: settings.useMagnetometer ? toMagnetometer * x.magnetometer.fieldMicrotesla * 1e-6 : nil,
                 magnetometerFrame: settings.publishTF ? "mag_link" : nil, to: &batch)
-            if !settings.extraMagnetometers.isEmpty, settings.useMagnetometer {
-                for (i, name) in settings.extraMagnetometers.enumerated() {
+            if settings.useMagnetometer {
+                for (i, extra) in extras.enumerated() {
                     let field =
-                        settings.extraMagnetometerRotation.matrix.transposed * x.bodyFieldMicrotesla
-                        + settings.extraHardIronMicrotesla
+                        extra.rotation.matrix.transposed * x.bodyFieldMicrotesla + extra.hardIronMicrotesla
                         + extraNoise[i].vector(sigma: sim.scenario.sensors.magnetometerNoiseMicrotesla)
                     let mag = MagneticFieldMessage(
-                        header: RosHeader(stamp: stamp, frameId: name + "_link"), magneticField: field * 1e-6,
+                        header: RosHeader(stamp: stamp, frameId: extra.name + "_link"), magneticField: field * 1e-6,
                         magneticFieldCovariance: .zero)
-                    batch.append(cdrFrame(mag, topic: PipelineTopics.magnetometer(named: name)))
+                    batch.append(cdrFrame(mag, topic: PipelineTopics.magnetometer(named: extra.name)))
                 }
             }
             k += 1
