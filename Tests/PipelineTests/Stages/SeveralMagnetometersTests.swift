@@ -191,8 +191,10 @@ extension PipelineRunTests {
             return sim + """
 
                   mount: {type: mount, inputs: [sim], extra_mag_rotations: [mast=yaw_90]}
-                  cal_mast: {type: calibration, inputs: [mount], magnetometer: mast, hard_iron_ut: [\(mast.x), \(mast.y), \(mast.z)]}
-                  cal_gps: {type: calibration, inputs: [cal_mast], magnetometer: gps, hard_iron_ut: [\(gps.x), \(gps.y), \(gps.z)]}
+                  cal_mast: {type: calibration, inputs: [mount], magnetometer: mast,
+                             hard_iron_ut: [\(mast.x), \(mast.y), \(mast.z)]}
+                  cal_gps: {type: calibration, inputs: [cal_mast], magnetometer: gps,
+                            hard_iron_ut: [\(gps.x), \(gps.y), \(gps.z)]}
                   fusion: {type: fusion, inputs: [cal_gps]}
                 """
         }

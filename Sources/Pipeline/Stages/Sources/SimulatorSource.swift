@@ -205,9 +205,8 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
                 return .failure(SettingProblem("extra_magnetometers", "'\(parts[0])' is given twice"))
             }
             let turn = Quaternion(rotationVector: Vector3(0, 0, Double(i) * 2 * .pi / 3))
-            out.append(
-                ExtraMagnetometer(
-                    name: parts[0], rotation: rotation, hardIronMicrotesla: turn.rotate(settings.extraHardIronMicrotesla)))
+            let hardIron = turn.rotate(settings.extraHardIronMicrotesla)
+            out.append(ExtraMagnetometer(name: parts[0], rotation: rotation, hardIronMicrotesla: hardIron))
         }
         return .success(out)
     }
