@@ -20,12 +20,16 @@ public enum PipelineTopics {
     public static let gnssHeading = "gnss/heading"
 
     /// A magnetometer besides the primary: imu/mag/NAME; its calibration stage's status goes on
-    /// calibration/status/NAME. An empty name is the primary.
+    /// calibration/status/NAME, the fusion stage's verdicts on interference/status/NAME. An empty name
+    /// is the primary.
     public static func magnetometer(named name: String) -> String {
         name.isEmpty ? magnetometer : magnetometer + "/" + name
     }
     public static func calibrationStatus(named name: String) -> String {
         name.isEmpty ? calibrationStatus : calibrationStatus + "/" + name
+    }
+    public static func interferenceStatus(named name: String) -> String {
+        name.isEmpty ? interferenceStatus : interferenceStatus + "/" + name
     }
     /// The name of the magnetometer besides the primary that `topic` carries; nil for any other topic.
     public static func otherMagnetometerName(_ topic: String) -> String? { suffix(of: topic, after: magnetometer) }

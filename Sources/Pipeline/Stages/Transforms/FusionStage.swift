@@ -447,32 +447,31 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
                 : h.outvoted > o.seen.outvoted
                     ? [.magnetometerRejected, .magneticGyroInconsistent]
                     : [.magnetometerRejected]
-            if h.isOutvoted != o.seen.isOutvoted {
-                let why =
-                    h.isOutvoted
-                    ? "outvoted: its heading is \(format(h.averagedInnovationDegrees, 1)) deg from the "
-                        + "filter's, the others agree" : "agrees with the others again"
-                log("fusion: at \(format(header.stamp.seconds, 2)) s magnetometer \(name) \(why)")
-            }
+            if h.isOutvoted != o.seen.isOutvoted { logVote(h, at: header.stamp.seconds) }
             o.seen = h
             o.tally.count(flags, at: header.stamp.seconds)
             var h2 = header
             h2.frameId = name
             if let gate = filter.magnetometerGate(i), let status = o.tally.status(h2, gate: gate) {
-                output.append(cdrFrame(status, topic: PipelineTopics.interferenceStatus + "/" + name))
+                output.append(cdrFrame(status, topic: PipelineTopics.interferenceStatus(named: name)))
             }
             others[name] = o
         }
         if let primary = health.first, primary.isOutvoted != primaryOutvoted {
             primaryOutvoted = primary.isOutvoted
-            let why =
-                primary.isOutvoted
-                ? "outvoted: its heading is \(format(primary.averagedInnovationDegrees, 1)) "
-                    + "deg from the filter's, the others agree" : "agrees with the others again"
-            log("fusion: at \(format(header.stamp.seconds, 2)) s magnetometer \(Self.primaryName) \(why)")
+            logVote(primary, at: header.stamp.seconds)
         }
     }
     var primaryOutvoted = false
+
+    /// The log line of a magnetometer outvoted or taken back.
+    func logVote(_ h: MagnetometerHealth, at seconds: Double) {
+        let why =
+            h.isOutvoted
+            ? "outvoted: its heading is \(format(h.averagedInnovationDegrees, 1)) deg from the filter's, the others "
+                + "agree" : "agrees with the others again"
+        log("fusion: at \(format(seconds, 2)) s magnetometer \(h.name) \(why)")
+    }
 
     /// One line per magnetometer for the summary: "mast: 11890 readings, used 99.1 %, 0.9 % rejected by
     /// its gate, 0.0 % outvoted, 0 uncalibrated".
