@@ -4,7 +4,8 @@
 import CZeroMQ
 
 /// An XPUB socket bound to `endpoint` that applies back-pressure instead of dropping (XPUB no-drop)
-/// and reports every subscription and unsubscription, so its readers can be counted (`ReaderCount`).
+/// and passes every subscription and unsubscription to `ReaderCount.read`, which counts the readers
+/// and applies what it admits (a manual XPUB: nothing reaches a subscriber before that).
 extension BusSocket {
     /// With `curve`, a CURVE server: only clients the context's ZAP handler admits connect.
     public static func readerFollowingPublisher(
@@ -15,6 +16,7 @@ extension BusSocket {
         try s.setOption(ZMQ_XPUB_NODROP, 1)  // back-pressure instead of silent drops
         try s.setOption(ZMQ_XPUB_VERBOSE, 1)  // see every subscription
         try s.setOption(ZMQ_XPUB_VERBOSER, 1)  // and every unsubscription (a reader gone)
+        try s.setOption(ZMQ_XPUB_MANUAL, 1)  // a subscription applies once ReaderCount.read admits it
         if let curve { try s.makeCurveServer(curve) }  // before bind: applies to every connection
         try s.bind(endpoint)
         return s
@@ -39,14 +41,90 @@ extension BusSocket {
     }
 }
 
-/// The readers of a `readerFollowingPublisher` socket: +1 per subscription message, -1 per
-/// unsubscription (including a reader's subscriptions when its connection ends), and the prefixes
-/// they subscribe to, so a sender can tell whom a message would reach before it writes it.
+/// One peer's connection to a socket, as libzmq names it on the messages that came over it
+/// (ZMQ_SRCFD): the descriptor, with the socket's inode, since a closed descriptor's number is reused.
+public struct BusConnection: Hashable, Sendable {
+    public let descriptor: Int32
+    public let inode: UInt64
+
+    public init(descriptor: Int32, inode: UInt64) {
+        self.descriptor = descriptor
+        self.inode = inode
+    }
+
+    /// The connection `message` came over; nil for an inproc peer and for a message libzmq made itself
+    /// (the unsubscriptions it passes on when a connection ends carry no source).
+    init?(of message: BusMessage) {
+        let descriptor = zmq_msg_get(message.message, ZMQ_SRCFD)
+        var status = stat()
+        guard descriptor >= 0, fstat(descriptor, &status) == 0 else { return nil }
+        self.init(descriptor: descriptor, inode: UInt64(status.st_ino))
+    }
+
+    /// Whether the descriptor still refers to this connection's socket.
+    public var isOpen: Bool {
+        var status = stat()
+        return fstat(descriptor, &status) == 0 && UInt64(status.st_ino) == inode
+    }
+}
+
+/// The readers of a `readerFollowingPublisher` socket and the prefixes they subscribe to, so a sender
+/// can tell whom a message would reach before it writes it; `value` counts subscriptions.
+///
+/// The socket is a manual XPUB: a subscription reaches libzmq's matching only when `read` applies it.
+/// Each connection (tcp or ipc) holds a set of prefixes, at most `subscriptionsPerConnection`; more are
+/// refused (never applied, so the peer gets nothing for them and the sender never matches against
+/// them), counted, and the connection is named once in `notices`. libzmq itself still records every
+/// prefix a peer asks for until the peer disconnects; it offers no limit. A connection subscribing to
+/// a prefix it holds changes nothing (its SUB socket unsubscribes once), and an unsubscription of a
+/// prefix a peer does not hold (a stray or hostile peer: 13 bytes of ZMTP/1.0 can send one) is
+/// ignored, so nobody outside can make a publisher believe its readers left. Inproc readers (the
+/// pipeline's own stages in this process) carry no source: they are counted per subscription, uncapped.
 public struct ReaderCount: Sendable {
+    /// A reader of every topic a pipeline has, per-magnetometer ones included, subscribes to far fewer.
+    public static let defaultSubscriptionsPerConnection = 256
+
     public private(set) var value = 0
-    /// Each prefix subscribed to, with how many subscriptions name it (XPUB verbose passes every
-    /// one, so a prefix two readers share counts twice). Indices change when subscriptions do.
+    /// Each prefix subscribed to, with how many subscriptions name it (a prefix two readers share
+    /// counts twice). Indices change when subscriptions do.
     public private(set) var prefixes: [(bytes: [UInt8], count: Int)] = []
+    public let subscriptionsPerConnection: Int
+    /// Subscriptions refused because their connection held `subscriptionsPerConnection` already.
+    public private(set) var refused = 0
+    /// Connections that reached the cap.
+    public private(set) var connectionsAtCap = 0
+    /// One line per connection that reached the cap, for the stage's log; `takeNotices` empties it.
+    public private(set) var notices: [String] = []
+
+    private struct Held {
+        var prefixes: Set<[UInt8]> = []
+        var refused = 0
+        var capped = false
+    }
+    private var held: [BusConnection: Held] = [:]
+    private var inProcess: [[UInt8]: Int] = [:]
+    /// Prefixes of connections found closed whose unsubscriptions (sent by libzmq, without a source)
+    /// are still to come, and how many refused ones.
+    private var departing: [[UInt8]: Int] = [:]
+    private var departingRefused = 0
+    /// An unsubscription without a source matched nothing yet: its connection's descriptor may not be
+    /// closed yet, so the next `read` looks again.
+    private var unresolvedDeparture = false
+    /// Whether a connection is still there (a test gives its own).
+    let isOpen: @Sendable (BusConnection) -> Bool
+
+    public init(
+        subscriptionsPerConnection: Int = ReaderCount.defaultSubscriptionsPerConnection,
+        isOpen: @escaping @Sendable (BusConnection) -> Bool = { $0.isOpen }
+    ) {
+        self.subscriptionsPerConnection = subscriptionsPerConnection
+        self.isOpen = isOpen
+    }
+
+    /// What the socket is to do with one (un)subscription message.
+    enum Verdict: Equatable {
+        case subscribe, unsubscribe, nothing
+    }
 
     /// The subscriptions a message starting with `bytes` reaches (XPUB matches prefixes of the whole
     /// message): how many, and which prefix when exactly one does.
@@ -65,42 +143,129 @@ public struct ReaderCount: Sendable {
         return (count, count == 1 ? sole : nil)
     }
 
-    /// Records a subscription, or an unsubscription of a prefix someone subscribed to; false for an
-    /// unsubscription nobody's subscription matches (it changes nothing).
-    @discardableResult
-    mutating func note(_ prefix: ArraySlice<UInt8>, subscribed: Bool) -> Bool {
-        if let i = prefixes.firstIndex(where: { $0.bytes[...] == prefix }) {
-            prefixes[i].count += subscribed ? 1 : -1
-            if prefixes[i].count <= 0 { prefixes.remove(at: i) }
-            return true
+    /// The summary's line for refused subscriptions.
+    public var refusalSummary: String {
+        "\(refused) subscription(s) refused from \(connectionsAtCap) connection(s) that held "
+            + "\(subscriptionsPerConnection), the most one connection may"
+    }
+
+    public mutating func takeNotices() -> [String] {
+        defer { notices.removeAll() }
+        return notices
+    }
+
+    private mutating func add(_ prefix: [UInt8]) {
+        value += 1
+        if let i = prefixes.firstIndex(where: { $0.bytes == prefix }) {
+            prefixes[i].count += 1
+        } else {
+            prefixes.append((prefix, 1))
         }
-        guard subscribed else { return false }
-        prefixes.append((Array(prefix), 1))
+    }
+
+    private mutating func remove(_ prefix: [UInt8]) {
+        guard let i = prefixes.firstIndex(where: { $0.bytes == prefix }) else { return }
+        value -= 1
+        prefixes[i].count -= 1
+        if prefixes[i].count <= 0 { prefixes.remove(at: i) }
+    }
+
+    /// Counts one message an XPUB socket received (1 + prefix subscribes, 0 + prefix unsubscribes)
+    /// from `connection` (nil: none named), described as `peer` in notices.
+    @discardableResult
+    mutating func count(_ message: [UInt8], from connection: BusConnection? = nil, peer: String = "") -> Verdict {
+        guard let kind = message.first, kind <= 1 else { return .nothing }
+        let prefix = Array(message.dropFirst())
+        guard let connection else {
+            if kind == 1 {
+                inProcess[prefix, default: 0] += 1
+                add(prefix)
+                return .subscribe
+            }
+            departedOrLeft(prefix)
+            // Applying it is right for an inproc reader, and does nothing for an ended connection.
+            return .unsubscribe
+        }
+        var entry = held[connection] ?? Held()
+        defer { held[connection] = entry.prefixes.isEmpty && entry.refused == 0 ? nil : entry }
+        if kind == 0 {
+            if entry.prefixes.remove(prefix) != nil {
+                remove(prefix)
+                return .unsubscribe
+            }
+            entry.refused = max(0, entry.refused - 1)
+            return .nothing
+        }
+        if entry.prefixes.contains(prefix) { return .nothing }
+        guard entry.prefixes.count < subscriptionsPerConnection else {
+            entry.refused += 1
+            refused += 1
+            if !entry.capped {
+                entry.capped = true
+                connectionsAtCap += 1
+                notices.append(
+                    "\(peer.isEmpty ? "a peer" : peer) (connection \(connection.descriptor)) holds "
+                        + "\(subscriptionsPerConnection) subscriptions, the most one connection may; "
+                        + "further ones are refused and counted")
+            }
+            return .nothing
+        }
+        entry.prefixes.insert(prefix)
+        add(prefix)
+        return .subscribe
+    }
+
+    /// An unsubscription without a source: libzmq's own for a connection that ended, or an inproc
+    /// reader's.
+    private mutating func departedOrLeft(_ prefix: [UInt8]) {
+        if takeDeparting(prefix) { return }
+        sweepClosedConnections()
+        if takeDeparting(prefix) { return }
+        if let n = inProcess[prefix] {
+            inProcess[prefix] = n > 1 ? n - 1 : nil
+            remove(prefix)
+        } else if departingRefused > 0 {
+            departingRefused -= 1
+        } else {
+            unresolvedDeparture = true
+        }
+    }
+
+    private mutating func takeDeparting(_ prefix: [UInt8]) -> Bool {
+        guard let n = departing[prefix] else { return false }
+        departing[prefix] = n > 1 ? n - 1 : nil
         return true
     }
 
-    /// Counts one message an XPUB socket received: 1 + prefix subscribes, 0 + prefix unsubscribes.
-    /// An unsubscription for a prefix never subscribed (a stray or hostile peer: 13 bytes of ZMTP/1.0
-    /// can send one) is ignored, so it cannot make a publisher believe its readers left.
-    mutating func count(_ message: [UInt8]) {
-        if message.first == 1 {
-            value += 1
-            note(message.dropFirst(), subscribed: true)
-        } else if message.first == 0, note(message.dropFirst(), subscribed: false) {
-            value = max(0, value - 1)
+    /// Forgets the subscriptions of every connection that has closed: its readers are gone.
+    mutating func sweepClosedConnections() {
+        for (connection, entry) in held where !isOpen(connection) {
+            for prefix in entry.prefixes {
+                departing[prefix, default: 0] += 1
+                remove(prefix)
+            }
+            departingRefused += entry.refused
+            held[connection] = nil
         }
+        unresolvedDeparture = false
     }
 
-    public init() {}
-
-    /// Counts the (un)subscription messages that arrived, waiting at most `timeoutMilliseconds` for
-    /// the first; true when one arrived.
+    /// Counts the (un)subscription messages that arrived and applies the ones admitted, waiting at most
+    /// `timeoutMilliseconds` for the first; true when one arrived.
     @discardableResult
     public mutating func read(_ socket: BusSocket, timeoutMilliseconds: Int32) throws(BusError) -> Bool {
         var any = false
         var timeout = timeoutMilliseconds
-        while let message = try socket.receive(timeoutMilliseconds: timeout) {
-            count(message)
+        if unresolvedDeparture { sweepClosedConnections() }
+        while let message = try socket.receiveMessage(timeoutMilliseconds: timeout) {
+            let bytes = message.array
+            let connection = BusConnection(of: message)
+            let peer = connection == nil ? "" : message.peerDescription
+            switch count(bytes, from: connection, peer: peer) {
+            case .subscribe: try socket.setOption(ZMQ_SUBSCRIBE, bytes: Array(bytes.dropFirst()))
+            case .unsubscribe: try socket.setOption(ZMQ_UNSUBSCRIBE, bytes: Array(bytes.dropFirst()))
+            case .nothing: break
+            }
             any = true
             timeout = 0
         }

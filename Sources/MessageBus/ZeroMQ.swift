@@ -354,6 +354,14 @@ public final class BusMessage {
 
     /// A copy of the content as an array.
     public var array: [UInt8] { Array(UnsafeRawBufferPointer(bytes)) }
+
+    /// Who sent a received message, for logs: the peer's address (tcp: its IP; ipc: user, group and
+    /// process) and, under CURVE, the key the ZAP handler admitted; "" when libzmq names neither.
+    public var peerDescription: String {
+        let address = zmq_msg_gets(message, "Peer-Address").map { String(cString: $0) } ?? ""
+        let user = zmq_msg_gets(message, "User-Id").map { String(cString: $0) } ?? ""
+        return [address, user.isEmpty ? "" : "key \(user)"].filter { !$0.isEmpty }.joined(separator: ", ")
+    }
 }
 
 /// Waits on several sockets at once.

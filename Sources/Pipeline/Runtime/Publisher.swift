@@ -61,11 +61,30 @@ struct Publisher {
         self.log = log
     }
 
+    /// When subscriptions were last read (coarse monotonic seconds).
+    private var lastSubscriptionCheck = -Double.infinity
+
+    /// Reads the subscriptions that arrived, at most once a millisecond (a look when nothing came
+    /// costs libzmq a system call): the socket applies a subscription only once it is read, so a
+    /// publisher that never waits for its readers still has to look for new ones.
+    private mutating func admitNewReaders() throws {
+        let now = Clocks.coarseMonotonicSeconds()
+        guard now - lastSubscriptionCheck >= 0.001 else { return }
+        lastSubscriptionCheck = now
+        try readSubscriptions(timeoutMilliseconds: 0)
+    }
+
     /// Counts the (un)subscription messages that arrived (see `ReaderCount.read`).
     @discardableResult
     mutating func readSubscriptions(timeoutMilliseconds: Int32) throws -> Bool {
         guard let socket else { return false }
+        defer { logReaderNotices() }
         return try readers.read(socket, timeoutMilliseconds: timeoutMilliseconds)
+    }
+
+    /// Logs what the reader count noticed (a connection at its subscription cap).
+    private mutating func logReaderNotices() {
+        for notice in readers.takeNotices() { log("\(stage): \(endpoint): \(notice)") }
     }
 
     /// Holds the stage until every expected reader is connected (or a stop is requested): at start,
@@ -74,6 +93,7 @@ struct Publisher {
     @discardableResult
     mutating func waitForReaders(pausing: Bool) throws -> Double {
         guard let socket else { return 0 }
+        defer { logReaderNotices() }
         try readers.read(socket, timeoutMilliseconds: 0)
         guard readers.value < expectedReaders, !PipelineSignals.stopRequested else { return 0 }
         let started = Clocks.monotonicSeconds()
@@ -97,6 +117,7 @@ struct Publisher {
     /// travels alone and unnumbered.
     mutating func publish(_ frames: [WireFrame], report: inout StageReport, counted: Bool = true) throws {
         guard socket != nil, !frames.isEmpty else { return }
+        try admitNewReaders()
         var start = 0
         while start < frames.count {
             var end = start, bytes = 0
@@ -144,6 +165,7 @@ struct Publisher {
     /// sent again as a numbered batch of its frames.
     mutating func forward(_ message: BusMessage, frames: Int, report: inout StageReport) throws {
         guard let socket else { return }
+        try admitNewReaders()
         guard !WireFrame.isCompressed(UnsafeRawBufferPointer(message.bytes)),
             WireFrame.sequence(of: UnsafeRawBufferPointer(message.bytes))?.count == frames,
             let census = WireFrame.census(of: UnsafeRawBufferPointer(message.bytes))

@@ -166,6 +166,9 @@ actor StageActor {
                     + "reader was missing"
             )
         }
+        if publisher.readers.refused > 0 {
+            report.notes.append(publisher.readers.refusalSummary)
+        }
         report.notes += logic.notes
         report.losses = logic.losses + report.malformed + report.unexpected + missing
         return report

@@ -79,6 +79,8 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
     let settings: Settings
     let socket: BusSocket
     let context: BusContext
+    let log: @Sendable (String) -> Void
+    let stage: String
     var changeFilters: [String: HeadingChangeFilter] = [:]
     var pending: [UInt8]?
     /// Frames on its topics; of those: sent, held back by min_change_deg, not sent while nobody
@@ -114,6 +116,8 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
         throws
     {
         self.settings = settings
+        self.log = log
+        self.stage = stage
         let context = BusContext()
         self.context = context
         let curve = settings.bind.hasPrefix("inproc://") ? nil : security
@@ -128,6 +132,19 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
         try subscribers.wait(socket, for: settings.waitForSubscribers, logEveryPolls: 2) { missing in
             log("\(stage): waiting for \(missing) subscriber(s) on \(settings.bind)")
         }
+        logSubscriptionNotices()
+    }
+
+    /// Logs what the subscriber count noticed (a connection at its subscription cap).
+    func logSubscriptionNotices() {
+        for notice in subscribers.takeNotices() { log("\(stage): \(settings.bind): \(notice)") }
+    }
+
+    /// Reads the (un)subscriptions that arrived (see `ReaderCount.read`); true when one did.
+    @discardableResult
+    func readSubscriptions(timeoutMilliseconds: Int32) throws -> Bool {
+        defer { logSubscriptionNotices() }
+        return try subscribers.read(socket, timeoutMilliseconds: timeoutMilliseconds)
     }
 
     /// CDR passed on as it came, with on_slow: drop (the defaults but min_change_deg): each frame is
@@ -154,7 +171,7 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
     func someoneSubscribes() throws -> Bool {
         let now = Clocks.coarseMonotonicSeconds()
         if now - lastSubscriptionCheck >= 0.001 {
-            if try subscribers.read(socket, timeoutMilliseconds: 0) {
+            if try readSubscriptions(timeoutMilliseconds: 0) {
                 fullQueues.removeAll()
                 readDown.removeAll()
             }
@@ -275,7 +292,7 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
                     dropped += 1
                     return
                 }
-                try subscribers.read(socket, timeoutMilliseconds: 1)
+                try readSubscriptions(timeoutMilliseconds: 1)
             }
             sent += 1
         }
@@ -334,6 +351,7 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
                     + "missed what was sent until it had read its queue down (libzmq counts neither those messages "
                     + "nor says which subscriber; on_slow: block waits instead)")
         }
+        if subscribers.refused > 0 { parts.append(subscribers.refusalSummary) }
         if let zap, zap.rejected > 0 {
             parts.append("\(zap.rejected) client(s) refused (unknown key or no CURVE handshake)")
         }
