@@ -109,6 +109,119 @@ extension PipelineRunTests {
     }
 }
 
+@Suite("One calibration file for several magnetometers")
+struct SharedCalibrationFileTests {
+    /// A sphere fit of radius 48 uT around `offset`.
+    func fit(around offset: Vector3) throws -> CalibrationFit {
+        var directions: [Vector3] = []
+        for x in [-1.0, 0, 1] {
+            for y in [-1.0, 0, 1] {
+                for z in [-1.0, 0, 1] where x != 0 || y != 0 || z != 0 {
+                    directions.append(Vector3(x, y, z).normalized!)
+                }
+            }
+        }
+        return try CalibrationFitter.fitSphere(directions.map { offset + $0 * 48 }).get()
+    }
+
+    @Test("each magnetometer's calibration is kept under its name; saving one keeps the others")
+    func keyedByName() throws {
+        let file = temporaryPath("shared-calibration.json")
+        let primary = try fit(around: Vector3(1, 2, 3)), mast = try fit(around: Vector3(-4, 5, 6))
+        guard case .failure(let none) = CalibrationFile.load(file, magnetometer: "mast") else {
+            Issue.record("a missing file loaded")
+            return
+        }
+        #expect(!none.exists)
+        try CalibrationFile.save(mast, rotation: MountingRotation.named("yaw_90"), magnetometer: "mast", to: file)
+        guard case .failure(let noPrimary) = CalibrationFile.load(file) else {
+            Issue.record("the primary loaded from a file that holds only the mast's")
+            return
+        }
+        #expect(!noPrimary.exists && noPrimary.reason.contains("primary"))
+        try CalibrationFile.save(primary, motor: Vector3(0.5, 0, 0), to: file)
+        try CalibrationFile.save(mast, rotation: MountingRotation.named("yaw_90"), magnetometer: "mast", to: file)
+        let first = try CalibrationFile.load(file).get()
+        #expect((first.calibration.hardIronOffsetMicrotesla - Vector3(1, 2, 3)).norm < 1e-6)
+        #expect(first.motorMicroteslaPerAmpere == Vector3(0.5, 0, 0) && first.magnetometerRotation == nil)
+        let second = try CalibrationFile.load(file, magnetometer: "mast").get()
+        #expect((second.calibration.hardIronOffsetMicrotesla - Vector3(-4, 5, 6)).norm < 1e-6)
+        #expect(second.magnetometerRotation?.description == "yaw_90" && second.motorMicroteslaPerAmpere == nil)
+        guard case .failure(let other) = CalibrationFile.load(file, magnetometer: "gps") else {
+            Issue.record("a magnetometer the file does not name loaded")
+            return
+        }
+        #expect(!other.exists && other.reason.contains("'gps'"))
+        // A broken entry is refused, naming the magnetometer; the others still load.
+        let data = try #require(FileManager.default.contents(atPath: file))
+        var root = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        root["magnetometers"] = ["mast": "garbage"]
+        try JSONSerialization.data(withJSONObject: root).write(to: URL(fileURLWithPath: file))
+        guard case .failure(let broken) = CalibrationFile.load(file, magnetometer: "mast") else {
+            Issue.record("a broken entry loaded")
+            return
+        }
+        #expect(broken.exists && broken.reason.contains("'mast'"))
+        #expect(CalibrationFile.load(file).isSuccess)
+        try CalibrationFile.save(mast, magnetometer: "gps", to: file)
+        #expect(CalibrationFile.load(file, magnetometer: "gps").isSuccess)
+    }
+
+    @Test("two stages saving into one file at once both land")
+    func concurrentSaves() throws {
+        let file = temporaryPath("concurrent-calibration.json")
+        let fits = [try fit(around: Vector3(1, 2, 3)), try fit(around: Vector3(-4, 5, 6))]
+        let failures = Atomic(0)
+        DispatchQueue.concurrentPerform(iterations: 2) { i in
+            for _ in 0..<40 {
+                do { try CalibrationFile.save(fits[i], magnetometer: i == 0 ? "" : "mast", to: file) } catch {
+                    failures.add(1)
+                }
+            }
+        }
+        #expect(failures.value == 0)
+        #expect(CalibrationFile.load(file).isSuccess)
+        #expect(CalibrationFile.load(file, magnetometer: "mast").isSuccess)
+    }
+
+    @Test("a pipeline's calibration stages share one file: each saves and loads its own")
+    func stagesShareOneFile() throws {
+        let file = temporaryPath("pipeline-calibration.json")
+        func run() throws -> [String] {
+            let text = """
+                stages:
+                  sim: {type: simulator, scenario: default, seed: 4, duration: 60, realtime: false,
+                        extra_magnetometers: [mast], extra_hard_iron_ut: [5, -8, 3]}
+                  cal: {type: calibration, inputs: [sim], online: true, prompt: false, file: \(file)}
+                  cal_mast: {type: calibration, inputs: [cal], magnetometer: mast, online: true, prompt: false,
+                             file: \(file)}
+                """
+            let config = try PipelineConfig.parse(text, file: "shared.yaml", environment: [:])
+            let source = try config.stage(named: "sim")!.makeLogic(log: { _ in }) as! SimulatorSource
+            let cal = try config.stage(named: "cal")!.makeLogic(log: { _ in }) as! CalibrationStage
+            let mast = try config.stage(named: "cal_mast")!.makeLogic(log: { _ in }) as! CalibrationStage
+            _ = try processed(try processed(try emitted(by: source), by: cal), by: mast)
+            return cal.notes + mast.notes
+        }
+        let first = try run()
+        #expect(!first.contains { $0.hasPrefix("loaded the calibration") })
+        let primary = try CalibrationFile.load(file).get(),
+            mast = try CalibrationFile.load(file, magnetometer: "mast").get()
+        #expect((primary.calibration.hardIronOffsetMicrotesla - mast.calibration.hardIronOffsetMicrotesla).norm > 3)
+        let second = try run()
+        #expect(second.filter { $0.hasPrefix("loaded the calibration in \(file)") }.count == 2, "\(second)")
+    }
+}
+
+/// A counter several threads add to.
+final class Atomic: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count: Int
+    init(_ value: Int) { count = value }
+    func add(_ n: Int) { lock.withLock { count += n } }
+    var value: Int { lock.withLock { count } }
+}
+
 extension Result { var isSuccess: Bool { if case .success = self { return true } else { return false } } }
 
 @Suite("Calibration stage in place")

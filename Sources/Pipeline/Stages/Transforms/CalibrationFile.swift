@@ -3,6 +3,11 @@ import CompassCore
 
 /// A calibration file: JSON, written to a temporary name, synced and renamed, so a crash never leaves
 /// a broken file.
+///
+/// One file holds every magnetometer's calibration, keyed by name: the top-level fields are the
+/// primary's (`imu/mag`), and each other magnetometer's sit under `magnetometers` by its name
+/// (`imu/mag/NAME`), with the same fields. Saving one magnetometer's keeps the others' as they are;
+/// calibration stages in one process or several save into one file in turn (a lock on its directory).
 public enum CalibrationFile {
     struct Stored: Codable {
         var version: Int
@@ -38,16 +43,46 @@ public enum CalibrationFile {
         public var magnetometerRotationFound: String?
     }
 
-    public static func load(_ path: String) -> Result<Contents, Refusal> {
+    /// The key of the other magnetometers' calibrations.
+    static let magnetometersKey = "magnetometers"
+
+    /// The calibration of `magnetometer` ("" = the primary) in the file at `path`. A file without an
+    /// entry for it is refused with `exists` false, as a missing file is: that magnetometer starts
+    /// uncalibrated and its first accepted fit is added.
+    public static func load(_ path: String, magnetometer: String = "") -> Result<Contents, Refusal> {
         guard FileManager.default.fileExists(atPath: path) else {
             return .failure(Refusal(exists: false, reason: "no such file"))
         }
         guard let data = FileManager.default.contents(atPath: path) else {
             return .failure(Refusal(exists: true, reason: "unreadable"))
         }
+        guard let root = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+            return .failure(Refusal(exists: true, reason: "not a calibration file: not a JSON object"))
+        }
+        var entry = root
+        if magnetometer.isEmpty {
+            if root["hard_iron_ut"] == nil, root[magnetometersKey] != nil {
+                return .failure(Refusal(exists: false, reason: "no calibration for the primary magnetometer"))
+            }
+        } else {
+            guard let value = (root[magnetometersKey] as? [String: Any])?[magnetometer] else {
+                return .failure(Refusal(exists: false, reason: "no calibration for magnetometer '\(magnetometer)'"))
+            }
+            guard let named = value as? [String: Any] else {
+                return .failure(
+                    Refusal(exists: true, reason: "the calibration of magnetometer '\(magnetometer)' is not an object"))
+            }
+            entry = named
+            entry["version"] = root["version"]
+        }
+        entry[magnetometersKey] = nil
         let stored: Stored
-        do { stored = try JSONDecoder().decode(Stored.self, from: data) } catch {
-            return .failure(Refusal(exists: true, reason: "not a calibration file: \(error)"))
+        do {
+            let one = try JSONSerialization.data(withJSONObject: entry)
+            stored = try JSONDecoder().decode(Stored.self, from: one)
+        } catch {
+            let which = magnetometer.isEmpty ? "" : " (magnetometer '\(magnetometer)')"
+            return .failure(Refusal(exists: true, reason: "not a calibration file\(which): \(error)"))
         }
         guard stored.version == 1 else {
             return .failure(Refusal(exists: true, reason: "version \(stored.version) is unknown"))
@@ -84,9 +119,11 @@ public enum CalibrationFile {
                 magnetometerRotationFound: stored.mag_rotation_found))
     }
 
+    /// Saves `fit` as the calibration of `magnetometer` ("" = the primary), keeping every other
+    /// magnetometer's in the file.
     public static func save(
         _ fit: CalibrationFit, motor: Vector3? = nil, rotation: MountingRotation? = nil, rotationFound: String? = nil,
-        to path: String
+        magnetometer: String = "", to path: String
     ) throws {
         let c = fit.calibration, w = c.softIronCorrection
         let stored = Stored(
@@ -99,10 +136,36 @@ public enum CalibrationFile {
             mag_rotation_found: rotationFound)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        let data = try encoder.encode(stored)
+        var data = try encoder.encode(stored)
+        let target = BufferedFileWriter.followed(path)
+        // Read, change and write under one lock, so two stages saving at once both land.
+        let directory = open(
+            (target as NSString).deletingLastPathComponent.isEmpty
+                ? "." : (target as NSString).deletingLastPathComponent, O_RDONLY | O_CLOEXEC)
+        if directory >= 0 { flock(directory, LOCK_EX) }
+        defer { if directory >= 0 { close(directory) } }  // closing releases the lock
+        let existing = FileManager.default.contents(atPath: target).flatMap {
+            (try? JSONSerialization.jsonObject(with: $0)) as? [String: Any]
+        }
+        let others = existing?[magnetometersKey] as? [String: Any]
+        if !magnetometer.isEmpty || others != nil {
+            var root: [String: Any]
+            let entry = try JSONSerialization.jsonObject(with: data) as? [String: Any] ?? [:]
+            if magnetometer.isEmpty {
+                root = entry
+                root[magnetometersKey] = others
+            } else {
+                root = existing ?? ["version": stored.version]
+                var named = others ?? [:]
+                var own = entry
+                own["version"] = nil
+                named[magnetometer] = own
+                root[magnetometersKey] = named
+            }
+            data = try JSONSerialization.data(withJSONObject: root, options: [.prettyPrinted, .sortedKeys])
+        }
         // A symlink is followed (its target is replaced, the link stays); a device, FIFO or socket is
         // written in place; only a regular file (or none) is replaced atomically.
-        let target = BufferedFileWriter.followed(path)
         var st = stat()
         if stat(target, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG {
             let w = try BufferedFileWriter(path: target)

@@ -39,7 +39,8 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             .bool("online", \.online, "learn hard and soft iron from normal motion (the fixed values are the start)"),
             .string(
                 "file", \.file,
-                "calibration file: loaded at start, saved (atomically) when a better calibration is accepted"),
+                "calibration file: loaded at start, saved (atomically) when a better calibration is accepted; "
+                    + "stages of several magnetometers may share one (each under its name)"),
             .bool("prompt", \.prompt, "allow the status to ask for the figure-eight motion"),
             .number(
                 "status_seconds", \.statusSeconds, unit: "s", range: 0.001...86_400,
@@ -59,7 +60,7 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
                 "magnetometer", \.magnetometer,
                 "which magnetometer this stage calibrates: '' = the primary (imu/mag), NAME = imu/mag/NAME of a "
                     + "source's extra_magnetometers (status then on calibration/status/NAME); one stage per "
-                    + "magnetometer, each with its own file"),
+                    + "magnetometer (they may share one file, keyed by name)"),
         ])
 
         /// The fixed calibration (identity when nothing is given).
@@ -142,7 +143,7 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         super.init()
         var start: MagnetometerCalibration? = settings.fixed == Self.identity ? nil : settings.fixed
         if !settings.file.isEmpty {
-            switch CalibrationFile.load(settings.file) {
+            switch CalibrationFile.load(settings.file, magnetometer: settings.magnetometer) {
             case .success(let stored):
                 start = stored.calibration
                 // Coefficients in the file are the start unless the pipeline gives its own.
@@ -435,7 +436,7 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         do {
             try CalibrationFile.save(
                 fit, motor: motor.coefficients == .zero ? nil : motor.coefficients, rotation: magnetometerRotation,
-                rotationFound: rotationFound, to: settings.file)
+                rotationFound: rotationFound, magnetometer: settings.magnetometer, to: settings.file)
             savedResidual = fit.rmsResidualMicrotesla
         } catch {
             log("calibration: cannot save \(settings.file): \(error)")
