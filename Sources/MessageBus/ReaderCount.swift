@@ -72,10 +72,11 @@ public struct BusConnection: Hashable, Sendable {
 /// can tell whom a message would reach before it writes it; `value` counts subscriptions.
 ///
 /// The socket is a manual XPUB: a subscription reaches libzmq's matching only when `read` applies it.
-/// Each connection (tcp or ipc) holds a set of prefixes, at most `subscriptionsPerConnection`; more are
-/// refused (never applied, so the peer gets nothing for them and the sender never matches against
-/// them), counted, and the connection is named once in `notices`. libzmq itself still records every
-/// prefix a peer asks for until the peer disconnects; it offers no limit. A connection subscribing to
+/// Each connection (tcp or ipc) holds a set of prefixes, at most `subscriptionsPerConnection`. One
+/// more is refused (never applied) and the connection is cut (`shutdown` of the descriptor libzmq
+/// named; libzmq then closes it and forgets its subscriptions), because libzmq itself records every
+/// prefix a peer asks for until the peer disconnects and offers no limit. Refusals are counted and
+/// the first connections cut are named in `notices`. A connection subscribing to
 /// a prefix it holds changes nothing (its SUB socket unsubscribes once), and an unsubscription of a
 /// prefix a peer does not hold (a stray or hostile peer: 13 bytes of ZMTP/1.0 can send one) is
 /// ignored, so nobody outside can make a publisher believe its readers left. Inproc readers (the
@@ -93,7 +94,8 @@ public struct ReaderCount: Sendable {
     public private(set) var refused = 0
     /// Connections that reached the cap.
     public private(set) var connectionsAtCap = 0
-    /// One line per connection that reached the cap, for the stage's log; `takeNotices` empties it.
+    /// A line for each of the first three connections cut, then for the 10th, 100th, ..., for the
+    /// stage's log (a cut SUB socket reconnects and subscribes again); `takeNotices` empties it.
     public private(set) var notices: [String] = []
 
     private struct Held {
@@ -124,6 +126,8 @@ public struct ReaderCount: Sendable {
     /// What the socket is to do with one (un)subscription message.
     enum Verdict: Equatable {
         case subscribe, unsubscribe, nothing
+        /// Refused, and the connection is to be cut: it asked for more than its share.
+        case disconnect
     }
 
     /// The subscriptions a message starting with `bytes` reaches (XPUB matches prefixes of the whole
@@ -145,7 +149,7 @@ public struct ReaderCount: Sendable {
 
     /// The summary's line for refused subscriptions.
     public var refusalSummary: String {
-        "\(refused) subscription(s) refused from \(connectionsAtCap) connection(s) that held "
+        "\(refused) subscription(s) refused and \(connectionsAtCap) connection(s) cut for asking for more than "
             + "\(subscriptionsPerConnection), the most one connection may"
     }
 
@@ -200,15 +204,16 @@ public struct ReaderCount: Sendable {
         guard entry.prefixes.count < subscriptionsPerConnection else {
             entry.refused += 1
             refused += 1
-            if !entry.capped {
-                entry.capped = true
-                connectionsAtCap += 1
+            guard !entry.capped else { return .nothing }
+            entry.capped = true
+            connectionsAtCap += 1
+            if connectionsAtCap <= 3 || isPowerOfTen(connectionsAtCap) {
                 notices.append(
-                    "\(peer.isEmpty ? "a peer" : peer) (connection \(connection.descriptor)) holds "
-                        + "\(subscriptionsPerConnection) subscriptions, the most one connection may; "
-                        + "further ones are refused and counted")
+                    "\(peer.isEmpty ? "a peer" : peer) (connection \(connection.descriptor)) asked for more than "
+                        + "\(subscriptionsPerConnection) subscriptions, the most one connection may: refused and "
+                        + "disconnected (\(connectionsAtCap) connection(s) so far)")
             }
-            return .nothing
+            return .disconnect
         }
         entry.prefixes.insert(prefix)
         add(prefix)
@@ -229,6 +234,12 @@ public struct ReaderCount: Sendable {
         } else {
             unresolvedDeparture = true
         }
+    }
+
+    private func isPowerOfTen(_ n: Int) -> Bool {
+        var n = n
+        while n % 10 == 0 && n > 1 { n /= 10 }
+        return n == 1
     }
 
     private mutating func takeDeparting(_ prefix: [UInt8]) -> Bool {
@@ -265,6 +276,9 @@ public struct ReaderCount: Sendable {
             case .subscribe: try socket.setOption(ZMQ_SUBSCRIBE, bytes: Array(bytes.dropFirst()))
             case .unsubscribe: try socket.setOption(ZMQ_UNSUBSCRIBE, bytes: Array(bytes.dropFirst()))
             case .nothing: break
+            case .disconnect:
+                // libzmq notices the end of the stream, closes the descriptor and drops the connection.
+                if let connection, isOpen(connection) { shutdown(connection.descriptor, Int32(SHUT_RDWR)) }
             }
             any = true
             timeout = 0
