@@ -4,8 +4,11 @@
 import CZeroMQ
 
 /// An XPUB socket bound to `endpoint` that applies back-pressure instead of dropping (XPUB no-drop)
-/// and passes every subscription and unsubscription to `ReaderCount.read`, which counts the readers
-/// and applies what it admits (a manual XPUB: nothing reaches a subscriber before that).
+/// and passes every subscription and unsubscription to `ReaderCount.read`, which counts the readers.
+/// It is not a manual XPUB: libzmq 4.3.4 keeps the pipe of a queued subscription after that pipe has
+/// ended, and applying the subscription then (ZMQ_SUBSCRIBE) would use the freed pipe (fixed upstream
+/// in 2df7ab6a, after 4.3.4); so libzmq applies subscriptions itself and `ReaderCount` cuts a
+/// connection that asks for too many.
 extension BusSocket {
     /// With `curve`, a CURVE server: only clients the context's ZAP handler admits connect.
     public static func readerFollowingPublisher(
@@ -16,7 +19,6 @@ extension BusSocket {
         try s.setOption(ZMQ_XPUB_NODROP, 1)  // back-pressure instead of silent drops
         try s.setOption(ZMQ_XPUB_VERBOSE, 1)  // see every subscription
         try s.setOption(ZMQ_XPUB_VERBOSER, 1)  // and every unsubscription (a reader gone)
-        try s.setOption(ZMQ_XPUB_MANUAL, 1)  // a subscription applies once ReaderCount.read admits it
         if let curve { try s.makeCurveServer(curve) }  // before bind: applies to every connection
         try s.bind(endpoint)
         return s
@@ -71,11 +73,10 @@ public struct BusConnection: Hashable, Sendable {
 /// The readers of a `readerFollowingPublisher` socket and the prefixes they subscribe to, so a sender
 /// can tell whom a message would reach before it writes it; `value` counts subscriptions.
 ///
-/// The socket is a manual XPUB: a subscription reaches libzmq's matching only when `read` applies it.
 /// Each connection (tcp or ipc) holds a set of prefixes, at most `subscriptionsPerConnection`. One
-/// more is refused (never applied) and the connection is cut (`shutdown` of the descriptor libzmq
-/// named; libzmq then closes it and forgets its subscriptions), because libzmq itself records every
-/// prefix a peer asks for until the peer disconnects and offers no limit. Refusals are counted and
+/// more is refused (never counted or matched by the sender) and the connection is cut (`shutdown` of
+/// the descriptor libzmq named; libzmq then closes it and forgets its subscriptions), because libzmq
+/// itself records every prefix a peer asks for until the peer disconnects and offers no limit. Refusals are counted and
 /// the first connections cut are named in `notices`. A connection subscribing to
 /// a prefix it holds changes nothing (its SUB socket unsubscribes once), and an unsubscription of a
 /// prefix a peer does not hold (a stray or hostile peer: 13 bytes of ZMTP/1.0 can send one) is
@@ -123,7 +124,7 @@ public struct ReaderCount: Sendable {
         self.isOpen = isOpen
     }
 
-    /// What the socket is to do with one (un)subscription message.
+    /// What one (un)subscription message did: `disconnect` says to cut its connection.
     enum Verdict: Equatable {
         case subscribe, unsubscribe, nothing
         /// Refused, and the connection is to be cut: it asked for more than its share.
@@ -187,7 +188,6 @@ public struct ReaderCount: Sendable {
                 return .subscribe
             }
             departedOrLeft(prefix)
-            // Applying it is right for an inproc reader, and does nothing for an ended connection.
             return .unsubscribe
         }
         var entry = held[connection] ?? Held()
@@ -261,8 +261,8 @@ public struct ReaderCount: Sendable {
         unresolvedDeparture = false
     }
 
-    /// Counts the (un)subscription messages that arrived and applies the ones admitted, waiting at most
-    /// `timeoutMilliseconds` for the first; true when one arrived.
+    /// Counts the (un)subscription messages that arrived and cuts a connection over its cap, waiting at
+    /// most `timeoutMilliseconds` for the first; true when one arrived.
     @discardableResult
     public mutating func read(_ socket: BusSocket, timeoutMilliseconds: Int32) throws(BusError) -> Bool {
         var any = false
@@ -273,9 +273,7 @@ public struct ReaderCount: Sendable {
             let connection = BusConnection(of: message)
             let peer = connection == nil ? "" : message.peerDescription
             switch count(bytes, from: connection, peer: peer) {
-            case .subscribe: try socket.setOption(ZMQ_SUBSCRIBE, bytes: Array(bytes.dropFirst()))
-            case .unsubscribe: try socket.setOption(ZMQ_UNSUBSCRIBE, bytes: Array(bytes.dropFirst()))
-            case .nothing: break
+            case .subscribe, .unsubscribe, .nothing: break
             case .disconnect:
                 // libzmq notices the end of the stream, closes the descriptor and drops the connection.
                 if let connection, isOpen(connection) { shutdown(connection.descriptor, Int32(SHUT_RDWR)) }

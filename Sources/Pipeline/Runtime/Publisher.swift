@@ -65,8 +65,8 @@ struct Publisher {
     private var lastSubscriptionCheck = -Double.infinity
 
     /// Reads the subscriptions that arrived, at most once a millisecond (a look when nothing came
-    /// costs libzmq a system call): the socket applies a subscription only once it is read, so a
-    /// publisher that never waits for its readers still has to look for new ones.
+    /// costs libzmq a system call): a connection over its subscription cap is found, and cut, only
+    /// when they are read, so a publisher that never waits for its readers still looks.
     private mutating func admitNewReaders() throws {
         let now = Clocks.coarseMonotonicSeconds()
         guard now - lastSubscriptionCheck >= 0.001 else { return }
