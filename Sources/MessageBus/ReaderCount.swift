@@ -58,15 +58,17 @@ public struct BusConnection: Hashable, Sendable {
     /// (the unsubscriptions it passes on when a connection ends carry no source).
     init?(of message: BusMessage) {
         let descriptor = zmq_msg_get(message.message, ZMQ_SRCFD)
-        var status = stat()
-        guard descriptor >= 0, fstat(descriptor, &status) == 0 else { return nil }
-        self.init(descriptor: descriptor, inode: UInt64(status.st_ino))
+        guard descriptor >= 0, let inode = Self.inode(of: descriptor) else { return nil }
+        self.init(descriptor: descriptor, inode: inode)
     }
 
     /// Whether the descriptor still refers to this connection's socket.
-    public var isOpen: Bool {
+    public var isOpen: Bool { Self.inode(of: descriptor) == inode }
+
+    /// The inode of what `descriptor` refers to; nil when it is not open.
+    private static func inode(of descriptor: Int32) -> UInt64? {
         var status = stat()
-        return fstat(descriptor, &status) == 0 && UInt64(status.st_ino) == inode
+        return fstat(descriptor, &status) == 0 ? UInt64(status.st_ino) : nil
     }
 }
 
@@ -76,9 +78,9 @@ public struct BusConnection: Hashable, Sendable {
 /// Each connection (tcp or ipc) holds a set of prefixes, at most `subscriptionsPerConnection`. One
 /// more is refused (never counted or matched by the sender) and the connection is cut (`shutdown` of
 /// the descriptor libzmq named; libzmq then closes it and forgets its subscriptions), because libzmq
-/// itself records every prefix a peer asks for until the peer disconnects and offers no limit. Refusals are counted and
-/// the first connections cut are named in `notices`. A connection subscribing to
-/// a prefix it holds changes nothing (its SUB socket unsubscribes once), and an unsubscription of a
+/// itself records every prefix a peer asks for until the peer disconnects and offers no limit.
+/// Refusals are counted and the first connections cut are named in `notices`. A connection
+/// subscribing to a prefix it holds changes nothing (its SUB socket unsubscribes once), and an unsubscription of a
 /// prefix a peer does not hold (a stray or hostile peer: 13 bytes of ZMTP/1.0 can send one) is
 /// ignored, so nobody outside can make a publisher believe its readers left. Inproc readers (the
 /// pipeline's own stages in this process) carry no source: they are counted per subscription, uncapped.
@@ -124,7 +126,8 @@ public struct ReaderCount: Sendable {
         self.isOpen = isOpen
     }
 
-    /// What one (un)subscription message did: `disconnect` says to cut its connection.
+    /// What one (un)subscription message did to the count: a subscription or unsubscription counted,
+    /// nothing (a repeat, a stray unsubscription, one refused after the cut), or `disconnect`.
     enum Verdict: Equatable {
         case subscribe, unsubscribe, nothing
         /// Refused, and the connection is to be cut: it asked for more than its share.

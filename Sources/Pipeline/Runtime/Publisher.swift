@@ -67,7 +67,7 @@ struct Publisher {
     /// Reads the subscriptions that arrived, at most once a millisecond (a look when nothing came
     /// costs libzmq a system call): a connection over its subscription cap is found, and cut, only
     /// when they are read, so a publisher that never waits for its readers still looks.
-    private mutating func admitNewReaders() throws {
+    private mutating func readSubscriptionsNowAndThen() throws {
         let now = Clocks.coarseMonotonicSeconds()
         guard now - lastSubscriptionCheck >= 0.001 else { return }
         lastSubscriptionCheck = now
@@ -117,7 +117,7 @@ struct Publisher {
     /// travels alone and unnumbered.
     mutating func publish(_ frames: [WireFrame], report: inout StageReport, counted: Bool = true) throws {
         guard socket != nil, !frames.isEmpty else { return }
-        try admitNewReaders()
+        try readSubscriptionsNowAndThen()
         var start = 0
         while start < frames.count {
             var end = start, bytes = 0
@@ -165,7 +165,7 @@ struct Publisher {
     /// sent again as a numbered batch of its frames.
     mutating func forward(_ message: BusMessage, frames: Int, report: inout StageReport) throws {
         guard let socket else { return }
-        try admitNewReaders()
+        try readSubscriptionsNowAndThen()
         guard !WireFrame.isCompressed(UnsafeRawBufferPointer(message.bytes)),
             WireFrame.sequence(of: UnsafeRawBufferPointer(message.bytes))?.count == frames,
             let census = WireFrame.census(of: UnsafeRawBufferPointer(message.bytes))

@@ -139,9 +139,8 @@ public enum CalibrationFile {
         var data = try encoder.encode(stored)
         let target = BufferedFileWriter.followed(path)
         // Read, change and write under one lock, so two stages saving at once both land.
-        let directory = open(
-            (target as NSString).deletingLastPathComponent.isEmpty
-                ? "." : (target as NSString).deletingLastPathComponent, O_RDONLY | O_CLOEXEC)
+        let parent = (target as NSString).deletingLastPathComponent
+        let directory = open(parent.isEmpty ? "." : parent, O_RDONLY | O_CLOEXEC)
         if directory >= 0 { flock(directory, LOCK_EX) }
         defer { if directory >= 0 { close(directory) } }  // closing releases the lock
         let existing = FileManager.default.contents(atPath: target).flatMap {
