@@ -9,7 +9,8 @@ struct MagnetometerAgreementTests {
     /// whether each one's last reading was used.
     func feed(
         _ agreement: inout MagnetometerAgreement, innovations: [Double], deviations: [Double]? = nil,
-        gates: [Bool]? = nil, from start: Double = 0, seconds: Double = 3
+        gates: [Bool]? = nil, strengths: [Double]? = nil, dips: [Double]? = nil, references: [Double]? = nil,
+        from start: Double = 0, seconds: Double = 3
     ) -> [Bool] {
         var used = Array(repeating: false, count: innovations.count)
         var t = start
@@ -17,7 +18,9 @@ struct MagnetometerAgreementTests {
             for i in innovations.indices {
                 used[i] = agreement.assess(
                     i, innovation: innovations[i] * degree, gyroDeviation: (deviations?[i] ?? 0) * degree,
-                    gateAccepts: gates?[i] ?? true, calibrated: true, dt: 0.01, at: t)
+                    gateAccepts: gates?[i] ?? true, calibrated: true, dt: 0.01, at: t,
+                    strengthMicrotesla: strengths?[i] ?? .nan, dipDegrees: dips?[i] ?? .nan,
+                    referenceStrengthMicrotesla: references?[i])
             }
             t += 0.01
         }
@@ -63,5 +66,43 @@ struct MagnetometerAgreementTests {
         // b and c stop; a alone moves away: without voters there is nobody to outvote it.
         #expect(feed(&a, innovations: [9], from: 3) == [true])
         #expect(!a.health[0].isOutvoted)
+    }
+
+    @Test("a field that agrees in heading but not in dip is outvoted, and taken back once it agrees")
+    func dipDisagreement() {
+        var a = MagnetometerAgreement(names: ["a", "b", "c"])
+        #expect(feed(&a, innovations: [0, 0, 0], dips: [66, 67, 66.5]) == [true, true, true])
+        // A magnet straight above c: its heading stands, its field dips 8 degrees less.
+        #expect(feed(&a, innovations: [0, 0, 0], dips: [66, 67, 58.5], from: 3) == [true, true, false])
+        #expect(a.health[2].isOutvoted && a.health[2].disagreement == .dip)
+        #expect(feed(&a, innovations: [0, 0, 0], dips: [66, 67, 66], from: 6) == [true, true, true])
+    }
+
+    @Test("strength is compared as a share of each sensor's own radius, so gains may differ")
+    func strengthShares() {
+        var a = MagnetometerAgreement(names: ["a", "b", "c"])
+        // Three sensors whose fits have radii 50, 35 and 60 uT: each at its radius agrees.
+        a.noteCalibration(0, radiusMicrotesla: 50)
+        a.noteCalibration(1, radiusMicrotesla: 35)
+        a.noteCalibration(2, radiusMicrotesla: 60)
+        #expect(feed(&a, innovations: [0, 0, 0], strengths: [50, 35, 60]) == [true, true, true])
+        // Steel next to b adds 20 % to its field without turning it.
+        #expect(feed(&a, innovations: [0, 0, 0], strengths: [50, 42, 60], from: 3) == [true, false, true])
+        #expect(a.health[1].disagreement == .strength)
+        #expect(abs(a.health[1].averagedStrengthShare - 1.2) < 0.01)
+    }
+
+    @Test("without a calibration radius the share is taken of the gate's first reference strength")
+    func strengthFromTheGate() {
+        var a = MagnetometerAgreement(names: ["a", "b"])
+        _ = feed(&a, innovations: [0, 0], strengths: [48, 48], references: [48, 48])
+        // The first sensor's gate later adopts a magnet's field as its new reference: its share is still
+        // taken of the field it had first, and of two it is the one left out, being further from its
+        // radius, even though the other turned more against the gyro.
+        #expect(
+            feed(
+                &a, innovations: [0, 0], deviations: [0, 1], strengths: [60, 48], references: [60, 48], from: 3)
+                == [false, true])
+        #expect(a.health[0].disagreement == .strength)
     }
 }

@@ -99,6 +99,7 @@ public struct KalmanFilter: Sendable {
     public mutating func noteCalibration(_ notice: MagnetometerCalibrationNotice) {
         magnetometerUncalibrated = !notice.calibrated
         guard notice.calibrated else { return }
+        agreement?.noteCalibration(0, radiusMicrotesla: notice.fieldStrengthMicrotesla)
         // A refinement is within what the heading measurements average out anyway: no reason to trust
         // them more; a renewal widens the heading by as far as the change can have turned it.
         if magneticGate.follow(notice), started {
@@ -544,7 +545,9 @@ public struct KalmanFilter: Sendable {
         if agreement != nil,
             !agreement!.assess(
                 0, innovation: alpha, gyroDeviation: magneticGate.gyroDeviation, gateAccepts: verdict.use,
-                calibrated: true, dt: dt, at: time),
+                calibrated: true, dt: dt, at: time, strengthMicrotesla: strength, dipDegrees: dip,
+                referenceStrengthMicrotesla: magneticGate.referenceFieldMicrotesla,
+                referenceDipDegrees: magneticGate.referenceDipDegrees),
             verdict.use
         {
             return verdict.flags.union(.magnetometerRejected)

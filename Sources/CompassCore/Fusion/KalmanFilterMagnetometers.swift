@@ -57,7 +57,9 @@ extension KalmanFilter {
     public mutating func noteCalibration(_ notice: MagnetometerCalibrationNotice, magnetometer index: Int) {
         precondition(index >= 1 && index <= others.count, "no magnetometer \(index)")
         others[index - 1].calibrated = notice.calibrated
-        if notice.calibrated { _ = others[index - 1].gate.follow(notice) }
+        guard notice.calibrated else { return }
+        _ = others[index - 1].gate.follow(notice)
+        agreement?.noteCalibration(index, radiusMicrotesla: notice.fieldStrengthMicrotesla)
     }
 
     /// The heading innovation of this update interval (rad) and the seconds it covers; nil when no
@@ -115,8 +117,9 @@ extension KalmanFilter {
                     headingVariance: headingVariance, dt: dt)
                 let use = agreement!.assess(
                     i + 1, innovation: alpha, gyroDeviation: others[i].gate.gyroDeviation, gateAccepts: verdict.use,
-                    calibrated: others[i].calibrated, dt: dt,
-                    at: time)
+                    calibrated: others[i].calibrated, dt: dt, at: time, strengthMicrotesla: strength,
+                    dipDegrees: dip, referenceStrengthMicrotesla: others[i].gate.referenceFieldMicrotesla,
+                    referenceDipDegrees: others[i].gate.referenceDipDegrees)
                 guard use, settings.useMagnetometer else { continue }
                 let weight = max(dt, 1e-6)
                 others[i].innovationSum += alpha * weight

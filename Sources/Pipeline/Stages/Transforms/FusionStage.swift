@@ -430,7 +430,7 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
     }
 
     /// The primary magnetometer's name in the health of several (imu/mag).
-    static let primaryName = "mag"
+    static let primaryName = PipelineTopics.primaryMagnetometerName
 
     /// After a filter update: each other magnetometer's new verdicts counted, and its
     /// interference/status/NAME when due.
@@ -466,10 +466,20 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
 
     /// The log line of a magnetometer outvoted or taken back.
     func logVote(_ h: MagnetometerHealth, at seconds: Double) {
-        let why =
-            h.isOutvoted
-            ? "outvoted: its heading is \(format(h.averagedInnovationDegrees, 1)) deg from the filter's, the others "
-                + "agree" : "agrees with the others again"
+        let why: String
+        switch (h.isOutvoted, h.disagreement) {
+        case (false, _): why = "agrees with the others again"
+        case (true, .dip?):
+            why = "outvoted: its field dips \(format(h.averagedDipDegrees, 1)) deg, unlike the others'"
+        case (true, .strength?):
+            why =
+                "outvoted: its field is \(format(100 * h.averagedStrengthShare, 0)) % of its calibrated strength, "
+                + "unlike the others'"
+        case (true, _):
+            why =
+                "outvoted: its heading is \(format(h.averagedInnovationDegrees, 1)) deg from the filter's, the "
+                + "others agree"
+        }
         log("fusion: at \(format(seconds, 2)) s magnetometer \(h.name) \(why)")
     }
 
