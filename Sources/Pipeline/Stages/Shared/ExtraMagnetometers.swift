@@ -1,3 +1,4 @@
+import Foundation
 import WireFormat
 
 /// Magnetometers besides the primary, as sources take them: NAME=TOPIC entries (`extra_magnetometers`),
@@ -12,34 +13,56 @@ struct ExtraMagnetometer: Equatable {
         if let problem = problem(entries, primaryTopic: primaryTopic) {
             throw StageFailure("extra_magnetometers: \(problem.message)")
         }
-        return entries.map {
-            let parts = $0.split(separator: "=", maxSplits: 1).map(String.init)
-            return ExtraMagnetometer(name: parts[0], topic: parts[1])
-        }
+        guard case .success(let named) = NamedEntry.parse(entries, setting: "", form: "") else { return [] }
+        return named.map { ExtraMagnetometer(name: $0.name, topic: $0.value ?? "") }
     }
 
     /// What is wrong with the entries, for the file's check (with the setting's line); nil when nothing.
     static func problem(_ entries: [String], primaryTopic: String) -> SettingProblem? {
-        func problem(_ text: String) -> SettingProblem { SettingProblem("extra_magnetometers", text) }
-        var out: [ExtraMagnetometer] = []
-        for entry in entries {
-            let parts = entry.split(separator: "=", maxSplits: 1).map(String.init)
-            guard parts.count == 2, !parts[1].isEmpty else {
-                return problem("'\(entry)' is not NAME=TOPIC (mast=/mast/mag)")
+        let named: [NamedEntry]
+        switch NamedEntry.parse(entries, setting: "extra_magnetometers", form: "NAME=TOPIC (mast=/mast/mag)") {
+        case .failure(let problem): return problem
+        case .success(let n): named = n
+        }
+        var seen: Set<String> = [PipelineTopics.named(primaryTopic)]
+        for entry in named {
+            guard let topic = entry.value else {
+                return SettingProblem("extra_magnetometers", "'\(entry.text)' is not NAME=TOPIC (mast=/mast/mag)")
             }
-            if let text = magnetometerNameProblem(parts[0]) { return problem(text) }
-            guard !out.contains(where: { $0.name == parts[0] }) else {
-                return problem("the name '\(parts[0])' is given twice")
+            guard seen.insert(PipelineTopics.named(topic)).inserted else {
+                return SettingProblem("extra_magnetometers", "\(topic) is already read as another magnetometer")
             }
-            let spelled = PipelineTopics.named(parts[1])
-            guard spelled != PipelineTopics.named(primaryTopic),
-                !out.contains(where: { PipelineTopics.named($0.topic) == spelled })
-            else {
-                return problem("\(parts[1]) is already read as another magnetometer")
-            }
-            out.append(ExtraMagnetometer(name: parts[0], topic: parts[1]))
         }
         return nil
+    }
+}
+
+/// One NAME=VALUE entry of a list setting that names magnetometers (`extra_magnetometers`,
+/// `extra_mag_rotations`, the simulator's extras): the name checked as a magnetometer name, the value
+/// trimmed of spaces and of the brackets a `[0, 0, -90]` rotation may come in; nil when there is no `=`.
+struct NamedEntry: Equatable {
+    var name: String
+    var value: String?
+    /// The entry as written, for errors.
+    var text: String
+
+    /// The entries, each name usable in topics and given once; an empty value is a problem.
+    /// `form` names the expected spelling in the error ("NAME=TOPIC (mast=/mast/mag)").
+    static func parse(_ entries: [String], setting: String, form: String) -> Result<[NamedEntry], SettingProblem> {
+        var out: [NamedEntry] = []
+        for entry in entries {
+            let parts = entry.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map {
+                $0.trimmingCharacters(in: .whitespaces)
+            }
+            let value = parts.count == 2 ? parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "[] ")) : nil
+            if value?.isEmpty == true { return .failure(SettingProblem(setting, "'\(entry)' is not \(form)")) }
+            if let problem = magnetometerNameProblem(parts[0]) { return .failure(SettingProblem(setting, problem)) }
+            guard !out.contains(where: { $0.name == parts[0] }) else {
+                return .failure(SettingProblem(setting, "the name '\(parts[0])' is given twice"))
+            }
+            out.append(NamedEntry(name: parts[0], value: value, text: entry))
+        }
+        return .success(out)
     }
 }
 

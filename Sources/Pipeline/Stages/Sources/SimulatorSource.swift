@@ -185,28 +185,27 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
 
     /// The extra magnetometers the settings describe, or what is wrong with them.
     static func parseExtras(_ settings: Settings) -> Result<[ExtraMagnetometer], SettingProblem> {
+        let named: [NamedEntry]
+        switch NamedEntry.parse(
+            settings.extraMagnetometers, setting: "extra_magnetometers", form: "NAME or NAME=ROTATION")
+        {
+        case .failure(let problem): return .failure(problem)
+        case .success(let n): named = n
+        }
         var out: [ExtraMagnetometer] = []
-        for (i, entry) in settings.extraMagnetometers.enumerated() {
-            let parts = entry.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-            if let problem = magnetometerNameProblem(parts[0]) {
-                return .failure(SettingProblem("extra_magnetometers", problem))
-            }
+        for (i, entry) in named.enumerated() {
             var rotation = settings.extraMagnetometerRotation
-            if parts.count == 2 {
-                guard let r = MountingRotation.parse(parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "[]")))
-                else {
+            if let text = entry.value {
+                guard let r = MountingRotation.parse(text) else {
                     return .failure(
                         SettingProblem(
-                            "extra_magnetometers", "'\(entry)': '\(parts[1])' is not a rotation (yaw_90, or 0,0,-90)"))
+                            "extra_magnetometers", "'\(entry.text)': '\(text)' is not a rotation (yaw_90, or 0,0,-90)"))
                 }
                 rotation = r
             }
-            guard !out.contains(where: { $0.name == parts[0] }) else {
-                return .failure(SettingProblem("extra_magnetometers", "'\(parts[0])' is given twice"))
-            }
             let turn = Quaternion(rotationVector: Vector3(0, 0, Double(i) * 2 * .pi / 3))
             let hardIron = turn.rotate(settings.extraHardIronMicrotesla)
-            out.append(ExtraMagnetometer(name: parts[0], rotation: rotation, hardIronMicrotesla: hardIron))
+            out.append(ExtraMagnetometer(name: entry.name, rotation: rotation, hardIronMicrotesla: hardIron))
         }
         return .success(out)
     }

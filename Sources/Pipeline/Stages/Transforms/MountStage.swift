@@ -102,26 +102,20 @@ final class MountStage: StageLogic, TransformLogic, @unchecked Sendable {
     static func parseExtraMountings(_ entries: [String]) -> (
         mountings: [String: SensorMounting], problem: SettingProblem?
     ) {
+        let form = "NAME=ROTATION (mast=yaw_90, mast=0,0,-90 or mast=tf)"
+        let named: [NamedEntry]
+        switch NamedEntry.parse(entries, setting: "extra_mag_rotations", form: form) {
+        case .failure(let problem): return ([:], problem)
+        case .success(let n): named = n
+        }
         var out: [String: SensorMounting] = [:]
-        for entry in entries {
-            let parts = entry.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-            let text = parts.count == 2 ? parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "[]")) : ""
+        for entry in named {
             let mounting: SensorMounting? =
-                text == "tf" ? .fromTF : MountingRotation.parse(text).map { SensorMounting.given($0) }
-            guard parts.count == 2, let mounting else {
-                return (
-                    [:],
-                    SettingProblem(
-                        "extra_mag_rotations", "'\(entry)' is not NAME=ROTATION (mast=yaw_90, mast=0,0,-90 or mast=tf)")
-                )
+                entry.value == "tf" ? .fromTF : entry.value.flatMap(MountingRotation.parse).map { .given($0) }
+            guard let mounting else {
+                return ([:], SettingProblem("extra_mag_rotations", "'\(entry.text)' is not \(form)"))
             }
-            if let problem = magnetometerNameProblem(parts[0]) {
-                return ([:], SettingProblem("extra_mag_rotations", problem))
-            }
-            guard out[parts[0]] == nil else {
-                return ([:], SettingProblem("extra_mag_rotations", "'\(parts[0])' is given twice"))
-            }
-            out[parts[0]] = mounting
+            out[entry.name] = mounting
         }
         return (out, nil)
     }
