@@ -3,6 +3,9 @@
 public enum PipelineTopics {
     public static let imuRaw = "imu/data_raw"
     public static let magnetometer = "imu/mag"
+    /// The primary magnetometer's name beside the others' (the NAME of imu/mag/NAME) in logs, the
+    /// summary, `watch`, the report and the diagnostics.
+    public static let primaryMagnetometerName = "mag"
     public static let heading = "heading"
     public static let imuFused = "imu/data"
     public static let fix = "fix"

@@ -131,8 +131,10 @@ struct CompassReadout {
         let othersInUse = otherMagnetometers.filter { !$0.value.disturbed }.keys.sorted()
         if !otherMagnetometers.isEmpty {
             let primaryOut = interference?.disturbed ?? f.contains(.magnetometerRejected)
-            let inUse = (primaryOut ? [] : ["mag"]) + othersInUse
-            let out = (primaryOut ? ["mag"] : []) + otherMagnetometers.filter(\.value.disturbed).keys.sorted()
+            let inUse = (primaryOut ? [] : [PipelineTopics.primaryMagnetometerName]) + othersInUse
+            let out =
+                (primaryOut ? [PipelineTopics.primaryMagnetometerName] : [])
+                + otherMagnetometers.filter(\.value.disturbed).keys.sorted()
             lines.append(
                 "magnetometers in use: \(inUse.isEmpty ? "none" : inUse.joined(separator: ", "))"
                     + (out.isEmpty ? "" : "; left out (disturbed or outvoted): \(out.joined(separator: ", "))"))

@@ -76,6 +76,86 @@ extension PipelineRunTests {
         PipelineSignals.requestStop(false)
     }
 
+    @Test("the publish sink's diagnostics topic carries the health, changing as the run does")
+    func publishDiagnostics() async throws {
+        PipelineSignals.requestStop(false)
+        let endpoint = "ipc://\(dir)/diag"
+        // Paced to the wall clock so that reports (every 0.2 s) fall while the filter initialises,
+        // then tracks, then while a magnet fades in from 2.5 s (5 s to full strength).
+        let config = try PipelineConfig.parse(
+            """
+            stages:
+              sim: {type: simulator, rate_hz: 100, duration: 4.5, realtime: true, magnet_ut: [300, 0, 0],
+                    magnet_start: 2.5, magnet_seconds: 10}
+              fusion: {type: fusion, inputs: [sim]}
+              pub: {type: publish, inputs: [fusion], bind: "\(endpoint)", topics: [heading],
+                    diagnostics_topic: diagnostics, diagnostics_period: 0.2, wait_for_subscribers: 1}
+            """, file: "t.yaml", environment: [:])
+        let context = BusContext()
+        let sub = try BusSocket(context, .sub)
+        try sub.subscribe(Array("diagnostics\0".utf8))
+        try sub.connect(endpoint)
+        async let run = PipelineRunner.runAll(config, log: { _ in })
+        var heading: [String] = [], interference: [UInt8] = [], ended = false
+        while let frame = try sub.receive(timeoutMilliseconds: 3000) {
+            let decoded = try WireFrame.decode(frame)
+            if decoded.isEndOfStream {
+                ended = true
+                break
+            }
+            #expect(decoded.topic == "diagnostics" && decoded.type == DiagnosticArrayMessage.typeName)
+            let array = try DiagnosticArrayMessage(cdrBytes: decoded.payload)
+            let first = try #require(array.status.first)
+            #expect(first.name == "gyrocompass: heading")
+            heading.append(first.message)
+            if let i = array.status.first(where: { $0.name == "gyrocompass: magnetic interference" }) {
+                interference.append(i.level.rawValue)
+            }
+        }
+        let notes = try await run.first { $0.stage == "pub" }!.notes
+        #expect(ended)
+        /// The values in the order they first appear.
+        func changes<T: Equatable>(_ values: [T]) -> [T] {
+            values.enumerated().filter { $0.offset == 0 || values[$0.offset - 1] != $0.element }.map(\.element)
+        }
+        #expect(heading.count >= 15, "\(heading)")
+        let phases = changes(heading)
+        #expect(phases.first == "initialising" && phases.contains("tracking"), "\(heading)")
+        #expect(phases.last == "holding the heading on the gyro (magnetometer rejected)", "\(heading)")
+        #expect(changes(interference) == [0, 1], "clear, then disturbed: \(interference)")
+        #expect(notes.contains { $0.contains("message(s) on diagnostics, heading") }, "\(notes)")
+        sub.close()
+        PipelineSignals.requestStop(false)
+    }
+
+    @Test("diagnostics in JSON: the health at the end of a run arrives as diagnostic_msgs' fields")
+    func publishDiagnosticsJSON() async throws {
+        PipelineSignals.requestStop(false)
+        let endpoint = "ipc://\(dir)/diagjson"
+        let config = try Self.simulatedRunPublished(
+            on: endpoint, "topics: [heading]\nencoding: json\ndiagnostics_topic: health\nwait_for_subscribers: 1")
+        let context = BusContext()
+        let sub = try BusSocket(context, .sub)
+        try sub.subscribe(Array("health\0".utf8))
+        try sub.connect(endpoint)
+        async let run = PipelineRunner.runAll(config, log: { _ in })
+        var reports: [[String: Any]] = []
+        while let frame = try sub.receive(timeoutMilliseconds: 3000) {
+            let decoded = try WireFrame.decode(frame)
+            if decoded.isEndOfStream { break }
+            #expect(decoded.encoding == "json")
+            reports.append(try #require(JSONSerialization.jsonObject(with: Data(decoded.payload)) as? [String: Any]))
+        }
+        _ = try await run
+        // The 2 s run takes less than the 1 s period: the final report is the one sent.
+        let last = try #require(reports.last)
+        let status = try #require(last["status"] as? [[String: Any]])
+        #expect(status.compactMap { $0["name"] as? String }.contains("gyrocompass: heading"), "\(last)")
+        #expect(status.allSatisfy { $0["level"] != nil && $0["values"] is [Any] }, "\(last)")
+        sub.close()
+        PipelineSignals.requestStop(false)
+    }
+
     @Test("the publish sink's view path (on_slow: drop) sends exactly the bytes its general path (block) sends")
     func publishViewPathEqualsGeneralPath() async throws {
         PipelineSignals.requestStop(false)

@@ -1,16 +1,23 @@
 import CompassCore
 import WireFormat
+import MessageBus
 
-/// The pipeline's health as ROS diagnostics: one status for the heading, one for the magnetometer
-/// calibration and one for magnetic interference, each with a level and the numbers behind it. Fed
-/// with the messages a sink sees (heading, calibration/status, interference/status); the level rules
-/// are here, apart from the DDS writer, so they can be tested on their own.
+/// The pipeline's health as ROS diagnostics: one status for the heading, one for the heading stream
+/// (rate, gaps, clock jumps, filter resets), one for the magnetometer calibration, one for magnetic
+/// interference, one for several magnetometers and one for GNSS aiding when there are such, each with a
+/// level and the numbers behind it. Fed with the messages a sink sees (heading, calibration/status,
+/// interference/status and interference/status/NAME); the level rules are here, apart from the
+/// writers, so they can be tested on their own.
 struct HealthDiagnostics {
     /// A 95 % heading bound above this is a warning, degrees: a compass no better than +-10 degrees
     /// steers a vehicle visibly off a line.
     var warnAccuracyDegrees = 10.0
     /// Above this it is an error, degrees: worse than an octant, the heading is not usable.
     var errorAccuracyDegrees = 45.0
+    /// Headings further apart than this (by their stamps) are a gap, seconds. The fusion stage makes one
+    /// heading per IMU sample and integrates at most 0.1 s in one step; half a second is fifty samples
+    /// lost at 100 Hz, and a robot at 1 m/s moved half a metre unseen.
+    var gapSeconds = 0.5
 
     var heading: HeadingMessage?
     var calibration: CalibrationStatusMessage?
@@ -22,6 +29,13 @@ struct HealthDiagnostics {
     /// whether GNSS ever held one (robots without GNSS get no GNSS status).
     var gnssAidedSinceReport = 0, disagreeingSinceReport = 0
     var gnssSeen = false
+    /// The heading stream since the last report: the newest stamp, gaps (and the largest), stamps that
+    /// went back (a clock jump, or a replay that loops), filter resets; the largest gap in the run.
+    var lastStamp: Double?
+    var gapsSinceReport = 0, backwardsSinceReport = 0, resetsSinceReport = 0
+    var largestGapSinceReport = 0.0, largestGap = 0.0
+    /// The other magnetometers' latest verdicts (interference/status/NAME), by name.
+    var others: [String: InterferenceStatusMessage] = [:]
 
     mutating func observe(_ h: HeadingMessage) {
         heading = h
@@ -32,11 +46,44 @@ struct HealthDiagnostics {
             gnssSeen = true
         }
         if flags.contains(.compassDisagreesWithGnss) { disagreeingSinceReport += 1 }
-        if firstStampSinceReport == nil { firstStampSinceReport = h.header.stamp.seconds }
+        if flags.contains(.filterReset) { resetsSinceReport += 1 }
+        let stamp = h.header.stamp.seconds
+        if firstStampSinceReport == nil { firstStampSinceReport = stamp }
+        if let last = lastStamp {
+            let step = stamp - last
+            if step < 0 {
+                backwardsSinceReport += 1
+                firstStampSinceReport = stamp  // the rate is measured on the new timeline
+            } else if step > gapSeconds {
+                gapsSinceReport += 1
+            }
+            largestGapSinceReport = max(largestGapSinceReport, step)
+            largestGap = max(largestGap, step)
+        }
+        lastStamp = stamp
     }
 
     mutating func observe(_ c: CalibrationStatusMessage) { calibration = c }
     mutating func observe(_ i: InterferenceStatusMessage) { interference = i }
+
+    /// Takes a frame a sink sees: a heading, calibration/status or interference/status counts (the
+    /// primary magnetometer's; imu/mag/NAME's statuses have their own topics). Returns whether it was one.
+    mutating func observe(frame: borrowing WireFrame) throws -> Bool {
+        switch frame.topic {
+        case PipelineTopics.heading where frame.type == HeadingMessage.typeName:
+            observe(try decoded(frame, as: HeadingMessage.self))
+        case PipelineTopics.calibrationStatus where frame.type == CalibrationStatusMessage.typeName:
+            observe(try decoded(frame, as: CalibrationStatusMessage.self))
+        case PipelineTopics.interferenceStatus where frame.type == InterferenceStatusMessage.typeName:
+            observe(try decoded(frame, as: InterferenceStatusMessage.self))
+        case let topic where frame.type == InterferenceStatusMessage.typeName:
+            guard let name = PipelineTopics.otherInterferenceName(topic) else { return false }
+            others[name] = try decoded(frame, as: InterferenceStatusMessage.self)
+        default:
+            return false
+        }
+        return true
+    }
 
     static func text(_ x: Double, _ digits: Int) -> String { x.isFinite ? format(x, digits) : "unknown" }
 
@@ -47,12 +94,15 @@ struct HealthDiagnostics {
         var status: [DiagnosticArrayMessage.Status] = [headingStatus(hardware: hardware, final: final)]
         if let c = calibration { status.append(Self.calibrationStatus(c, hardware: hardware)) }
         if let i = interference { status.append(Self.interferenceStatus(i, hardware: hardware)) }
+        if !others.isEmpty { status.append(magnetometersStatus(hardware: hardware)) }
         if gnssSeen { status.append(gnssStatus(hardware: hardware)) }
+        if heading != nil { status.append(streamStatus(hardware: hardware)) }
         let stamp = heading?.header.stamp ?? RosTime(seconds: 0)
         gnssAidedSinceReport = 0
         disagreeingSinceReport = 0
         headingsSinceReport = 0
         firstStampSinceReport = nil
+        (gapsSinceReport, backwardsSinceReport, resetsSinceReport, largestGapSinceReport) = (0, 0, 0, 0)
         return DiagnosticArrayMessage(header: RosHeader(stamp: stamp, frameId: ""), status: status)
     }
 
@@ -91,6 +141,58 @@ struct HealthDiagnostics {
                 ("headings since last report", "\(headingsSinceReport)"),
                 ("flags", flags.description.isEmpty ? "none" : flags.description),
             ])
+    }
+
+    /// The heading stream: OK while headings come without gaps; WARN for a period with a gap longer
+    /// than `gapSeconds`, a stamp that went back (the clock jumped: the filter then starts a new
+    /// timeline, counting the samples it skips) or a filter reset (its state became non-finite).
+    static let streamName = "gyrocompass: heading stream"
+    func streamStatus(hardware: String) -> DiagnosticArrayMessage.Status {
+        var problems: [String] = []
+        if backwardsSinceReport > 0 { problems.append("the clock went back \(backwardsSinceReport) time(s)") }
+        if gapsSinceReport > 0 {
+            problems.append(
+                "\(gapsSinceReport) gap(s) over \(format(gapSeconds, 1)) s, up to \(format(largestGapSinceReport, 2)) s"
+            )
+        }
+        if resetsSinceReport > 0 { problems.append("the filter restarted \(resetsSinceReport) time(s)") }
+        let span = (lastStamp ?? 0) - (firstStampSinceReport ?? lastStamp ?? 0)
+        let rate = headingsSinceReport > 1 && span > 0 ? Double(headingsSinceReport - 1) / span : Double.nan
+        return .init(
+            level: problems.isEmpty ? .ok : .warn, name: Self.streamName,
+            message: problems.isEmpty ? "steady" : problems.joined(separator: "; "), hardwareId: hardware,
+            values: [
+                ("headings per second (by stamp)", Self.text(rate, 1)),
+                ("largest gap in the period (s)", format(largestGapSinceReport, 3)),
+                ("largest gap in the run (s)", format(largestGap, 3)),
+                ("gaps", "\(gapsSinceReport)"), ("clock jumps back", "\(backwardsSinceReport)"),
+                ("filter restarts", "\(resetsSinceReport)"),
+            ])
+    }
+
+    /// Several magnetometers: which ones steer the heading. OK while every one does; WARN while one is
+    /// left out (its own gate rejects it, or the others outvote it), naming it.
+    func magnetometersStatus(hardware: String) -> DiagnosticArrayMessage.Status {
+        let primaryOut = interference?.disturbed ?? false
+        let names = ([PipelineTopics.primaryMagnetometerName] + others.keys.sorted())
+        let out = names.filter { $0 == PipelineTopics.primaryMagnetometerName ? primaryOut : others[$0]!.disturbed }
+        let inUse = names.filter { !out.contains($0) }
+        let message =
+            out.isEmpty
+            ? "all in use"
+            : "in use: \(inUse.isEmpty ? "none" : inUse.joined(separator: ", ")); left out "
+                + "(disturbed or outvoted): \(out.joined(separator: ", "))"
+        var values: [(key: String, value: String)] = [("in use", inUse.joined(separator: ", "))]
+        for name in names {
+            let status = name == PipelineTopics.primaryMagnetometerName ? interference : others[name]
+            guard let status else { continue }
+            let share =
+                status.samplesAssessed > 0 ? 100 * Double(status.samplesFlagged) / Double(status.samplesAssessed) : 0
+            values.append(("\(name): readings left out (%)", format(share, 1)))
+        }
+        return .init(
+            level: out.isEmpty ? .ok : .warn, name: "gyrocompass: magnetometers", message: message,
+            hardwareId: hardware, values: values)
     }
 
     /// GNSS aiding: OK while GNSS holds the heading, WARN when the compass disagrees with it or GNSS
@@ -159,11 +261,12 @@ public struct HealthSummary: Sendable {
     public mutating func observe(_ i: InterferenceStatusMessage) { health.observe(i) }
 
     /// The worst status of those `/diagnostics` would publish now (the first of equal ones), or nil
-    /// before any heading. The heading counters are not reset: silence is the view's own business.
+    /// before any heading. The heading counters are not reset: silence is the view's own business, and
+    /// so is the stream, whose headings a publisher's min_change_deg thins out.
     public var worst: DiagnosticArrayMessage.Status? {
         guard health.heading != nil else { return nil }
         var copy = health
-        let statuses = copy.report(final: true).status
+        let statuses = copy.report(final: true).status.filter { $0.name != HealthDiagnostics.streamName }
         return statuses.reduce(nil as DiagnosticArrayMessage.Status?) { best, s in
             best.map { s.level > $0.level ? s : $0 } ?? s
         }

@@ -30,6 +30,9 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
         var waitForSubscribers = 0
         /// Publish a heading (or direction) only after it changed this much, degrees (0 = every update).
         var minimumChangeDegrees = 1.0
+        /// Topic of the health as diagnostic_msgs/msg/DiagnosticArray, made by this sink ("" = none).
+        var diagnosticsTopic = ""
+        var diagnosticsPeriodSeconds = 1.0
 
         enum Encoding: String, CaseIterable {
             case cdr, json
@@ -62,9 +65,19 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
             .number(
                 "min_change_deg", \.minimumChangeDegrees, unit: "deg", range: SettingSpec.degreesRange,
                 "publish a heading (or direction) only after it changed this much (0 = every update)"),
+            .string(
+                "diagnostics_topic", \.diagnosticsTopic,
+                "topic this sink makes for the health as diagnostic_msgs/msg/DiagnosticArray, as ros2's "
+                    + "/diagnostics: heading, calibration and interference status, from the heading, "
+                    + "calibration/status and interference/status its inputs carry ('' = none)"),
+            .number(
+                "diagnostics_period", \.diagnosticsPeriodSeconds, unit: "s", range: 0.01...3600,
+                "publish the health this often, by the wall clock (diagnostic_updater's default: 1 s)"),
         ])
 
         var json: Bool { encoding == .json }
+        /// Every topic this sink sends on: `topics`, and the diagnostics topic when it makes one.
+        var sentTopics: [String] { (topics + (diagnosticsTopic.isEmpty ? [] : [diagnosticsTopic])).sorted() }
         var blockOnSlow: Bool { onSlow == .block }
     }
 
@@ -109,6 +122,10 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
     /// When `subscribers` was last brought up to date (monotonic seconds).
     var lastSubscriptionCheck = -Double.infinity
 
+    /// The health the diagnostics topic carries, and when it was last sent (monotonic seconds).
+    var health = HealthDiagnostics()
+    var lastDiagnostics = Clocks.monotonicSeconds()
+
     /// With CURVE, the handler that admits only the allowed client keys.
     var zap: ZapHandler?
 
@@ -152,6 +169,7 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
     /// min_change_deg, latest_only and on_slow: block take the general path.
     var inputHandling: InputHandling {
         !settings.json && settings.minimumChangeDegrees <= 0 && !settings.latestOnly && !settings.blockOnSlow
+            && settings.diagnosticsTopic.isEmpty
             ? .inPlace(.ownFramesOnly) : .decoded
     }
 
@@ -244,7 +262,24 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
     }
 
     func consume(_ frame: consuming WireFrame) throws {
+        if !settings.diagnosticsTopic.isEmpty, try health.observe(frame: frame) {
+            let now = Clocks.monotonicSeconds()
+            if now - lastDiagnostics >= settings.diagnosticsPeriodSeconds {
+                lastDiagnostics = now
+                try publishDiagnostics()
+            }
+        }
         guard settings.topics.contains(frame.topic) else { return }
+        try deliver(frame)
+    }
+
+    /// The health now, on the diagnostics topic, as any other message of this sink.
+    func publishDiagnostics(final: Bool = false) throws {
+        try deliver(cdrFrame(health.report(final: final), topic: settings.diagnosticsTopic))
+    }
+
+    /// One message on one of this sink's topics: held back, encoded, sent, or counted as not sent.
+    func deliver(_ frame: consuming WireFrame) throws {
         offered += 1
         if settings.minimumChangeDegrees > 0, frame.type == HeadingMessage.typeName {
             // Deliver a heading only once it changed enough since the last one delivered on this topic.
@@ -299,6 +334,8 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
     }
 
     func close() throws {
+        // The health at the end of the run, so a short replay reports at least once.
+        if !settings.diagnosticsTopic.isEmpty, health.heading != nil { try? publishDiagnostics(final: true) }
         if let p = pending, try socket.send(p, blocking: false) {
             sent += 1
             pending = nil
@@ -319,7 +356,7 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
             let now = Clocks.coarseMonotonicSeconds()
             let notReading = fullQueues.contains { now - $0.value.since > 1 || !readDown.contains($0.key) }
             let deadline = Clocks.monotonicSeconds() + (lone ? (notReading ? 0.05 : 0.5) : 0)
-            for topic in settings.topics.sorted() where !stuckAtEnd {
+            for topic in settings.sentTopics where !stuckAtEnd {
                 let end = WireFrame(topic: topic, type: WireFrame.endOfStreamType, encoding: "none", payload: [])
                 while try !socket.send(end.encoded(), blocking: false) {
                     guard lone, Clocks.monotonicSeconds() < deadline else {
@@ -331,7 +368,7 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
             }
         }
         var parts = [
-            "sent \(sent) of \(offered) message(s) on \(settings.topics.sorted().joined(separator: ", ")) to "
+            "sent \(sent) of \(offered) message(s) on \(settings.sentTopics.joined(separator: ", ")) to "
                 + "subscribers"
         ]
         if heldBack > 0 { parts.append("\(heldBack) held back by min_change_deg") }

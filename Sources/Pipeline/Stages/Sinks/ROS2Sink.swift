@@ -243,16 +243,7 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
 
     /// Feeds the health, and publishes it when a diagnostics period has passed.
     func observeHealth(_ frame: borrowing WireFrame) throws {
-        switch frame.topic {
-        case PipelineTopics.heading where frame.type == HeadingMessage.typeName:
-            health.observe(try decoded(frame, as: HeadingMessage.self))
-        case PipelineTopics.calibrationStatus where frame.type == CalibrationStatusMessage.typeName:
-            health.observe(try decoded(frame, as: CalibrationStatusMessage.self))
-        case PipelineTopics.interferenceStatus where frame.type == InterferenceStatusMessage.typeName:
-            health.observe(try decoded(frame, as: InterferenceStatusMessage.self))
-        default:
-            return
-        }
+        guard try health.observe(frame: frame) else { return }
         let now = Clocks.monotonicSeconds()
         if now - lastDiagnostics >= settings.diagnosticsPeriodSeconds {
             lastDiagnostics = now

@@ -130,7 +130,7 @@ final class ReportSink: StageLogic, SinkLogic, @unchecked Sendable {
         case PipelineTopics.interferenceStatus:
             let i = try decoded(frame, as: InterferenceStatusMessage.self)
             if i.expectedStrength.isFinite { expected = (i.expectedStrength, i.expectedDip) }
-            magnetometerStatuses["mag"] = i
+            magnetometerStatuses[PipelineTopics.primaryMagnetometerName] = i
         default:
             // Each extra magnetometer's verdicts (interference/status/NAME), for the summary.
             if let name = PipelineTopics.otherInterferenceName(frame.topic) {
