@@ -20,7 +20,7 @@ struct DriveScore {
 func scoreDrive(
     _ scenario: SimulationScenario, settings: KalmanFilterSettings = .init(), useVelocity: Bool,
     headings: ((SimulatedSample) -> GnssHeadingSample?)? = nil, fromSeconds: Double = 1,
-    untilSeconds: Double = .infinity
+    untilSeconds: Double = .infinity, magnetometerAxes: Matrix3 = .identity
 ) -> DriveScore {
     var filter = KalmanFilter(settings: settings)
     var score = DriveScore(filter: filter)
@@ -28,7 +28,9 @@ func scoreDrive(
     for s in IMUSimulator.samples(scenario) {
         if useVelocity, let v = s.gnssVelocity { filter.update(velocity: v) }
         if let h = headings?(s) { filter.update(gnssHeading: h) }
-        guard let o = filter.update(imu: s.imu, magnetometer: s.magnetometer) else { continue }
+        let m = MagnetometerSample(
+            timestamp: s.magnetometer.timestamp, fieldMicrotesla: magnetometerAxes * s.magnetometer.fieldMicrotesla)
+        guard let o = filter.update(imu: s.imu, magnetometer: m) else { continue }
         let t = s.imu.timestamp - scenario.startTime
         guard t >= fromSeconds, t < untilSeconds, let h = o.headingDegrees, let truth = s.trueHeadingDegrees else {
             continue
@@ -219,5 +221,31 @@ struct VehicleAidingTests {
         #expect(aided.disagreeing > 5000)
         #expect(aided.rmse < 1.5)
         #expect(alone.disagreeing == 0)
+    }
+
+    @Test("GNSS velocity alone: the yaw hypotheses catch a compass mounted 20 degrees off")
+    func bankChecksTheCompass() {
+        // The magnetometer turned 20 degrees about z against the IMU: every check of the compass alone
+        // passes (strength, dip, consistency with the gyro), and it steers the heading 20 degrees off.
+        // Only the vehicle's motion, against GNSS velocity, says so.
+        let turned = Quaternion(rotationVector: Vector3(0, 0, 20 * radiansPerDegree)).rotationMatrix
+        var unchecked = KalmanFilterSettings()
+        unchecked.gnssYawCheckDegrees = 0
+        for seed in seeds.prefix(3) {
+            let drive = SimulationScenario.drivingVehicle(seed: seed)
+            let checked = scoreDrive(drive, useVelocity: true, fromSeconds: 60, magnetometerAxes: turned)
+            let plain = scoreDrive(
+                drive, settings: unchecked, useVelocity: true, fromSeconds: 60, magnetometerAxes: turned)
+            let counts = checked.filter.aiding.counts
+            print(
+                "seed \(seed) compass 20 degrees off, GNSS velocity: rmse \(checked.rmse) max \(checked.maximum) "
+                    + "coverage \(checked.coverage), flagged \(checked.disagreeing), bank headings "
+                    + "\(counts.bankHeadingsUsed); without the check \(plain.rmse)")
+            #expect(checked.disagreeing > 5000 && counts.bankHeadingsUsed > 50)
+            #expect(checked.rmse < 4 && plain.rmse > 10)
+            // The same drive with the compass as mounted: the bank never finds fault with it.
+            let clean = scoreDrive(drive, useVelocity: true)
+            #expect(clean.disagreeing == 0 && clean.filter.aiding.counts.bankHeadingsUsed == 0)
+        }
     }
 }

@@ -36,11 +36,19 @@ public struct GnssAidingState: Sendable {
     var latestSpeedTime = -Double.infinity
     /// A heading measured by GNSS (course or dual antenna) waiting for the next measurement update:
     /// radians clockwise from magnetic north, and its variance, rad^2.
-    var pendingHeading: (radians: Double, variance: Double, isCourse: Bool)?
+    var pendingHeading: (radians: Double, variance: Double, kind: GnssHeadingKind)?
     /// The heading is known: from the magnetometer, or once GNSS has given it.
     var headingKnown = true
     /// The latest time GNSS corrected the heading, s.
     var headingAidedAt = -Double.infinity
+    /// The bank of yaw hypotheses may judge the compass; the compass's heading minus the bank's,
+    /// low-passed (radians), the seconds it covers, whether it is beyond the limit, and when the bank's
+    /// heading was last applied.
+    var bankUsable = false
+    var bankUsableAt = -Double.infinity
+    var bankCompassOffset = 0.0, bankSeconds = 0.0
+    var bankDisagrees = false
+    var bankHeadingAt = -Double.infinity
     /// The magnetometer's heading innovation against a GNSS-held heading, low-passed, radians.
     var compassInnovation = 0.0
     var compassInnovationSeconds = 0.0
@@ -67,11 +75,29 @@ public struct GnssAidingState: Sendable {
     /// 1 Hz receiver.
     static let aidedSeconds = 3.0
 
+    mutating func forgetBankComparison() {
+        bankUsable = false
+        bankCompassOffset = 0
+        bankSeconds = 0
+        bankDisagrees = false
+        bankHeadingAt = -.infinity
+    }
+
     /// Turns the earth-frame quantities the filter estimated with a correction dTheta.
     mutating func rotate(by dTheta: Vector3) {
         lowPassedForce += dTheta.cross(lowPassedForce)
         forceIntegral += dTheta.cross(forceIntegral)
     }
+}
+
+/// Where a GNSS heading came from.
+enum GnssHeadingKind: Sendable {
+    /// The course over ground (`courseIsHeading`).
+    case course
+    /// A dual-antenna receiver's heading.
+    case dualAntenna
+    /// The bank of yaw hypotheses, while it says the compass led the heading away.
+    case hypotheses
 }
 
 /// GNSS messages used and passed over, by kind.
@@ -82,8 +108,12 @@ public struct GnssAidingCounts: Sendable, Equatable {
     public var coursesUsed = 0, coursesRejected = 0
     /// Dual-antenna headings applied, and rejected.
     public var headingsUsed = 0, headingsRejected = 0
-    /// Times the heading was found from the vehicle's acceleration without a magnetometer.
+    /// Times the heading was found from the vehicle's acceleration without a magnetometer; of those,
+    /// by the bank of yaw hypotheses (the rest by the closed-form alignment).
     public var alignments = 0
+    public var bankAlignments = 0
+    /// Headings of the yaw hypotheses applied because the compass disagreed with them, and rejected.
+    public var bankHeadingsUsed = 0, bankHeadingsRejected = 0
     /// Velocity or heading messages not usable (non-finite, stamped before the previous one).
     public var unusable = 0
 
@@ -93,6 +123,10 @@ public struct GnssAidingCounts: Sendable, Equatable {
     public var summary: String {
         "velocity \(velocities), course \(coursesUsed) (\(coursesRejected) rejected), dual-antenna heading "
             + "\(headingsUsed) (\(headingsRejected) rejected), aligned from acceleration \(alignments) time(s)"
+            + (bankAlignments > 0 ? " (\(bankAlignments) by the yaw hypotheses)" : "")
+            + (bankHeadingsUsed + bankHeadingsRejected > 0
+                ? ", yaw hypotheses' heading against the compass \(bankHeadingsUsed) (\(bankHeadingsRejected) rejected)"
+                : "")
             + (unusable > 0 ? ", \(unusable) unusable" : "")
     }
 }
@@ -139,15 +173,24 @@ extension KalmanFilter {
             }
             aiding.chainSeconds += interval
             aiding.latestEpoch = sample.timestamp
+            if yawEstimator.isRunning {
+                yawEstimator.update(
+                    forceIntegral: aiding.forceIntegral, seconds: aiding.forceSeconds, velocity: v, variance: variance)
+                checkCompassAgainstBank(interval: interval, at: sample.timestamp)
+            } else {
+                yawEstimator.start(velocity: v, variance: variance)
+            }
         } else {
             aiding.chainSeconds = 0
+            if started { yawEstimator.start(velocity: v, variance: variance) } else { yawEstimator.stop() }
+            aiding.bankUsable = false  // the verdict stands through an outage (see checkCompassAgainstBank)
         }
         aiding.previousEpoch = (sample.timestamp, v)
         aiding.forceIntegral = .zero
         aiding.forceSeconds = 0
         guard settings.courseIsHeading, speed >= settings.minimumCourseSpeedMetresPerSecond else { return }
         let slip = settings.courseSlipDegrees * radiansPerDegree
-        aiding.pendingHeading = (atan2(v.x, v.y), variance / (speed * speed) + slip * slip, true)
+        aiding.pendingHeading = (atan2(v.x, v.y), variance / (speed * speed) + slip * slip, .course)
     }
 
     /// Takes one dual-antenna heading (the baseline's yaw offset already removed).
@@ -158,13 +201,13 @@ extension KalmanFilter {
             return
         }
         let magnetic = (sample.headingDegrees - aiding.declinationDegrees) * radiansPerDegree
-        aiding.pendingHeading = (magnetic, sample.varianceDegrees2 * radiansPerDegree * radiansPerDegree, false)
+        aiding.pendingHeading = (magnetic, sample.varianceDegrees2 * radiansPerDegree * radiansPerDegree, .dualAntenna)
     }
 
     /// The heading GNSS measured, applied at a measurement update unless it contradicts a known
     /// heading (then counted as rejected).
     mutating func applyGnssHeading(
-        _ h: (radians: Double, variance: Double, isCourse: Bool), at time: Double, _ dTheta: inout Vector3,
+        _ h: (radians: Double, variance: Double, kind: GnssHeadingKind), at time: Double, _ dTheta: inout Vector3,
         _ dBias: inout Vector3
     ) {
         // dtheta_z = estimated heading - true heading (a rotation about +z turns the compass heading back).
@@ -173,11 +216,18 @@ extension KalmanFilter {
         // Consistency: 3 sigma of both, plus 5 degrees for what the linear model leaves out. An unknown
         // heading takes any value.
         let limit = 9 * (attitudeCovariance.m22 + h.variance) + 0.0076
-        if aiding.headingKnown, residual * residual > limit {
-            if h.isCourse { aiding.counts.coursesRejected += 1 } else { aiding.counts.headingsRejected += 1 }
-            return
+        // The bank's heading comes only after it has disagreed with the heading for a while: the
+        // heading's own variance is then the compass's overconfidence, not a reason to refuse it.
+        let rejected = aiding.headingKnown && h.kind != .hypotheses && residual * residual > limit
+        switch (h.kind, rejected) {
+        case (.course, false): aiding.counts.coursesUsed += 1
+        case (.course, true): aiding.counts.coursesRejected += 1
+        case (.dualAntenna, false): aiding.counts.headingsUsed += 1
+        case (.dualAntenna, true): aiding.counts.headingsRejected += 1
+        case (.hypotheses, false): aiding.counts.bankHeadingsUsed += 1
+        case (.hypotheses, true): aiding.counts.bankHeadingsRejected += 1
         }
-        if h.isCourse { aiding.counts.coursesUsed += 1 } else { aiding.counts.headingsUsed += 1 }
+        if rejected { return }
         scalarUpdate(2, residual: residual, variance: h.variance, &dTheta, &dBias)
         aiding.headingKnown = true
         aiding.headingAidedAt = time
@@ -204,15 +254,108 @@ extension KalmanFilter {
         // The heading uncertainty left: the acceleration's error (the receiver's, the accelerometer's and
         // tilt's share, about 0.3 m/s^2) over the acceleration.
         let sigma = atan(Self.alignmentForceError / magnitude)
+        setHeadingVariance(sigma * sigma)
+        return angle
+    }
+
+    /// Without a known heading, the bank of yaw hypotheses' heading once it is within
+    /// `gnssYawAlignmentDegrees`: the correction about z that turns the filter onto it, with the
+    /// bank's variance as the heading's. Nil while the bank is still ambiguous.
+    mutating func alignHeadingFromBank() -> Double? {
+        let limit = settings.gnssYawAlignmentDegrees * radiansPerDegree
+        guard limit > 0, let bank = yawEstimator.offset, bank.variance <= limit * limit else { return nil }
+        aiding.counts.alignments += 1
+        aiding.counts.bankAlignments += 1
+        aiding.headingKnown = true
+        setHeadingVariance(bank.variance)
+        // The bank's offset is true minus the filter's heading, clockwise; dtheta_z turns the heading back.
+        return -bank.radians
+    }
+
+    /// With a known heading, after each receiver epoch: whether the bank of yaw hypotheses may judge
+    /// the compass (within `gnssYawCheckDegrees` while the vehicle moves; see `compareWithBank`), and,
+    /// while it says the compass is off, its heading for the next measurement update, at most once a
+    /// second (a few degrees of variance: it pulls the heading without a jump).
+    mutating func checkCompassAgainstBank(interval: Double, at time: Double) {
+        let limit = settings.gnssYawCheckDegrees * radiansPerDegree
+        guard limit > 0, aiding.headingKnown, settings.useMagnetometer, aiding.moving(at: time, settings: settings),
+            let bank = yawEstimator.offset, bank.variance <= limit * limit
+        else {
+            // Standing, or an outage: a compass found off stays out (the gyro holds the heading) until
+            // the bank can judge it again, unless that takes longer than the gyro can hold a heading.
+            aiding.bankUsable = false
+            if time - aiding.bankUsableAt > Self.bankVerdictSeconds { aiding.forgetBankComparison() }
+            return
+        }
+        aiding.bankUsable = true
+        aiding.bankUsableAt = time
+        guard aiding.bankDisagrees, time - aiding.bankHeadingAt >= Self.bankHeadingInterval,
+            let heading = orientation.headingDegrees
+        else { return }
+        if aiding.bankHeadingAt == -.infinity, started {
+            // The heading followed a compass now known to be off: it becomes the bank's, with the bank's
+            // variance, as an alignment does (a correction of that size by an update would also be taken
+            // partly for gyro bias).
+            aiding.bankHeadingAt = time
+            applyPendingPropagation()
+            setHeadingVariance(bank.variance)
+            turnHeading(by: -bank.radians)
+            aiding.counts.bankHeadingsUsed += 1
+            aiding.headingAidedAt = time
+            return
+        }
+        aiding.bankHeadingAt = time
+        // The bank's error changes slowly (its tilt and its own variance come from the same manoeuvres
+        // for many epochs): one application per interval, each weighted as if its information were new
+        // once per `compassDisagreementSeconds`, so the heading's variance settles near the bank's own
+        // instead of shrinking with every application.
+        let correlated = max(settings.compassDisagreementSeconds / Self.bankHeadingInterval, 1)
+        aiding.pendingHeading = (heading * radiansPerDegree + bank.radians, bank.variance * correlated, .hypotheses)
+    }
+
+    /// One compass reading against the bank of yaw hypotheses: the compass's heading minus the bank's
+    /// (the reading's innovation, filter minus compass, plus the bank's offset, true minus filter)
+    /// averaged over `compassDisagreementSeconds`. Beyond `compassDisagreementDegrees` the compass is
+    /// flagged and left out, and the bank's heading applied, until it is back within half of it. The
+    /// compass is measured against the vehicle's motion, not against the filter's heading, which the
+    /// compass itself steers. Returns whether the reading is to be left out.
+    mutating func compareWithBank(headingInnovation alpha: Double, dt: Double) -> Bool {
+        // While the bank cannot judge (standing, an outage) its last verdict stands.
+        guard aiding.bankUsable, let bank = yawEstimator.offset else { return aiding.bankDisagrees }
+        let tau = settings.compassDisagreementSeconds
+        aiding.bankCompassOffset +=
+            (wrappedRadians(alpha + bank.radians) - aiding.bankCompassOffset)
+            * (1 - exp(-dt / tau))
+        aiding.bankSeconds += dt
+        let limit = settings.compassDisagreementDegrees * radiansPerDegree
+        if aiding.bankSeconds >= tau {
+            let off = abs(aiding.bankCompassOffset)
+            if off > limit {
+                aiding.bankDisagrees = true
+            } else if off < limit / 2 {
+                aiding.bankDisagrees = false
+                aiding.bankHeadingAt = -.infinity
+            }
+        }
+        return aiding.bankDisagrees
+    }
+
+    /// How long a compass the bank found off stays out while the bank cannot judge it, seconds: about
+    /// as long as the gyro holds a heading to a few degrees (its bias learned to 0.05 deg/s).
+    static let bankVerdictSeconds = 60.0
+    /// Seconds between applications of the bank's heading while it says the compass is off.
+    static let bankHeadingInterval = 1.0
+
+    /// A heading found anew: its variance, uncorrelated with tilt and bias.
+    mutating func setHeadingVariance(_ variance: Double) {
         attitudeCovariance.m02 = 0
         attitudeCovariance.m20 = 0
         attitudeCovariance.m12 = 0
         attitudeCovariance.m21 = 0
-        attitudeCovariance.m22 = sigma * sigma
+        attitudeCovariance.m22 = variance
         crossCovariance = Matrix3(
             crossCovariance.m00, crossCovariance.m01, crossCovariance.m02, crossCovariance.m10, crossCovariance.m11,
             crossCovariance.m12, 0, 0, 0)
-        return angle
     }
 
     /// Horizontal acceleration from which the heading is found without a magnetometer, m/s^2 (low-passed

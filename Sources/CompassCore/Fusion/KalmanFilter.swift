@@ -62,6 +62,8 @@ public struct KalmanFilter: Sendable {
     public private(set) var leverArm = LeverArmEstimator()
     /// What GNSS gave (see `GnssAidingState`).
     public internal(set) var aiding = GnssAidingState()
+    /// The heading from GNSS velocity and the accelerometer, as a bank of yaw hypotheses.
+    public internal(set) var yawEstimator = GnssYawEstimator()
     /// The low-passed gyro reading at each recent measurement update, oldest first: the rest
     /// observation uses one `restConfirmationSeconds` old.
     var restRates: [(time: Double, rate: Vector3)] = []
@@ -119,6 +121,7 @@ public struct KalmanFilter: Sendable {
         rest = settings.restDetector
         magneticGate = MagneticDisturbanceGate(settings: settings.magneticGate)
         aiding.headingKnown = settings.useMagnetometer
+        yawEstimator = GnssYawEstimator(settings: settings.gnssYaw)
         refreshUnseenVariance()
     }
 
@@ -204,7 +207,7 @@ public struct KalmanFilter: Sendable {
                 flags.subtract(Self.magneticVerdictFlags)
             }
         }
-        if aiding.compassDisagrees { flags.insert(.compassDisagreesWithGnss) }
+        if aiding.compassDisagrees || aiding.bankDisagrees { flags.insert(.compassDisagreesWithGnss) }
         if aiding.headingAided(at: imu.timestamp) {
             flags.insert(.gnssAided)
         } else if secondsSinceMagneticUpdate > settings.gyroOnlyAfterSeconds {
@@ -228,15 +231,11 @@ public struct KalmanFilter: Sendable {
                 maximumGap: settings.maximumVelocityGapSeconds)
             let a = aiding.lowPassedAcceleration
             let horizontalAccelerationSquared = a.x * a.x + a.y * a.y
-            if gnssChain, !aiding.headingKnown,
-                let angle = alignHeading(force: aiding.lowPassedForce, acceleration: a)
+            if !aiding.headingKnown,
+                let angle = alignHeadingFromBank()
+                    ?? (gnssChain ? alignHeading(force: aiding.lowPassedForce, acceleration: a) : nil)
             {
-                // Any angle: turned exactly, not by the small-angle injection.
-                let turn = Quaternion(rotationVector: Vector3(0, 0, angle))
-                orientation = turn * orientation
-                lowPassedForceEarth = turn.rotate(lowPassedForceEarth)
-                aiding.lowPassedForce = turn.rotate(aiding.lowPassedForce)
-                aiding.forceIntegral = turn.rotate(aiding.forceIntegral)
+                turnHeading(by: angle)
             } else if gnssChain, aiding.headingKnown {
                 // The receiver's acceleration taken out: what is left is gravity, seen through the
                 // attitude error (rows (1, 0, -a_x/g) and (0, 1, -a_y/g): a heading error turns the
@@ -509,10 +508,23 @@ public struct KalmanFilter: Sendable {
         update(pa: pa, pb: pb, innovationVariance: pii + variance, residual: residual, &dTheta, &dBias)
     }
 
+    /// Turns the heading by an angle of any size about the earth's vertical (dtheta_z: the heading
+    /// decreases by it), exactly rather than by the small-angle injection, with the earth-frame
+    /// quantities the filter keeps.
+    mutating func turnHeading(by angle: Double) {
+        let turn = Quaternion(rotationVector: Vector3(0, 0, angle))
+        orientation = turn * orientation
+        lowPassedForceEarth = turn.rotate(lowPassedForceEarth)
+        aiding.lowPassedForce = turn.rotate(aiding.lowPassedForce)
+        aiding.forceIntegral = turn.rotate(aiding.forceIntegral)
+        yawEstimator.noteHeadingCorrection(radians: angle)
+    }
+
     /// Applies an error-state correction; the earth-frame low-passes turn with the frame they live in.
     mutating func inject(_ dTheta: Vector3, _ dBias: Vector3) {
         if dTheta.squaredNorm > 0 {
             magneticGate.noteHeadingCorrection(radians: dTheta.z)
+            yawEstimator.noteHeadingCorrection(radians: dTheta.z)
             for i in others.indices { others[i].gate.noteHeadingCorrection(radians: dTheta.z) }
             orientation = Quaternion(rotationVector: dTheta) * orientation
             lowPassedForceEarth += dTheta.cross(lowPassedForceEarth)
@@ -539,7 +551,8 @@ public struct KalmanFilter: Sendable {
             strengthMicrotesla: strength, dipDegrees: dip, headingInnovation: alpha,
             headingVariance: headingVariance, dt: dt)
         if verdict.flags.contains(.magneticReferenceChanged) { unseen.forgetTurns() }
-        if compareWithGnss(headingInnovation: alpha, dt: dt, at: time) {
+        let offBank = compareWithBank(headingInnovation: alpha, dt: dt)
+        if compareWithGnss(headingInnovation: alpha, dt: dt, at: time) || offBank {
             return verdict.flags.union([.magnetometerRejected, .compassDisagreesWithGnss])
         }
         if agreement != nil,

@@ -85,6 +85,16 @@ public struct KalmanFilterSettings: Sendable, Equatable {
     public var compassDisagreementSeconds = 10.0
     /// A GNSS speed above this, m/s, means the vehicle moves: never at rest. Default 0.5.
     public var restMaximumSpeedMetresPerSecond = 0.5
+    /// The bank of yaw hypotheses that finds the heading from GNSS velocity and the accelerometer.
+    public var gnssYaw = GnssYawEstimatorSettings()
+    /// Without a known heading, the bank's heading is taken once its 1-sigma error is at most this,
+    /// degrees; 0 leaves the alignment to the single closed-form one. Default 10: the filter's
+    /// heading updates refine it from there, and a car's first turn brings the bank below it.
+    public var gnssYawAlignmentDegrees = 10.0
+    /// With a known heading, the compass is flagged when the bank's heading, once within this 1-sigma
+    /// error, degrees, stays further from the filter's than `compassDisagreementDegrees` over
+    /// `compassDisagreementSeconds`; 0 = no such check. Default 5.
+    public var gnssYawCheckDegrees = 5.0
 
     // MARK: Rest
     /// Rest detection (see `RestDetector`). At rest the low-passed gyro reading observes the bias.

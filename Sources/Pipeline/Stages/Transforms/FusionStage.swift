@@ -119,6 +119,14 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
                 "compass_disagreement_deg", \.kalmanModel.compassDisagreementDegrees, unit: "deg", range: 1...180,
                 "kalman: a compass off a GNSS-held heading by more, on average, is flagged and not used"),
             .number(
+                "gnss_yaw_align_deg", \.kalmanModel.gnssYawAlignmentDegrees, unit: "deg", range: 0...90,
+                "kalman: without a known heading, take the GNSS yaw hypotheses' heading once its 1-sigma error is "
+                    + "at most this (0 = only the closed-form alignment from one clear acceleration)"),
+            .number(
+                "gnss_yaw_check_deg", \.kalmanModel.gnssYawCheckDegrees, unit: "deg", range: 0...90,
+                "kalman: flag the compass when the GNSS yaw hypotheses, within this 1-sigma error, disagree with "
+                    + "the heading by more than compass_disagreement_deg on average (0 = no such check)"),
+            .number(
                 "gyro_noise_density", \.kalmanModel.gyroNoiseDensity, unit: "rad/s/sqrt(Hz)", range: 1e-6...1,
                 "kalman: gyro angle random walk"),
             .number(
