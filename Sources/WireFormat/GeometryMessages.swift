@@ -31,6 +31,35 @@ public struct QuaternionStampedMessage: RosMessage, Equatable {
     }
 }
 
+/// geometry_msgs/msg/Vector3Stamped: a vector with its frame and time (calibration/motor carries the
+/// motors' field per ampere in it).
+public struct Vector3StampedMessage: RosMessage, Equatable {
+    public static let typeName = "geometry_msgs/msg/Vector3Stamped"
+    public var header: RosHeader
+    public var vector: Vector3
+
+    public init(header: RosHeader, vector: Vector3) {
+        self.header = header
+        self.vector = vector
+    }
+
+    public init(cdr: UnsafeRawBufferPointer) throws(CDRError) {
+        var r = try CDRReader(cdr)
+        header = try RosHeader(&r)
+        let x = try r.float64("vector.x"), y = try r.float64("vector.y"), z = try r.float64("vector.z")
+        vector = Vector3(x, y, z)
+    }
+
+    public func cdr() -> [UInt8] {
+        var w = CDRWriter(capacity: 72)
+        header.encode(&w)
+        w.float64(vector.x)
+        w.float64(vector.y)
+        w.float64(vector.z)
+        return w.take()
+    }
+}
+
 /// tf2_msgs/msg/TFMessage with geometry_msgs/msg/TransformStamped entries: what /tf carries.
 public struct TFMessage: RosMessage, Equatable {
     public static let typeName = "tf2_msgs/msg/TFMessage"

@@ -14,6 +14,12 @@ public enum PipelineTopics {
     public static let interferenceStatus = "interference/status"
     /// The current drawn by the motors near the magnetometer (sensor_msgs/BatteryState).
     public static let motorCurrent = "motor/current"
+    /// The motor-current compensation a calibration stage applies (geometry_msgs/Vector3Stamped: the
+    /// field the motors add per ampere, microtesla per ampere, magnetometer axes), sent whenever it
+    /// changes; calibration/motor/NAME for another magnetometer.
+    public static let motorCompensation = "calibration/motor"
+    /// The health a publish sink makes (diagnostic_msgs/DiagnosticArray), by convention.
+    public static let diagnostics = "diagnostics"
     /// Static transforms between frames (tf2_msgs/TFMessage), as /tf_static carries them: how the
     /// sensors are mounted on the robot.
     public static let tfStatic = "tf_static"
@@ -34,6 +40,9 @@ public enum PipelineTopics {
     public static func interferenceStatus(named name: String) -> String {
         name.isEmpty ? interferenceStatus : interferenceStatus + "/" + name
     }
+    public static func motorCompensation(named name: String) -> String {
+        name.isEmpty ? motorCompensation : motorCompensation + "/" + name
+    }
     /// The name of the magnetometer besides the primary that `topic` carries; nil for any other topic.
     public static func otherMagnetometerName(_ topic: String) -> String? { suffix(of: topic, after: magnetometer) }
     /// The magnetometer whose calibration status `topic` carries; nil for any other topic.
@@ -45,7 +54,9 @@ public enum PipelineTopics {
     /// The topic a magnetometer's own topic is named after (imu/mag for imu/mag/NAME, and so for
     /// calibration/status/NAME and interference/status/NAME); nil for any other topic.
     public static func perMagnetometerBase(of topic: String) -> String? {
-        [magnetometer, calibrationStatus, interferenceStatus].first { suffix(of: topic, after: $0) != nil }
+        [magnetometer, calibrationStatus, interferenceStatus, motorCompensation].first {
+            suffix(of: topic, after: $0) != nil
+        }
     }
     static func suffix(of topic: String, after base: String) -> String? {
         guard topic.count > base.count + 1, topic.hasPrefix(base + "/") else { return nil }
@@ -63,7 +74,7 @@ public enum PipelineTopics {
     /// Every topic above (string literals: immortal, so handing one out costs no reference counting).
     public static let all = [
         imuRaw, magnetometer, heading, imuFused, fix, direction, calibrationStatus, interferenceStatus,
-        motorCurrent, tfStatic, gnssVelocity, gnssHeading,
+        motorCurrent, tfStatic, gnssVelocity, gnssHeading, motorCompensation, diagnostics,
     ]
 }
 
@@ -72,6 +83,7 @@ public enum PipelineMessageTypes {
     public static let all = [
         ImuMessage.typeName, MagneticFieldMessage.typeName, NavSatFixMessage.typeName, HeadingMessage.typeName,
         CalibrationStatusMessage.typeName, InterferenceStatusMessage.typeName, BatteryStateMessage.typeName,
-        TFMessage.typeName, TwistWithCovarianceStampedMessage.typeName,
+        TFMessage.typeName, TwistWithCovarianceStampedMessage.typeName, Vector3StampedMessage.typeName,
+        DiagnosticArrayMessage.typeName,
     ]
 }

@@ -156,6 +156,35 @@ extension PipelineRunTests {
         PipelineSignals.requestStop(false)
     }
 
+    @Test("the report shows the motor compensation and the share of the field the motors add")
+    func reportShowsMotorShare() async throws {
+        PipelineSignals.requestStop(false)
+        let page = "\(dir)/motor.html"
+        // 20 A peak at 1 uT/A along x, compensated with fixed coefficients: at the peak the motors add
+        // 20 uT, about 40 % of the simulated 48-50 uT field.
+        let config = try PipelineConfig.parse(
+            """
+            stages:
+              sim: {type: simulator, duration: 20, realtime: false, motor_current_a: 20,
+                    motor_field_ut_per_a: [1, 0, 0]}
+              calibration: {type: calibration, inputs: [sim], online: true, prompt: false, learn_motor: false,
+                            motor_ut_per_a: [1, 0, 0]}
+              fusion: {type: fusion, inputs: [calibration]}
+              report: {type: report, inputs: [sim, fusion], path: "\(page)"}
+            """, file: "t.yaml", environment: [:])
+        _ = try await PipelineRunner.runAll(config, log: { _ in })
+        let html = try String(contentsOfFile: page, encoding: .utf8)
+        let table = try #require(
+            html.range(of: "<table id=\"motor-compensation\">").map { String(html[$0.lowerBound...]) })
+        let rows = String(table.prefix(while: { $0 != "\n" }))
+        #expect(rows.contains("<td>1.000, 0.000, 0.000</td>"), "\(rows)")
+        let peak = try #require(rows.firstMatch(of: /up to ([0-9.]+) A/).map { Double($0.1)! })
+        #expect(peak > 15 && peak <= 20.5, "\(rows)")
+        let share = try #require(rows.firstMatch(of: /uT \(([0-9.]+) % of the field\)/).map { Double($0.1)! })
+        #expect(share > 25 && share < 50, "\(rows)")
+        PipelineSignals.requestStop(false)
+    }
+
     @Test("the publish sink's view path (on_slow: drop) sends exactly the bytes its general path (block) sends")
     func publishViewPathEqualsGeneralPath() async throws {
         PipelineSignals.requestStop(false)

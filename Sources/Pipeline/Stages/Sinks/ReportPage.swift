@@ -359,6 +359,15 @@ struct ReportPage {
         } else {
             out += "<p>No calibration was in force at the end.</p>\n"
         }
+        // The field the motors' share is taken of: the fit's radius, else the gate's expected strength,
+        // else the median strength the headings carried.
+        let measured = sink.strength.filter(\.isFinite).sorted()
+        let field =
+            [
+                sink.calibration?.fieldStrength, sink.expected?.strength,
+                measured.isEmpty ? nil : measured[measured.count / 2],
+            ].compactMap { $0 }.first(where: \.isFinite) ?? .nan
+        out += motorTable(fieldMicrotesla: field)
         guard !sink.fits.isEmpty else { return out + "<p>Fits accepted: none.</p>\n" }
         // The online calibration refits often; the list is there for whoever wants it, folded.
         out +=
@@ -372,6 +381,40 @@ struct ReportPage {
                 + "<td>\(format(f.rmsResidual, 2))</td><td>\(format(100 * f.coverage, 0))</td></tr>"
         }
         return out + "</table></details>\n"
+    }
+
+    /// The motor-current compensation in force at the end, and the share of the field it explains:
+    /// |k I| against the calibrated field's strength, at the largest current and as an RMS over every
+    /// current drawn while it was in force.
+    func motorTable(fieldMicrotesla field: Double) -> String {
+        guard let k = sink.motorCoefficients else { return "" }
+        let currents = Array(sink.motorCurrents.values)
+        var rows = [
+            (
+                "motor field per ampere (uT/A, magnetometer axes)",
+                "\(format(k.x, 3)), \(format(k.y, 3)), \(format(k.z, 3))"
+            )
+        ]
+        if let largest = currents.map(abs).max() {
+            let peak = k.norm * largest
+            let rms = (currents.reduce(0) { $0 + $1 * $1 } / Double(currents.count)).squareRoot() * k.norm
+            rows.append(("currents drawn", "\(currents.count), up to \(format(largest, 1)) A"))
+            rows.append(
+                (
+                    "motors' field at the largest current",
+                    "\(format(peak, 2)) uT"
+                        + (field.isFinite ? " (\(format(100 * peak / field, 1)) % of the field)" : "")
+                ))
+            rows.append(
+                (
+                    "motors' field, rms over the run",
+                    "\(format(rms, 2)) uT" + (field.isFinite ? " (\(format(100 * rms / field, 1)) % of the field)" : "")
+                ))
+        } else {
+            rows.append(("currents drawn", "none"))
+        }
+        return "<table id=\"motor-compensation\"><tr><th colspan=\"2\">Motor-current compensation</th></tr>"
+            + rows.map { "<tr><th>\($0.0)</th><td>\($0.1)</td></tr>" }.joined() + "</table>\n"
     }
 
     func html() -> String {

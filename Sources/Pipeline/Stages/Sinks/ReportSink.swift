@@ -56,6 +56,10 @@ final class ReportSink: StageLogic, SinkLogic, @unchecked Sendable {
     var fits: [CalibrationStatusMessage] = []
     var acceptedFits = AcceptedFits()
     var calibration: CalibrationStatusMessage?
+    /// The motors' field per ampere the calibration applies (calibration/motor, microtesla per ampere),
+    /// and each motor current drawn while it was in force (amperes).
+    var motorCoefficients: Vector3?
+    var motorCurrents: [Int64: Double] = [:]
     /// The latest verdict counts of each magnetometer ("mag": the primary's interference/status; the
     /// others' interference/status/NAME).
     var magnetometerStatuses: [String: InterferenceStatusMessage] = [:]
@@ -127,6 +131,14 @@ final class ReportSink: StageLogic, SinkLogic, @unchecked Sendable {
             let c = try decoded(frame, as: CalibrationStatusMessage.self)
             calibration = c
             if acceptedFits.isNewFit(c) { fits.append(c) }
+        case PipelineTopics.motorCompensation:
+            motorCoefficients = try decoded(frame, as: Vector3StampedMessage.self).vector
+        case PipelineTopics.motorCurrent where frame.type == BatteryStateMessage.typeName:
+            // A graph may bring it twice (from the source and through fusion): counted once by its stamp.
+            let m = try decoded(frame, as: BatteryStateMessage.self)
+            if m.drawnAmperes.isFinite, motorCoefficients != nil {
+                motorCurrents[Self.nanoseconds(m.header.stamp)] = m.drawnAmperes
+            }
         case PipelineTopics.interferenceStatus:
             let i = try decoded(frame, as: InterferenceStatusMessage.self)
             if i.expectedStrength.isFinite { expected = (i.expectedStrength, i.expectedDip) }

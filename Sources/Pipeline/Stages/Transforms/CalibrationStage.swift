@@ -73,7 +73,7 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
     static let type = StageType(
         name: "calibration", role: .transform,
         summary: "hard- and soft-iron calibration (fixed or online, persisted; a new hard iron found with the gyro)",
-        settings: Settings.table, outputTopics: [PipelineTopics.calibrationStatus]
+        settings: Settings.table, outputTopics: [PipelineTopics.calibrationStatus, PipelineTopics.motorCompensation]
     ) { settings, context in CalibrationStage(settings, log: context.log) }
 
     static let identity = MagnetometerCalibration(hardIronOffsetMicrotesla: .zero, fieldRadiusMicrotesla: 0)
@@ -129,12 +129,16 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
     /// The topic of the magnetometer this stage calibrates, and of its status.
     let magnetometerTopic: String
     let statusTopic: String
+    /// Where the motor compensation goes, and the coefficients last sent there.
+    let motorTopic: String
+    var sentMotorCoefficients: Vector3?
 
     init(_ settings: Settings, log: @escaping @Sendable (String) -> Void) {
         self.settings = settings
         self.log = log
         magnetometerTopic = PipelineTopics.magnetometer(named: settings.magnetometer)
         statusTopic = PipelineTopics.calibrationStatus(named: settings.magnetometer)
+        motorTopic = PipelineTopics.motorCompensation(named: settings.magnetometer)
         throttle = StatusThrottle(intervalSeconds: settings.statusSeconds)
         var motorSettings = MotorCompensationSettings()
         motorSettings.coefficientsMicroteslaPerAmpere = settings.motorMicroteslaPerAmpere
@@ -444,6 +448,13 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
     }
 
     func status(_ header: RosHeader, into output: inout [WireFrame], force: Bool = false) {
+        // The motors' field per ampere, whenever it changes once currents arrive (the report shows it
+        // with the share of the field it explains).
+        if currentsReceived > 0, motor.coefficients != sentMotorCoefficients {
+            sentMotorCoefficients = motor.coefficients
+            output.append(
+                cdrFrame(Vector3StampedMessage(header: header, vector: motor.coefficients), topic: motorTopic))
+        }
         let state = online?.state ?? (settings.fixed == Self.identity ? .uncalibrated : .calibrated)
         let prompt = settings.prompt && (online?.needsMotion ?? false)
         let due = throttle.due(

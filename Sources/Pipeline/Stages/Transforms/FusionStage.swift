@@ -225,7 +225,7 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         outputTopics: [PipelineTopics.heading, PipelineTopics.imuFused, PipelineTopics.interferenceStatus],
         passesOn: .only([
             PipelineTopics.fix, PipelineTopics.calibrationStatus, PipelineTopics.gnssVelocity,
-            PipelineTopics.gnssHeading,
+            PipelineTopics.gnssHeading, PipelineTopics.motorCompensation, PipelineTopics.motorCurrent,
         ]),
         check: { settings, given in Settings.check(settings, given: given) }
     ) { settings, context in FusionStage(settings, log: context.log) }
@@ -363,8 +363,8 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         case PipelineTopics.calibrationStatus:
             if let c = try? CalibrationStatusMessage(cdrBytes: frame.payload) { noteCalibration(c) }
             output.append(frame)  // status travels on to the sinks
-        case PipelineTopics.motorCurrent:
-            output.append(frame)  // the calibration stage used it; a record sink keeps it
+        case PipelineTopics.motorCurrent, PipelineTopics.motorCompensation:
+            output.append(frame)  // the calibration stage used it; a record sink and the report keep it
         case PipelineTopics.gnssVelocity:
             let m = try decoded(frame, as: TwistWithCovarianceStampedMessage.self)
             aid(
@@ -381,6 +381,8 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
                 fuseOther(name, MagnetometerSample(timestamp: m.header.stamp.seconds, fieldMicrotesla: m.field * 1e6))
             } else if let name = PipelineTopics.otherCalibrationName(frame.topic) {
                 if let c = try? CalibrationStatusMessage(cdrBytes: frame.payload) { noteCalibration(c, of: name) }
+                output.append(frame)
+            } else if PipelineTopics.perMagnetometerBase(of: frame.topic) == PipelineTopics.motorCompensation {
                 output.append(frame)
             } else {
                 throw UnexpectedFrame(
