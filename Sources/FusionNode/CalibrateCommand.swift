@@ -7,9 +7,10 @@ import YAML
 
 /// `fusion-node calibrate -o calibration.json` with a live source: the guided calibration
 /// (`GuidedCalibration`). `fusion-node calibrate BAG -o calibration.json`: the hard- and soft-iron
-/// calibration refitted from a whole recording, judged by the limits the online calibrator accepts a fit by, and saved
-/// only when it passes. It says what the refit changes: the field's residual before and after, and
-/// how far the headings of a replay with the file from the start lie from the online replay's.
+/// calibration refitted from a whole recording, judged by the limits the online calibrator accepts a fit
+/// by, and saved only when it passes; else the best fit the online calibrator accepts over the recording.
+/// It says what the refit changes: the field's residual before and after, and how far the headings of a
+/// replay with the file from the start lie from the online replay's.
 enum CalibrateCommand {
     static let help = CommandHelp(
         path: "calibrate",
@@ -46,8 +47,11 @@ enum CalibrateCommand {
             heading. Readings far off the fitted surface (over 3 times the rms residual and 2 uT: a magnet
             passing, a steel desk) are left out and the fit repeated, twice at most. The fit is saved only
             within the online calibrator's limits: directions covered at least 60 % (80 % for soft iron), rms
-            residual at most 2 uT, field radius 20 to 70 uT. Then both replays run, online calibration and the
-            file from the start, and the heading difference between them is printed.
+            residual at most 2 uT, field radius 20 to 70 uT. A recording that does not turn the sensor through
+            enough of the sphere for that is run through the online calibrator instead (its gyro-aided fit
+            needs no coverage), and its best accepted fit, the lowest residual, is saved, as a pipeline's
+            calibration file would keep it. Then both replays run, online calibration and the file from the
+            start, and the heading difference between them is printed.
             Use the file: fusion-node replay BAG --calibration FILE, or `file:` of a calibration stage.
             Exit codes: 0 saved, 1 the fit failed its limits or the calibration was not completed (nothing
             written), 2 usage, 130 interrupted.
@@ -108,8 +112,8 @@ enum CalibrateCommand {
         // Judged by the online calibrator's limits.
         let refit = RobustCalibrationFit.fit(readings, limits: RobustCalibrationFit.Limits(OnlineCalibrationSettings()))
         guard let fit = refit.fit else {
-            writeStandardError("fusion-node: no calibration written: \(refit.refusal.map { "\($0)" } ?? "no fit")\n")
-            return .failed
+            let why = refit.refusal.map { "\($0)" } ?? "no fit"
+            return try await learnedOnline(bag, a, readings: readings, output: output, wholeSetRefusal: why)
         }
         let before = radialResidual(
             readings, MagnetometerCalibration(hardIronOffsetMicrotesla: .zero, fieldRadiusMicrotesla: 0))
@@ -135,16 +139,67 @@ enum CalibrateCommand {
         print("saved:           \(output)")
         // What using it changes: the same recording replayed with online calibration and with the file.
         let online = try await orientations(bag, a, calibration: nil).map { $0.q.headingDegrees ?? .nan }
+        try await printHeadingChange(bag, a, online: online, output: output)
+        return .complete
+    }
+
+    /// The heading of the recording replayed with `output` from the start, against the online replay.
+    static func printHeadingChange(_ bag: String, _ a: Arguments, online: [Double], output: String) async throws {
         let fixed = try await orientations(bag, a, calibration: output).map { $0.q.headingDegrees ?? .nan }
         let differences = zip(online, fixed).map { signedDegrees($0 - $1) }.filter(\.isFinite)
-        if !differences.isEmpty {
-            let rms = (differences.map { $0 * $0 }.reduce(0, +) / Double(differences.count)).squareRoot()
-            let secondHalf = differences.suffix(differences.count / 2)
-            let rmsLate = (secondHalf.map { $0 * $0 }.reduce(0, +) / Double(max(1, secondHalf.count))).squareRoot()
-            print(
-                "heading change:  rms \(format(rms, 2)) deg against the online replay (\(format(rmsLate, 2)) deg "
-                    + "over the second half, once the online calibration has settled)")
+        guard !differences.isEmpty else { return }
+        let rms = (differences.map { $0 * $0 }.reduce(0, +) / Double(differences.count)).squareRoot()
+        let secondHalf = differences.suffix(differences.count / 2)
+        let rmsLate = (secondHalf.map { $0 * $0 }.reduce(0, +) / Double(max(1, secondHalf.count))).squareRoot()
+        print(
+            "heading change:  rms \(format(rms, 2)) deg against the online replay (\(format(rmsLate, 2)) deg "
+                + "over the second half, once the online calibration has settled)")
+    }
+
+    /// When the readings alone do not fit (a recording that turns the sensor through too little of the
+    /// sphere, or with stretches of disturbance), the calibration the online calibrator would have kept
+    /// from this recording: the whole recording through the calibration stage, with the gyro carrying
+    /// the orientation for its gyro-aided fits, saving its best accepted fit (the lowest residual) as a
+    /// pipeline's calibration file would. Refused only when it accepted none either.
+    static func learnedOnline(
+        _ bag: String, _ a: Arguments, readings: [Vector3], output: String, wholeSetRefusal: String
+    ) async throws -> ExitCode {
+        print(
+            "whole-set fit:   refused: \(wholeSetRefusal)\nlearning:        the recording through the online calibrator"
+        )
+        let learned = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "gyrocompass-calibrate-\(getpid())-learned.json"
+        ).path
+        defer {
+            try? FileManager.default.removeItem(atPath: learned)
         }
+        let online = try await orientations(bag, a, calibration: learned, learning: true).map {
+            $0.q.headingDegrees ?? .nan
+        }
+        guard case .success(let contents) = CalibrationFile.load(learned) else {
+            writeStandardError(
+                "fusion-node: no calibration written: the whole-set fit was refused (\(wholeSetRefusal)), and the "
+                    + "online calibrator accepted no fit over the recording either\n")
+            return .failed
+        }
+        let c = contents.calibration
+        let s = c.softIronCorrection
+        let rows = [s.row0, s.row1, s.row2].map { "\(format($0.x, 4)) \(format($0.y, 4)) \(format($0.z, 4))" }
+        let before = radialResidual(
+            readings, MagnetometerCalibration(hardIronOffsetMicrotesla: .zero, fieldRadiusMicrotesla: 0))
+        print("fit:             the online calibrator's best over the recording (gyro-aided or sphere/ellipsoid)")
+        print(
+            "hard iron:       \(format(c.hardIronOffsetMicrotesla.x, 2)), \(format(c.hardIronOffsetMicrotesla.y, 2)), "
+                + "\(format(c.hardIronOffsetMicrotesla.z, 2)) uT")
+        print("soft iron:       \(rows.joined(separator: " / "))")
+        print("field:           \(format(c.fieldRadiusMicrotesla, 2)) uT")
+        print(
+            "field residual:  rms \(format(before, 2)) uT raw -> \(format(radialResidual(readings, c), 2)) uT "
+                + "calibrated (about the fitted strength)")
+        let text = try String(contentsOfFile: learned, encoding: .utf8)
+        try text.write(toFile: output, atomically: true, encoding: .utf8)
+        print("saved:           \(output)")
+        try await printHeadingChange(bag, a, online: online, output: output)
         return .complete
     }
 
@@ -157,9 +212,10 @@ enum CalibrateCommand {
     }
 
     /// The fused orientation, one per sample, of the recording through the default graph (online
-    /// calibration) or with the calibration file from the start.
-    static func orientations(_ bag: String, _ a: Arguments, calibration file: String?) async throws
-        -> [(t: Double, q: Quaternion)]
+    /// calibration) or with the calibration file from the start; `learning`: online from scratch, saving
+    /// the best fit into `file`.
+    static func orientations(_ bag: String, _ a: Arguments, calibration file: String?, learning: Bool = false)
+        async throws -> [(t: Double, q: Quaternion)]
     {
         let csv = FileManager.default.temporaryDirectory.appendingPathComponent(
             "gyrocompass-calibrate-\(getpid())-\(file == nil ? "online" : "file").csv"
@@ -172,7 +228,8 @@ enum CalibrateCommand {
         if let t = a.string("--mag-topic") { bagStage.append(("mag_topic", .string(t))) }
         if a.has("--salvage") { bagStage.append(("salvage", .string("true"))) }
         var stages: [(String, YAMLValue)] = [("bag", .mapping(bagStage))]
-        stages += ProcessingGraph.stages(after: "bag", calibrate: true, a, calibrationFile: file)
+        stages += ProcessingGraph.stages(
+            after: "bag", calibrate: true, a, calibrationFile: file, learnIntoFile: learning)
         stages.append(
             (
                 "csv",

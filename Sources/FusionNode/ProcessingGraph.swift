@@ -166,7 +166,8 @@ enum ProcessingGraph {
     }
 
     static func stages(
-        after source: String, calibrate: Bool, _ a: Arguments? = nil, calibrationFile: String? = nil
+        after source: String, calibrate: Bool, _ a: Arguments? = nil, calibrationFile: String? = nil,
+        learnIntoFile: Bool = false
     ) -> [(String, YAMLValue)] {
         var stages: [(String, YAMLValue)] = []
         var upstream = source
@@ -189,7 +190,9 @@ enum ProcessingGraph {
                     "calibration",
                     .mapping(
                         [("type", .string("calibration")), ("inputs", .sequence([.string(upstream)]))]
-                            + (calibrationFile.map { [("file", .string($0)), ("online", .string("false"))] }
+                            + (calibrationFile.map {
+                                [("file", .string($0)), ("online", .string(learnIntoFile ? "true" : "false"))]
+                            }
                                 ?? [("online", .string("true"))]) + [("prompt", .string("false"))]
                             + (detect ? [("detect_rotation", .string("true"))] : []))
                 ))

@@ -506,6 +506,27 @@ def test_replay_finds_the_magnetometer_mounting(node, tmp_path):
     assert r.returncode == 2 and '--mag-rotation auto needs the calibration stage' in r.stderr
 
 
+def test_calibrate_learns_online_from_a_recording_too_one_sided_for_a_whole_set_fit(node, tmp_path):
+    """The simulator's default motion turns the sensor through too little of the sphere for the whole-set
+    fit (refused, and said so); `calibrate` then runs the recording through the online calibrator, whose
+    gyro-aided fit needs no coverage, and saves its best fit: the hard iron within 0.5 uT."""
+    import numpy as np
+    config = tmp_path / 'sim.yaml'
+    bag = tmp_path / 'sim.mcap'
+    config.write_text(f"""
+stages:
+  sim: {{type: simulator, duration: 90, realtime: false, hard_iron_ut: [12, -8, 5]}}
+  rec: {{type: record, inputs: [sim], path: '{bag}', topics: [imu/data_raw, imu/mag]}}
+""")
+    assert run(node, '--config', config).returncode == 0
+    out = tmp_path / 'cal.json'
+    r = run(node, 'calibrate', bag, '-o', out, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert 'whole-set fit:   refused' in r.stdout and "the online calibrator's best" in r.stdout, r.stdout
+    stored = json.loads(out.read_text())
+    assert np.abs(np.array(stored['hard_iron_ut']) - [12, -8, 5]).max() < 0.5, stored
+
+
 def test_calibrate_refits_a_recording_and_replay_uses_it_from_the_start(node, tmp_path):
     """Hard iron (25, -30, 12) uT and 10 % soft iron: `calibrate` recovers both (1 uT, 1 %), and a replay with
     the file has no calibration phase: its early headings match the truth where the online replay's do not."""
