@@ -69,6 +69,12 @@ public struct KalmanFilter: Sendable {
     var restRates: [(time: Double, rate: Vector3)] = []
     /// Inclination updates left out by `inclinationGateDegrees`.
     public internal(set) var inclinationGated = 0
+    /// Low-passed vertical and horizontal earth-frame rates (rad/s), the latest time the motion was a
+    /// turn about the vertical, and the inclination updates left out for it.
+    var verticalRate = 0.0, horizontalRate = 0.0
+    var lastVerticalTurn = -Double.infinity
+    public internal(set) var verticalTurnSkipped = 0
+    static let verticalTurnLowPassSeconds = 0.5
     /// With several magnetometers, the primary's own verdict at the latest sample (the output's flags
     /// leave it out while another magnetometer steers the heading).
     public internal(set) var primaryMagneticFlags: FusionFlags = []
@@ -168,6 +174,20 @@ public struct KalmanFilter: Sendable {
         latestRate = imu.angularVelocity - gyroBias
         let rate = latestRate.norm
         accumulatePropagation(rotation: r, dt: dt, rate: rate)
+        if settings.verticalTurnDegreesPerSecond > 0 {
+            // The rate in the earth frame, low-passed over half a second: a vehicle's turn is about the
+            // vertical alone, and lasts.
+            let earthRate = r * latestRate
+            let w = forceWeight(dt, tau: Self.verticalTurnLowPassSeconds)
+            verticalRate += (abs(earthRate.z) - verticalRate) * w
+            horizontalRate +=
+                ((earthRate.x * earthRate.x + earthRate.y * earthRate.y).squareRoot() - horizontalRate) * w
+            if verticalRate > settings.verticalTurnDegreesPerSecond * radiansPerDegree
+                && horizontalRate < settings.verticalTurnRatio * verticalRate
+            {
+                lastVerticalTurn = imu.timestamp
+            }
+        }
         magneticGate.noteRotation(radians: rate * dt)
         for i in others.indices { others[i].gate.noteRotation(radians: rate * dt) }
 
@@ -252,6 +272,10 @@ public struct KalmanFilter: Sendable {
                 // Heading not known yet and the vehicle accelerates: the receiver's acceleration cannot be
                 // turned into the filter's frame, and the accelerometer's is not gravity. The gyro carries
                 // the tilt until the alignment.
+            } else if imu.timestamp - lastVerticalTurn < settings.accelerometerLowPassSeconds {
+                // Turning about the vertical only, or lately: the tilt has not changed (the gyro carries it
+                // exactly), and the low-passed force holds the turn's centripetal acceleration.
+                verticalTurnSkipped += 1
             } else {
                 // The force the update measures, and its own check (the same as the flag's in real time).
                 let lowPassed = recorder.inclinationForce(filter: lowPassedForceEarth, orientation: orientation)

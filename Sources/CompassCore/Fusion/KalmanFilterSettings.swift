@@ -29,6 +29,18 @@ public struct KalmanFilterSettings: Sendable, Equatable {
     /// attitude uncertainty grows while the gyro carries it, so a real change of tilt is taken in the
     /// end. 0 turns the check off. Default 0 (off).
     public var inclinationGateDegrees = 0.0
+    /// A turn about the vertical alone faster than this, degrees per second, keeps the accelerometer out
+    /// of the tilt (without GNSS acceleration) until the low-passed force has forgotten it
+    /// (`accelerometerLowPassSeconds` after it): such a turn does not change the tilt, which the gyro
+    /// then carries exactly, while its centripetal acceleration (speed times rate: 0.9 m/s^2, 5 degrees
+    /// of apparent tilt, at 10 m/s and 5 deg/s) is all the force's horizontal part shows. A vehicle's
+    /// turns are of this kind; a hand-held device rarely turns about the vertical alone. 0 = off.
+    /// Default 5.
+    public var verticalTurnDegreesPerSecond = 5.0
+    /// A turn counts as about the vertical alone while the horizontal part of the earth-frame rate is at
+    /// most this share of the vertical part (a car's roll and pitch rates in a turn are a few percent
+    /// of its yaw rate). Default 0.2.
+    public var verticalTurnRatio = 0.2
     /// How long the point the sensor turns about is assumed to stay put in the sensor frame, seconds:
     /// the memory of the lever-arm fit that takes the rotation's centripetal and tangential
     /// acceleration out of the specific force (`LeverArmEstimator`). A grip on a handheld, a joint, a

@@ -119,6 +119,10 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
                 "compass_disagreement_deg", \.kalmanModel.compassDisagreementDegrees, unit: "deg", range: 1...180,
                 "kalman: a compass off a GNSS-held heading by more, on average, is flagged and not used"),
             .number(
+                "vertical_turn_deg_s", \.kalmanModel.verticalTurnDegreesPerSecond, unit: "deg/s", range: 0...360,
+                "kalman: a turn about the vertical alone faster than this keeps the accelerometer out of the tilt "
+                    + "until the low-passed force has forgotten it (a vehicle's centripetal acceleration; 0 = off)"),
+            .number(
                 "gnss_yaw_align_deg", \.kalmanModel.gnssYawAlignmentDegrees, unit: "deg", range: 0...90,
                 "kalman: without a known heading, take the GNSS yaw hypotheses' heading once its 1-sigma error is "
                     + "at most this (0 = only the closed-form alignment from one clear acceleration)"),
