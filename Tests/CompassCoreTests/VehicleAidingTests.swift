@@ -20,13 +20,15 @@ struct DriveScore {
 func scoreDrive(
     _ scenario: SimulationScenario, settings: KalmanFilterSettings = .init(), useVelocity: Bool,
     headings: ((SimulatedSample) -> GnssHeadingSample?)? = nil, fromSeconds: Double = 1,
-    untilSeconds: Double = .infinity, magnetometerAxes: Matrix3 = .identity
+    untilSeconds: Double = .infinity, magnetometerAxes: Matrix3 = .identity, velocityUntilSeconds: Double = .infinity
 ) -> DriveScore {
     var filter = KalmanFilter(settings: settings)
     var score = DriveScore(filter: filter)
     var sum = 0.0, count = 0, covered = 0
     for s in IMUSimulator.samples(scenario) {
-        if useVelocity, let v = s.gnssVelocity { filter.update(velocity: v) }
+        if useVelocity, let v = s.gnssVelocity, v.timestamp - scenario.startTime < velocityUntilSeconds {
+            filter.update(velocity: v)
+        }
         if let h = headings?(s) { filter.update(gnssHeading: h) }
         let m = MagnetometerSample(
             timestamp: s.magnetometer.timestamp, fieldMicrotesla: magnetometerAxes * s.magnetometer.fieldMicrotesla)
@@ -264,6 +266,15 @@ struct VehicleAidingTests {
                     + "\(counts.bankHeadingsUsed); without the check \(plain.rmse)")
             #expect(checked.disagreeing > 5000 && counts.bankHeadingsUsed > 50)
             #expect(checked.rmse < 4 && plain.rmse > 10)
+            // The receiver lost for good at 120 s: the verdict stands while the gyro can hold the heading
+            // (60 s), then the compass steers again.
+            func lost(from: Double, until: Double) -> DriveScore {
+                scoreDrive(
+                    drive, useVelocity: true, fromSeconds: from, untilSeconds: until, magnetometerAxes: turned,
+                    velocityUntilSeconds: 120)
+            }
+            #expect(lost(from: 130, until: 170).disagreeing > 3000)
+            #expect(lost(from: 190, until: .infinity).disagreeing == 0)
             // The same drive with the compass as mounted: the bank never finds fault with it.
             let clean = scoreDrive(drive, useVelocity: true)
             #expect(clean.disagreeing == 0 && clean.filter.aiding.counts.bankHeadingsUsed == 0)

@@ -319,9 +319,16 @@ extension KalmanFilter {
     /// flagged and left out, and the bank's heading applied, until it is back within half of it. The
     /// compass is measured against the vehicle's motion, not against the filter's heading, which the
     /// compass itself steers. Returns whether the reading is to be left out.
-    mutating func compareWithBank(headingInnovation alpha: Double, dt: Double) -> Bool {
-        // While the bank cannot judge (standing, an outage) its last verdict stands.
-        guard aiding.bankUsable, let bank = yawEstimator.offset else { return aiding.bankDisagrees }
+    mutating func compareWithBank(headingInnovation alpha: Double, dt: Double, at time: Double) -> Bool {
+        // While the bank cannot judge (standing, an outage: no receiver epochs at all) its last verdict
+        // stands, for as long as the gyro can hold the heading.
+        let current = aiding.bankUsable && time - aiding.bankUsableAt <= settings.maximumVelocityGapSeconds
+        guard current, let bank = yawEstimator.offset else {
+            if aiding.bankDisagrees, time - aiding.bankUsableAt > Self.bankVerdictSeconds {
+                aiding.forgetBankComparison()
+            }
+            return aiding.bankDisagrees
+        }
         let tau = settings.compassDisagreementSeconds
         aiding.bankCompassOffset +=
             (wrappedRadians(alpha + bank.radians) - aiding.bankCompassOffset)

@@ -575,7 +575,7 @@ public struct KalmanFilter: Sendable {
             strengthMicrotesla: strength, dipDegrees: dip, headingInnovation: alpha,
             headingVariance: headingVariance, dt: dt)
         if verdict.flags.contains(.magneticReferenceChanged) { unseen.forgetTurns() }
-        let offBank = compareWithBank(headingInnovation: alpha, dt: dt)
+        let offBank = compareWithBank(headingInnovation: alpha, dt: dt, at: time)
         if compareWithGnss(headingInnovation: alpha, dt: dt, at: time) || offBank {
             return verdict.flags.union([.magnetometerRejected, .compassDisagreesWithGnss])
         }
