@@ -506,19 +506,25 @@ def test_replay_finds_the_magnetometer_mounting(node, tmp_path):
     assert r.returncode == 2 and '--mag-rotation auto needs the calibration stage' in r.stderr
 
 
+def recorded_simulation(node, tmp_path, simulator):
+    """Records the simulator (its settings after `type: simulator, `) as tmp_path/sim.mcap with the IMU and
+    magnetometer topics; returns the pipeline file and the bag."""
+    config, bag = tmp_path / 'sim.yaml', tmp_path / 'sim.mcap'
+    config.write_text(f"""
+stages:
+  sim: {{type: simulator, {simulator}}}
+  rec: {{type: record, inputs: [sim], path: '{bag}', topics: [imu/data_raw, imu/mag]}}
+""")
+    assert run(node, '--config', config).returncode == 0
+    return config, bag
+
+
 def test_calibrate_learns_online_from_a_recording_too_one_sided_for_a_whole_set_fit(node, tmp_path):
     """The simulator's default motion turns the sensor through too little of the sphere for the whole-set
     fit (refused, and said so); `calibrate` then runs the recording through the online calibrator, whose
     gyro-aided fit needs no coverage, and saves its best fit: the hard iron within 0.5 uT."""
     import numpy as np
-    config = tmp_path / 'sim.yaml'
-    bag = tmp_path / 'sim.mcap'
-    config.write_text(f"""
-stages:
-  sim: {{type: simulator, duration: 90, realtime: false, hard_iron_ut: [12, -8, 5]}}
-  rec: {{type: record, inputs: [sim], path: '{bag}', topics: [imu/data_raw, imu/mag]}}
-""")
-    assert run(node, '--config', config).returncode == 0
+    _, bag = recorded_simulation(node, tmp_path, 'duration: 90, realtime: false, hard_iron_ut: [12, -8, 5]')
     out = tmp_path / 'cal.json'
     r = run(node, 'calibrate', bag, '-o', out, timeout=180)
     assert r.returncode == 0, r.stderr
@@ -532,15 +538,9 @@ def test_calibrate_refits_a_recording_and_replay_uses_it_from_the_start(node, tm
     the file has no calibration phase: its early headings match the truth where the online replay's do not."""
     import numpy as np
     truth = tmp_path / 'truth.csv'
-    config = tmp_path / 'sim.yaml'
-    bag = tmp_path / 'sim.mcap'
-    config.write_text(f"""
-stages:
-  sim: {{type: simulator, scenario: figure_eight, duration: 60, realtime: false, hard_iron_ut: [25, -30, 12],
-         soft_iron: [1.1, 0.03, 0, 0.03, 0.95, 0, 0, 0, 1.0], truth_path: '{truth}'}}
-  rec: {{type: record, inputs: [sim], path: '{bag}', topics: [imu/data_raw, imu/mag]}}
-""")
-    assert run(node, '--config', config).returncode == 0
+    config, bag = recorded_simulation(
+        node, tmp_path, "scenario: figure_eight, duration: 60, realtime: false, hard_iron_ut: [25, -30, 12],\n"
+        f"         soft_iron: [1.1, 0.03, 0, 0.03, 0.95, 0, 0, 0, 1.0], truth_path: '{truth}'")
     out = tmp_path / 'cal.json'
     r = run(node, 'calibrate', bag, '-o', out, timeout=120)
     assert r.returncode == 0, r.stderr
