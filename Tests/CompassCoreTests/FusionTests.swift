@@ -145,6 +145,30 @@ struct FusionTests {
         }
     }
 
+    @Test("a heading started wrong (next to steel) is taken back once the compass is steady (Kalman)")
+    func startedNextToSteel() {
+        // The plausible field (24 degrees of heading, strength and dip kept) from the start for 8 s: the
+        // heading starts from it. When it goes, the compass turns back while the gyro says nothing
+        // turned; within the first seconds of agreement that is the start's heading being wrong.
+        let steel = ScheduledDisturbance(
+            startSeconds: 0, durationSeconds: 8, fieldMicrotesla: Vector3(8, -1.5, 0), frame: .world, rampSeconds: 0.5)
+        let scenario = makeScenario([.rest(seconds: 40)], pitch: 10, disturbances: [steel])
+        var settings = KalmanFilterSettings()
+        var adopting = KalmanFilter(settings: settings)
+        settings.magneticGate.startupSeconds = 0
+        var holding = KalmanFilter(settings: settings)
+        func worstAfter25(_ steps: [Step]) -> Double {
+            steps.filter { $0.sample.imu.timestamp - scenario.startTime > 25 }.compactMap(headingError).map(abs).max()!
+        }
+        let adopted = run(&adopting, scenario), held = run(&holding, scenario)
+        print(
+            "started next to steel: worst error after 25 s \(worstAfter25(adopted)) (without adoption "
+                + "\(worstAfter25(held)))")
+        #expect(worstAfter25(adopted) < 2)
+        #expect(worstAfter25(held) > 10)
+        #expect(adopted.contains { $0.output.flags.contains(.magneticReferenceChanged) })
+    }
+
     @Test("impacts of 5 g do not tilt the estimate by more than 1 degree (both filters)")
     func impacts() {
         let scenario = makeScenario(

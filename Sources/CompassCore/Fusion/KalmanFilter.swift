@@ -575,6 +575,12 @@ public struct KalmanFilter: Sendable {
             strengthMicrotesla: strength, dipDegrees: dip, headingInnovation: alpha,
             headingVariance: headingVariance, dt: dt)
         if verdict.flags.contains(.magneticReferenceChanged) { unseen.forgetTurns() }
+        if let offset = magneticGate.adoptedHeadingOffset {
+            // The heading started from a compass that was off by about this much: as wide as that.
+            magneticGate.adoptedHeadingOffset = nil
+            applyPendingPropagation()
+            attitudeCovariance.m22 += offset * offset
+        }
         let offBank = compareWithBank(headingInnovation: alpha, dt: dt, at: time)
         if compareWithGnss(headingInnovation: alpha, dt: dt, at: time) || offBank {
             return verdict.flags.union([.magnetometerRejected, .compassDisagreesWithGnss])

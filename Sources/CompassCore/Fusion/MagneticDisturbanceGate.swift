@@ -32,6 +32,17 @@ public struct MagneticGateSettings: Sendable, Equatable {
     /// A steady field whose strength or dip differs from the reference becomes the new reference after
     /// this many seconds. Default 20.
     public var newFieldSeconds = 20.0
+    /// For this long after the heading check starts, seconds, its baseline may itself be wrong: the
+    /// heading was set from the first readings, which a vehicle accelerating as the filter starts tilts
+    /// by degrees (at a dip of 67 degrees each degree of tilt is 2.4 of heading), or which steel beside
+    /// the start bends. Three of the baseline's time constants: a vehicle's first acceleration (up to
+    /// 10 s) and the low-passed force's settling after it. 0 = no such allowance. Default 30.
+    public var startupSeconds = 30.0
+    /// Within `startupSeconds`, a compass that fails the heading check alone (strength and dip pass) with
+    /// a steady offset, within half the check's floor, for this long, seconds, becomes the new baseline:
+    /// the start's heading was wrong, not the field. More than twice the short average's time constant.
+    /// Default 5.
+    public var startupAdoptionSeconds = 5.0
 
     public init() {}
 }
@@ -45,7 +56,9 @@ public struct MagneticGateSettings: Sendable, Equatable {
 /// gyro-only heading" (the filter's innovation plus every correction the filter applied, so the
 /// filter's own convergence is invisible to it): slow gyro drift moves it slowly, a disturbance
 /// quickly. A rejected magnetometer is used again once every check has passed for
-/// `recoverySeconds`; a steady new field is adopted after `newFieldSeconds`.
+/// `recoverySeconds`; a steady new field is adopted after `newFieldSeconds`, and, within
+/// `startupSeconds` of the check's start, a steady new heading offset after `startupAdoptionSeconds`
+/// (the start's heading, not the field, was wrong).
 public struct MagneticDisturbanceGate: Sendable {
     public var settings: MagneticGateSettings
     public private(set) var referenceFieldMicrotesla: Double?
@@ -68,6 +81,13 @@ public struct MagneticDisturbanceGate: Sendable {
     var passingSeconds = 0.0
     var radiansTurnedSinceAccepted = 0.0
     var candidateStrength = 0.0, candidateDip = 0.0, candidateSeconds = 0.0
+    /// The steady compass-minus-gyro offset followed early on (rad) and for how long (s); seconds of
+    /// readings the heading check has seen since it started (or started afresh after a calibration).
+    var headingCandidate = 0.0, headingCandidateSeconds = 0.0
+    public private(set) var checkedSeconds = 0.0
+    /// The offset the latest such adoption moved the baseline by, radians: how far the heading the filter
+    /// holds can be off (the filter widens its heading variance by it).
+    public internal(set) var adoptedHeadingOffset: Double?
     var checkWeight = LowPassWeight(), shortWeight = LowPassWeight(), baselineWeight = LowPassWeight()
 
     public init(settings: MagneticGateSettings = .init()) {
@@ -133,6 +153,7 @@ public struct MagneticDisturbanceGate: Sendable {
             compassMinusGyroBaseline = raw
             compassMinusGyroPrimed = true
         }
+        checkedSeconds += dt
         let value = compassMinusGyroBaseline + wrappedRadians(raw - compassMinusGyroBaseline)
         compassMinusGyroShort +=
             (value - compassMinusGyroShort) * shortWeight(dt, tau: settings.consistencyLowPassSeconds)
@@ -159,6 +180,14 @@ public struct MagneticDisturbanceGate: Sendable {
         }
 
         var flags: FusionFlags = []
+        if reasons == .magneticGyroInconsistent, checkedSeconds < settings.startupSeconds {
+            if adoptHeadingOffset(dt: dt) {
+                reasons = []
+                flags.insert(.magneticReferenceChanged)
+            }
+        } else {
+            headingCandidateSeconds = 0
+        }
         if reasons.contains(.magneticStrengthDisturbed) || reasons.contains(.magneticDipDisturbed) {
             if trackCandidate(dt: dt) {
                 referenceFieldMicrotesla = candidateStrength
@@ -211,6 +240,9 @@ public struct MagneticDisturbanceGate: Sendable {
         passingSeconds = 0
         candidateSeconds = 0
         compassMinusGyroPrimed = false
+        // The heading the new calibration gives is a new start for the heading check, too.
+        checkedSeconds = 0
+        headingCandidateSeconds = 0
         radiansTurnedSinceAccepted = 0
     }
 
@@ -251,6 +283,23 @@ public struct MagneticDisturbanceGate: Sendable {
     public mutating func noteHeadingCorrection(radians: Double) { appliedCorrection += radians }
 
     /// Follows a field that differs from the reference; true once it has been steady long enough.
+    /// Follows a steady compass-minus-gyro offset while only the heading check fails early on; true
+    /// (and the baseline moved to it) once it has lasted `startupAdoptionSeconds`.
+    mutating func adoptHeadingOffset(dt: Double) -> Bool {
+        let tolerance = settings.consistencyGateDegrees * radiansPerDegree / 2
+        if headingCandidateSeconds > 0, abs(compassMinusGyroShort - headingCandidate) <= tolerance {
+            headingCandidateSeconds += dt
+        } else {
+            headingCandidate = compassMinusGyroShort
+            headingCandidateSeconds = dt
+        }
+        guard headingCandidateSeconds >= settings.startupAdoptionSeconds else { return false }
+        adoptedHeadingOffset = compassMinusGyroShort - compassMinusGyroBaseline
+        compassMinusGyroBaseline = compassMinusGyroShort
+        headingCandidateSeconds = 0
+        return true
+    }
+
     mutating func trackCandidate(dt: Double) -> Bool {
         let steady =
             candidateSeconds > 0
