@@ -115,26 +115,12 @@ enum CalibrateCommand {
             let why = refit.refusal.map { "\($0)" } ?? "no fit"
             return try await learnedOnline(bag, a, readings: readings, output: output, wholeSetRefusal: why)
         }
-        let before = radialResidual(
-            readings, MagnetometerCalibration(hardIronOffsetMicrotesla: .zero, fieldRadiusMicrotesla: 0))
-        let after = radialResidual(readings, fit.calibration)
-        let c = fit.calibration
-        let s = c.softIronCorrection
-        let rows = [s.row0, s.row1, s.row2].map { "\(format($0.x, 4)) \(format($0.y, 4)) \(format($0.z, 4))" }
         print(
             "readings:        \(all.count) on \(magTopic) (\(readings.count) fitted, \(refit.leftOut) left out as off "
                 + "the surface)"
         )
         print("fit:             \(fit.model), coverage \(format(100 * fit.directionCoverage, 0)) %")
-        print(
-            "hard iron:       \(format(c.hardIronOffsetMicrotesla.x, 2)), \(format(c.hardIronOffsetMicrotesla.y, 2)), "
-                + "\(format(c.hardIronOffsetMicrotesla.z, 2)) uT")
-        print("soft iron:       \(rows.joined(separator: " / "))")
-        print("field:           \(format(c.fieldRadiusMicrotesla, 2)) uT")
-        print(
-            "field residual:  rms \(format(before, 2)) uT raw -> \(format(after, 2)) uT calibrated (about the fitted "
-                + "strength)"
-        )
+        printCalibration(fit.calibration, readings: readings)
         try CalibrationFile.save(fit, to: output)
         print("saved:           \(output)")
         // What using it changes: the same recording replayed with online calibration and with the file.
@@ -182,25 +168,31 @@ enum CalibrateCommand {
                     + "online calibrator accepted no fit over the recording either\n")
             return .failed
         }
-        let c = contents.calibration
-        let s = c.softIronCorrection
-        let rows = [s.row0, s.row1, s.row2].map { "\(format($0.x, 4)) \(format($0.y, 4)) \(format($0.z, 4))" }
+        print("fit:             the online calibrator's best over the recording (gyro-aided or sphere/ellipsoid)")
+        printCalibration(contents.calibration, readings: readings)
+        let text = try String(contentsOfFile: learned, encoding: .utf8)
+        try text.write(toFile: output, atomically: true, encoding: .utf8)
+        print("saved:           \(output)")
+        try await printHeadingChange(bag, a, online: online, output: output)
+        return .complete
+    }
+
+    /// The calibration's hard iron, soft iron and field, and the readings' residual before and after it.
+    static func printCalibration(_ c: MagnetometerCalibration, readings: [Vector3]) {
         let before = radialResidual(
             readings, MagnetometerCalibration(hardIronOffsetMicrotesla: .zero, fieldRadiusMicrotesla: 0))
-        print("fit:             the online calibrator's best over the recording (gyro-aided or sphere/ellipsoid)")
+        let after = radialResidual(readings, c)
+        let s = c.softIronCorrection
+        let rows = [s.row0, s.row1, s.row2].map { "\(format($0.x, 4)) \(format($0.y, 4)) \(format($0.z, 4))" }
         print(
             "hard iron:       \(format(c.hardIronOffsetMicrotesla.x, 2)), \(format(c.hardIronOffsetMicrotesla.y, 2)), "
                 + "\(format(c.hardIronOffsetMicrotesla.z, 2)) uT")
         print("soft iron:       \(rows.joined(separator: " / "))")
         print("field:           \(format(c.fieldRadiusMicrotesla, 2)) uT")
         print(
-            "field residual:  rms \(format(before, 2)) uT raw -> \(format(radialResidual(readings, c), 2)) uT "
-                + "calibrated (about the fitted strength)")
-        let text = try String(contentsOfFile: learned, encoding: .utf8)
-        try text.write(toFile: output, atomically: true, encoding: .utf8)
-        print("saved:           \(output)")
-        try await printHeadingChange(bag, a, online: online, output: output)
-        return .complete
+            "field residual:  rms \(format(before, 2)) uT raw -> \(format(after, 2)) uT calibrated (about the fitted "
+                + "strength)"
+        )
     }
 
     /// RMS of |calibrated field| - the fit's radius (the raw field: its spread about its own mean strength).

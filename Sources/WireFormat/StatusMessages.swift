@@ -81,6 +81,10 @@ public struct InterferenceStatusMessage: RosMessage, Equatable {
     public var flags: UInt16
     public var samplesAssessed: UInt32
     public var samplesFlagged: UInt32
+    /// `samplesFlagged` as a share of `samplesAssessed`, percent (0 before any).
+    public var flaggedPercent: Double {
+        samplesAssessed > 0 ? 100 * Double(samplesFlagged) / Double(samplesAssessed) : 0
+    }
     public var disturbedPeriods: UInt32
     public var disturbedSeconds: Double
     /// Microtesla and degrees; NaN while unknown.

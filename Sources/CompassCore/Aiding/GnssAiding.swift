@@ -41,18 +41,16 @@ public struct GnssAidingState: Sendable {
     var headingKnown = true
     /// The latest time GNSS corrected the heading, s.
     var headingAidedAt = -Double.infinity
-    /// The bank of yaw hypotheses may judge the compass; the compass's heading minus the bank's,
-    /// low-passed (radians), the seconds it covers, whether it is beyond the limit, and when the bank's
-    /// heading was last applied.
+    /// The bank of yaw hypotheses may judge the compass (and when it last could); the compass's heading
+    /// against the bank's; when the bank's heading was last applied.
     var bankUsable = false
     var bankUsableAt = -Double.infinity
-    var bankCompassOffset = 0.0, bankSeconds = 0.0
-    var bankDisagrees = false
+    var compassAgainstBank = AveragedDisagreement()
     var bankHeadingAt = -Double.infinity
-    /// The magnetometer's heading innovation against a GNSS-held heading, low-passed, radians.
-    var compassInnovation = 0.0
-    var compassInnovationSeconds = 0.0
-    var compassDisagrees = false
+    /// The magnetometer's heading innovation against a GNSS-held heading.
+    var compassAgainstGnss = AveragedDisagreement()
+    var bankDisagrees: Bool { compassAgainstBank.beyond }
+    var compassDisagrees: Bool { compassAgainstGnss.beyond }
     /// What GNSS gave, counted.
     public internal(set) var counts = GnssAidingCounts()
 
@@ -77,9 +75,7 @@ public struct GnssAidingState: Sendable {
 
     mutating func forgetBankComparison() {
         bankUsable = false
-        bankCompassOffset = 0
-        bankSeconds = 0
-        bankDisagrees = false
+        compassAgainstBank = AveragedDisagreement()
         bankHeadingAt = -.infinity
     }
 
@@ -87,6 +83,24 @@ public struct GnssAidingState: Sendable {
     mutating func rotate(by dTheta: Vector3) {
         lowPassedForce += dTheta.cross(lowPassedForce)
         forceIntegral += dTheta.cross(forceIntegral)
+    }
+}
+
+/// A heading difference (radians) averaged over a time constant, and whether it is beyond a limit: set
+/// once the average has run for a time constant and is beyond `limit`, cleared once it is below
+/// `releaseBelow`.
+struct AveragedDisagreement: Sendable {
+    var average = 0.0, seconds = 0.0
+    var beyond = false
+
+    mutating func add(_ difference: Double, dt: Double, tau: Double, limit: Double, releaseBelow: Double) -> Bool {
+        average += (difference - average) * (1 - exp(-dt / tau))
+        seconds += dt
+        if seconds >= tau {
+            let off = abs(average)
+            if off > limit { beyond = true } else if off < releaseBelow { beyond = false }
+        }
+        return beyond
     }
 }
 
@@ -329,22 +343,13 @@ extension KalmanFilter {
             }
             return aiding.bankDisagrees
         }
-        let tau = settings.compassDisagreementSeconds
-        aiding.bankCompassOffset +=
-            (wrappedRadians(alpha + bank.radians) - aiding.bankCompassOffset)
-            * (1 - exp(-dt / tau))
-        aiding.bankSeconds += dt
         let limit = settings.compassDisagreementDegrees * radiansPerDegree
-        if aiding.bankSeconds >= tau {
-            let off = abs(aiding.bankCompassOffset)
-            if off > limit {
-                aiding.bankDisagrees = true
-            } else if off < limit / 2 {
-                aiding.bankDisagrees = false
-                aiding.bankHeadingAt = -.infinity
-            }
-        }
-        return aiding.bankDisagrees
+        let beyond = aiding.compassAgainstBank.add(
+            wrappedRadians(alpha + bank.radians), dt: dt, tau: settings.compassDisagreementSeconds, limit: limit,
+            releaseBelow: limit / 2)
+        // Taken back: the next disagreement starts with the bank's heading as an alignment again.
+        if !beyond { aiding.bankHeadingAt = -.infinity }
+        return beyond
     }
 
     /// How long a compass the bank found off stays out while the bank cannot judge it, seconds: about

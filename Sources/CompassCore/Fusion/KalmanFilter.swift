@@ -110,10 +110,7 @@ public struct KalmanFilter: Sendable {
         agreement?.noteCalibration(0, radiusMicrotesla: notice.fieldStrengthMicrotesla)
         // A refinement is within what the heading measurements average out anyway: no reason to trust
         // them more; a renewal widens the heading by as far as the change can have turned it.
-        if magneticGate.follow(notice), started {
-            applyPendingPropagation()
-            attitudeCovariance.m22 += notice.headingShiftRadians * notice.headingShiftRadians
-        }
+        if magneticGate.follow(notice), started { widenHeading(byRadians: notice.headingShiftRadians) }
         unseen.forgetTurns()
         refreshUnseenVariance()
     }
@@ -532,6 +529,13 @@ public struct KalmanFilter: Sendable {
         update(pa: pa, pb: pb, innovationVariance: pii + variance, residual: residual, &dTheta, &dBias)
     }
 
+    /// The heading may be off by about `radians` more than the filter thought (it followed something
+    /// that was): its variance grows by the square, the propagation so far applied first.
+    mutating func widenHeading(byRadians radians: Double) {
+        applyPendingPropagation()
+        attitudeCovariance.m22 += radians * radians
+    }
+
     /// Turns the heading by an angle of any size about the earth's vertical (dtheta_z: the heading
     /// decreases by it), exactly rather than by the small-angle injection, with the earth-frame
     /// quantities the filter keeps.
@@ -578,8 +582,7 @@ public struct KalmanFilter: Sendable {
         if let offset = magneticGate.adoptedHeadingOffset {
             // The heading started from a compass that was off by about this much: as wide as that.
             magneticGate.adoptedHeadingOffset = nil
-            applyPendingPropagation()
-            attitudeCovariance.m22 += offset * offset
+            widenHeading(byRadians: offset)
         }
         let offBank = compareWithBank(headingInnovation: alpha, dt: dt, at: time)
         if compareWithGnss(headingInnovation: alpha, dt: dt, at: time) || offBank {
@@ -615,19 +618,13 @@ public struct KalmanFilter: Sendable {
     @inline(__always)
     mutating func compareWithGnss(headingInnovation alpha: Double, dt: Double, at time: Double) -> Bool {
         guard aiding.headingAided(at: time) else {
-            aiding.compassInnovation = 0
-            aiding.compassInnovationSeconds = 0
-            aiding.compassDisagrees = false
+            aiding.compassAgainstGnss = AveragedDisagreement()
             return false
         }
-        let tau = settings.compassDisagreementSeconds
-        aiding.compassInnovation += (alpha - aiding.compassInnovation) * (1 - exp(-dt / tau))
-        aiding.compassInnovationSeconds += dt
         let limit = settings.compassDisagreementDegrees * radiansPerDegree
-        if aiding.compassInnovationSeconds >= tau {
-            aiding.compassDisagrees = abs(aiding.compassInnovation) > limit
-        }
-        return aiding.compassDisagrees
+        // No hysteresis: cleared as soon as it is within the limit again.
+        return aiding.compassAgainstGnss.add(
+            alpha, dt: dt, tau: settings.compassDisagreementSeconds, limit: limit, releaseBelow: limit.nextUp)
     }
 
     /// The unseen disturbance's heading variance at the gate's reference dip (60 degrees until known),

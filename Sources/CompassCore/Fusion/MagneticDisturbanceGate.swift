@@ -84,7 +84,7 @@ public struct MagneticDisturbanceGate: Sendable {
     /// The steady compass-minus-gyro offset followed early on (rad) and for how long (s); seconds of
     /// readings the heading check has seen since it started (or started afresh after a calibration).
     var headingCandidate = 0.0, headingCandidateSeconds = 0.0
-    public private(set) var checkedSeconds = 0.0
+    var checkedSeconds = 0.0
     /// The offset the latest such adoption moved the baseline by, radians: how far the heading the filter
     /// holds can be off (the filter widens its heading variance by it).
     public internal(set) var adoptedHeadingOffset: Double?
@@ -282,7 +282,6 @@ public struct MagneticDisturbanceGate: Sendable {
     /// earth-frame rotation about the vertical, rad (the sense that reduces a positive innovation).
     public mutating func noteHeadingCorrection(radians: Double) { appliedCorrection += radians }
 
-    /// Follows a field that differs from the reference; true once it has been steady long enough.
     /// Follows a steady compass-minus-gyro offset while only the heading check fails early on; true
     /// (and the baseline moved to it) once it has lasted `startupAdoptionSeconds`.
     mutating func adoptHeadingOffset(dt: Double) -> Bool {
@@ -300,6 +299,7 @@ public struct MagneticDisturbanceGate: Sendable {
         return true
     }
 
+    /// Follows a field that differs from the reference; true once it has been steady long enough.
     mutating func trackCandidate(dt: Double) -> Bool {
         let steady =
             candidateSeconds > 0

@@ -186,9 +186,7 @@ struct HealthDiagnostics {
         for name in names {
             let status = name == PipelineTopics.primaryMagnetometerName ? interference : others[name]
             guard let status else { continue }
-            let share =
-                status.samplesAssessed > 0 ? 100 * Double(status.samplesFlagged) / Double(status.samplesAssessed) : 0
-            values.append(("\(name): readings left out (%)", format(share, 1)))
+            values.append(("\(name): readings left out (%)", format(status.flaggedPercent, 1)))
         }
         return .init(
             level: out.isEmpty ? .ok : .warn, name: "gyrocompass: magnetometers", message: message,
@@ -239,12 +237,11 @@ struct HealthDiagnostics {
     }
 
     static func interferenceStatus(_ i: InterferenceStatusMessage, hardware: String) -> DiagnosticArrayMessage.Status {
-        let share = i.samplesAssessed > 0 ? 100 * Double(i.samplesFlagged) / Double(i.samplesAssessed) : 0
         return .init(
             level: i.disturbed ? .warn : .ok, name: "gyrocompass: magnetic interference",
             message: i.disturbed ? "disturbed: heading held on the gyro" : "clear", hardwareId: hardware,
             values: [
-                ("disturbed now", i.disturbed ? "yes" : "no"), ("readings flagged (%)", format(share, 1)),
+                ("disturbed now", i.disturbed ? "yes" : "no"), ("readings flagged (%)", format(i.flaggedPercent, 1)),
                 ("disturbed periods", "\(i.disturbedPeriods)"), ("disturbed (s)", text(i.disturbedSeconds, 1)),
                 ("expected strength (uT)", text(i.expectedStrength, 1)), ("expected dip (deg)", text(i.expectedDip, 1)),
             ])

@@ -102,7 +102,7 @@ struct ReportPage {
         // With several magnetometers, each one's share of readings left out (its gate, or outvoted).
         if s.magnetometerStatuses.count > 1 {
             let shares = s.magnetometerStatuses.sorted { $0.key < $1.key }.map { name, i in
-                "\(escape(name)): \(format(100 * Double(i.samplesFlagged) / Double(max(i.samplesAssessed, 1)), 1)) % "
+                "\(escape(name)): \(format(i.flaggedPercent, 1)) % "
                     + "of \(i.samplesAssessed) in \(i.disturbedPeriods) period(s)"
             }
             rows.append(("magnetometer readings left out", shares.joined(separator: "; ")))
