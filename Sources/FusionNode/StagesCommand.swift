@@ -34,7 +34,7 @@ enum StagesCommand {
                 print("`type: \(type.name)`: \(type.summary)\n")
                 print("| setting | kind | unit | default | accepted | meaning |")
                 print("|---|---|---|---|---|---|")
-                for s in type.settings {
+                for s in type.settings + type.shorthandSettings {
                     let d = s.defaultValue.map { $0.isEmpty ? "\"\"" : "`\($0)`" } ?? "required"
                     let accepted = s.acceptedValues.isEmpty ? "" : "`\(s.acceptedValues)`"
                     print(
@@ -43,7 +43,7 @@ enum StagesCommand {
                             + "\(s.help.replacingOccurrences(of: "|", with: "\\|")) |"
                     )
                 }
-                if type.settings.contains(where: { $0.kind == .rotation }) {
+                if (type.settings + type.shorthandSettings).contains(where: { $0.kind == .rotation }) {
                     print(
                         "\nRotation names (ArduPilot's `Rotation` list): "
                             + MountingRotation.names.map { "`\($0)`" }.joined(separator: ", "))

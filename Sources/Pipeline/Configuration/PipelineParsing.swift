@@ -18,6 +18,7 @@ extension PipelineConfig {
             throw reader.fail(stagesNode, "'stages' must be a non-empty mapping of stage name to settings")
         }
         try SettingOverride.apply(overrides, to: &entries)
+        try SourceMagnetometers.expand(&entries, file: file)
 
         var stages: [StageConfig] = []
         var names = Set<String>()

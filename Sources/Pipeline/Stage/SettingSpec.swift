@@ -8,6 +8,8 @@ public struct SettingSpec: Sendable {
         case optionalNumber
         /// A sensor's mounting: a rotation name (`yaw_90`) or `[roll, pitch, yaw]` in degrees.
         case rotation
+        /// A source's `magnetometers`: a list of {name, topic, rotation} mappings (SourceMagnetometers).
+        case magnetometerList
 
         var article: String {
             switch self {
@@ -19,6 +21,7 @@ public struct SettingSpec: Sendable {
             case .numberList(let n): return "a list of \(n) numbers"
             case .optionalNumber: return "a number or \"\""
             case .rotation: return "a rotation name (none, yaw_90, roll_180, ...) or [roll, pitch, yaw] in degrees"
+            case .magnetometerList: return "a list of {name, topic, rotation}"
             }
         }
 
@@ -33,6 +36,7 @@ public struct SettingSpec: Sendable {
             case .numberList(let n): return "list of \(n) numbers"
             case .optionalNumber: return "number or \"\""
             case .rotation: return "rotation"
+            case .magnetometerList: return "list of {name, topic, rotation}"
             }
         }
     }
@@ -95,6 +99,7 @@ public struct SettingSpec: Sendable {
         case .bool: return current == "true" ? "false" : "true"
         case .number, .integer, .optionalNumber: return number(avoiding: current)
         case .stringList: return current.isEmpty ? "x" : ""
+        case .magnetometerList: return nil
         case .numberList(let n):
             let first = current.split(separator: ",").first.map(String.init) ?? ""
             return number(avoiding: first).map { Array(repeating: $0, count: n).joined(separator: ",") }

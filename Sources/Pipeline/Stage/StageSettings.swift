@@ -112,6 +112,9 @@ public struct StageSettings: Sendable {
             case "false", "no", "off": numbers[spec.name] = 0
             default: throw fail("\(spec.kind.article), found '\(value.text)'")
             }
+        case .magnetometerList:
+            // Expanded into plain settings before any stage reads its own (SourceMagnetometers).
+            throw fail("\(spec.kind.article) that only a source's shorthand takes")
         case .rotation:
             // A list is [roll, pitch, yaw] in degrees, kept as "r,p,y"; a scalar must be a known name.
             // A list written as one value (an environment variable: "[0, 0, -90]" or "0,0,-90") is a list.

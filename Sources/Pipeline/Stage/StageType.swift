@@ -61,6 +61,12 @@ public struct StageType: Sendable, Hashable, CustomStringConvertible {
         self.settingsCoverage = { table.coverage() }
     }
 
+    /// Keys the file may give that expand into other settings and stages when it loads
+    /// (SourceMagnetometers), for the reference.
+    public var shorthandSettings: [SettingSpec] {
+        SourceMagnetometers.sourceTypes.contains(name) ? SourceMagnetometers.specs : []
+    }
+
     public var isSource: Bool { role == .source }
     public var isSink: Bool { role == .sink }
     public var description: String { name }

@@ -173,6 +173,106 @@ extension PipelineRunTests {
         }
     }
 
+    @Test("a source's magnetometers list with rotations runs as the explicit mount stage it stands for")
+    func magnetometerListShorthand() async throws {
+        PipelineSignals.requestStop(false)
+        let bag = "\(dir)/shorthand.mcap"
+        _ = try await PipelineRunner.runAll(
+            try PipelineConfig.parse(
+                """
+                stages:
+                  sim: {type: simulator, scenario: figure_eight, duration: 30, realtime: false,
+                        extra_magnetometers: [mast=yaw_90]}
+                  record: {type: record, inputs: [sim], path: \(bag), topics: [imu/data_raw, imu/mag, imu/mag/mast]}
+                """, file: "rec.yaml", environment: [:]), log: { _ in })
+        func run(_ name: String, _ source: String) async throws -> (csv: String, reports: [StageReport]) {
+            PipelineSignals.requestStop(false)
+            let config = try PipelineConfig.parse(
+                """
+                stages:
+                \(source)
+                  fusion: {type: fusion, inputs: [sensors]}
+                  out: {type: csv, inputs: [fusion], path: \(dir)/\(name).csv}
+                """, file: "\(name).yaml", environment: [:])
+            let reports = try await PipelineRunner.runAll(config, log: { _ in })
+            return (try String(contentsOfFile: "\(dir)/\(name).csv", encoding: .utf8), reports)
+        }
+        let shorthand = try await run(
+            "list",
+            """
+              sensors:
+                type: bag
+                path: \(bag)
+                progress: false
+                magnetometers:
+                  - {topic: /imu/mag}
+                  - {name: mast, topic: /imu/mag/mast, rotation: yaw_90}
+            """)
+        let explicit = try await run(
+            "explicit",
+            """
+              raw: {type: bag, path: \(bag), progress: false, mag_topic: /imu/mag,
+                    extra_magnetometers: [mast=/imu/mag/mast]}
+              sensors: {type: mount, inputs: [raw], extra_mag_rotations: [mast=yaw_90]}
+            """)
+        let unturned = try await run(
+            "unturned",
+            """
+              sensors: {type: bag, path: \(bag), progress: false, mag_topic: /imu/mag,
+                        extra_magnetometers: [mast=/imu/mag/mast]}
+            """)
+        #expect(shorthand.csv.split(separator: "\n").count > 2000)
+        #expect(shorthand.csv == explicit.csv, "the shorthand must run exactly what it stands for")
+        #expect(shorthand.csv != unturned.csv, "the rotation must matter")
+        let mount = try #require(shorthand.reports.first { $0.stage == "sensors_mount" })
+        #expect(
+            mount.notes.contains { $0.hasPrefix("magnetometer mast: 3000 sample(s) turned by yaw_90") },
+            "\(mount.notes)")
+    }
+
+    @Test("the magnetometers list expands at load time and refuses what it cannot mean, at its line")
+    func magnetometerListChecks() throws {
+        let base = """
+            stages:
+              sensors:
+                type: ros2_source
+                imu_rotation: roll_180
+                magnetometers:
+                  - {topic: imu/mag}
+                  - {name: mast, topic: mast/mag, rotation: [0, 0, -90]}
+              fusion: {type: fusion, inputs: [sensors]}
+              out: {type: stdout, inputs: [fusion]}
+            """
+        let config = try PipelineConfig.parse(base, file: "t.yaml", environment: [:])
+        #expect(config.stages.map(\.name) == ["sensors", "sensors_mount", "fusion", "out"])
+        #expect(config.stage(named: "fusion")?.inputs == ["sensors_mount"])
+        let mount = try #require(config.stage(named: "sensors_mount")).settings
+        #expect(mount.string("imu_rotation") == "roll_180")
+        #expect(mount.list("extra_mag_rotations") == ["mast=0,0,-90"])
+        #expect(try #require(config.stage(named: "sensors")).settings.list("extra_magnetometers") == ["mast=mast/mag"])
+        let refused: [(String, String, String)] = [
+            ("rotation: [0, 0, -90]", "rotation: yaw_91", "t.yaml:7:"),
+            ("{name: mast, topic: mast/mag", "{topic: mast/mag", "needs a 'name'"),
+            ("{topic: imu/mag}", "{name: fc, topic: imu/mag}", "the first magnetometer is the primary"),
+            ("topic: mast/mag", "topic: imu/mag", "imu/mag is already read as another magnetometer"),
+            ("rotation: [0, 0, -90]", "rotation: auto", "detect_rotation: true"),
+            ("rotation: [0, 0, -90]", "current_topic: amps", "current_topic belongs to the source"),
+            ("    imu_rotation: roll_180\n", "    imu_rotation: roll_180\n    mag_topic: x\n", "not both"),
+        ]
+        for (from, to, says) in refused {
+            #expect {
+                _ = try PipelineConfig.parse(
+                    base.replacingOccurrences(of: from, with: to), file: "t.yaml", environment: [:])
+            } throws: { error in
+                "\(error)".contains(says)
+            }
+        }
+        #expect {
+            _ = try PipelineConfig.parse(
+                base + "\n  sensors_mount: {type: stdout, inputs: [fusion]}", file: "t.yaml", environment: [:])
+        } throws: { "\($0)".contains("already has a stage of that name") }
+    }
+
     @Test("three magnetometers, one mounted yaw_90, one near the motors: the median outvotes the motors' one")
     func threeMagnetometersOneNearTheMotors() async throws {
         // Each extra magnetometer's own hard iron: the first's turned into the body by its yaw_90 mounting,
