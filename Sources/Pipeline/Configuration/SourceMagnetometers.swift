@@ -24,16 +24,18 @@ enum SourceMagnetometers {
     /// The keys the shorthand takes off the source.
     static let keys = ["magnetometers", "imu_rotation", "base_frame"]
     /// The keys of one `magnetometers` entry.
-    static let entryKeys = ["name", "topic", "rotation"]
+    static let entryKeys = ["name", "topic", "rotation", "current_topic"]
 
     /// The declarations for the stage reference: the shorthand keys as a source takes them.
     static let specs: [SettingSpec] = [
         SettingSpec(
             "magnetometers", .magnetometerList, "",
-            "the magnetometers as a list of {name, topic, rotation}: the first is the primary (imu/mag; name "
-                + "'\(PipelineTopics.primaryMagnetometerName)' or none), each other one needs a name and is read as "
-                + "imu/mag/NAME; rotation as a mount stage's mag_rotation. Shorthand for mag_topic and "
-                + "extra_magnetometers plus a mount stage <source>_mount, which the source's readers then read"),
+            "the magnetometers as a list of {name, topic, rotation, current_topic}: the first is the primary "
+                + "(imu/mag; name '\(PipelineTopics.primaryMagnetometerName)' or none), each other one needs a name "
+                + "and is read as imu/mag/NAME; rotation as a mount stage's mag_rotation; current_topic as the "
+                + "source's (one motor current: entries that give it give the same). Shorthand for mag_topic, "
+                + "extra_magnetometers and current_topic plus a mount stage <source>_mount, which the source's "
+                + "readers then read"),
         SettingSpec(
             "imu_rotation", .rotation, "",
             "the IMU's mounting, as a mount stage's imu_rotation; shorthand: written into <source>_mount"),
@@ -147,20 +149,30 @@ enum SourceMagnetometers {
                 var extraRotations: [YAMLNode] = []
                 var seenNames: Set<String> = [PipelineTopics.primaryMagnetometerName]
                 var seenTopics: Set<String> = []
+                var currentTopic: YAMLNode? = node["current_topic"]
                 for (index, item) in items.enumerated() {
                     guard let fields = item.mapping else {
                         throw fail(
                             item, "each magnetometer must be a mapping {name, topic, rotation}, found \(item.kind)")
                     }
                     for (k, _) in fields where !SourceMagnetometers.entryKeys.contains(k.scalar ?? "") {
-                        let hint =
-                            k.scalar == "current_topic"
-                            ? " (current_topic belongs to the source: one motor current, each magnetometer's "
-                                + "calibration stage learns its own coefficients)" : ""
                         throw fail(
                             k,
-                            "unknown key '\(k.scalar ?? "?")' in a magnetometer (expected name, topic, "
-                                + "rotation)\(hint)\(didYouMean(k.scalar ?? "", in: SourceMagnetometers.entryKeys))")
+                            "unknown key '\(k.scalar ?? "?")' in a magnetometer (expected name, topic, rotation, "
+                                + "current_topic)\(didYouMean(k.scalar ?? "", in: SourceMagnetometers.entryKeys))")
+                    }
+                    if let current = item["current_topic"] {
+                        // The pipeline carries one motor current (motor/current); each magnetometer's
+                        // calibration stage learns its own coefficients against it.
+                        if let first = currentTopic, first.scalar != current.scalar {
+                            throw fail(
+                                current,
+                                "current_topic '\(current.scalar ?? current.kind)' differs from "
+                                    + "'\(first.scalar ?? first.kind)' given for another magnetometer (line "
+                                    + "\(first.mark.line)): a pipeline carries one motor current, and each "
+                                    + "magnetometer's calibration stage learns its own coefficients against it")
+                        }
+                        currentTopic = current
                     }
                     guard let topicNode = item["topic"], let topic = topicNode.scalar, !topicNode.isNull else {
                         throw fail(item, "magnetometer \(index + 1) has no 'topic'")
@@ -207,6 +219,9 @@ enum SourceMagnetometers {
                         extraRotations.append(scalar("\(name)=\(text)", rotation))
                         turns = true
                     }
+                }
+                if let currentTopic, node["current_topic"] == nil {
+                    kept.append((scalar("current_topic", currentTopic), currentTopic))
                 }
                 if !extras.isEmpty {
                     kept.append(
