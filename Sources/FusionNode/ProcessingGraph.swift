@@ -128,8 +128,9 @@ enum ProcessingGraph {
     }
 
     /// `--mag-rotation auto` asks the calibration stage to find the mounting: without that stage it
-    /// would be silently ignored.
+    /// would be silently ignored. The extra magnetometers and their rotations are checked too.
     static func checkMounting(_ a: Arguments, command: String) throws {
+        _ = try extraMagnetometerNames(a, command: command)
         // Checked here, so a mistake names the option rather than a line of the generated pipeline.
         for (option, words) in [("--imu-rotation", ["tf"]), ("--mag-rotation", ["tf", "auto"])] {
             guard let text = a.string(option), !words.contains(text), MountingRotation.parse(text) == nil else {
@@ -159,10 +160,73 @@ enum ProcessingGraph {
         do { try config.refuseExistingOutputs() } catch { throw UsageError(message: error.message, command: command) }
     }
 
-    /// A rotation given as `tf` reads the bag's /tf_static (the bag source's `tf_topic`).
-    static func staticTransformsOverride(_ a: Arguments, source: String = "bag") -> SettingOverride? {
-        guard a.string("--imu-rotation") == "tf" || a.string("--mag-rotation") == "tf" else { return nil }
-        return SettingOverride(stage: source, setting: "tf_topic", value: "/tf_static", origin: "--mag-rotation tf")
+    /// What the source options set on the bag stage: `--extra-magnetometer` its `extra_magnetometers`,
+    /// and a rotation given as `tf` its `tf_topic` (the bag's /tf_static).
+    static func sourceOverrides(_ a: Arguments, source: String = "bag") -> [SettingOverride] {
+        var overrides: [SettingOverride] = []
+        let extras = a.strings("--extra-magnetometer")
+        if !extras.isEmpty {
+            overrides.append(
+                SettingOverride(
+                    stage: source, setting: "extra_magnetometers", value: "[" + extras.joined(separator: ", ") + "]",
+                    origin: extras.map { "--extra-magnetometer \($0)" }.joined(separator: " ")))
+        }
+        let tf =
+            a.string("--imu-rotation") == "tf" || a.string("--mag-rotation") == "tf"
+            || a.strings("--extra-mag-rotation").contains { $0.hasSuffix("=tf") }
+        if tf {
+            overrides.append(
+                SettingOverride(stage: source, setting: "tf_topic", value: "/tf_static", origin: "--mag-rotation tf"))
+        }
+        return overrides
+    }
+
+    static let extraMagnetometerOptions = [
+        OptionHelp(
+            "--extra-magnetometer", "NAME=TOPIC",
+            "another magnetometer's bag topic (mast=/mast/mag), read as imu/mag/NAME, calibrated by its own stage "
+                + "(calibration_NAME) and fused with the primary by the kalman filter; may be repeated",
+            repeatable: true),
+        OptionHelp(
+            "--extra-mag-rotation", "NAME=ROTATION",
+            "an extra magnetometer's mounting (mast=yaw_90, mast=0,0,-90, mast=tf), as --mag-rotation; may be repeated",
+            repeatable: true),
+    ]
+
+    /// The names of the `--extra-magnetometer` entries, checked here so a mistake names the option (a
+    /// name becomes part of a stage's name and of topics).
+    static func extraMagnetometerNames(_ a: Arguments, command: String) throws -> [String] {
+        var names: [String] = []
+        for entry in a.strings("--extra-magnetometer") {
+            let parts = entry.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2, !parts[1].isEmpty else {
+                throw UsageError(
+                    message: "--extra-magnetometer \(entry): expected NAME=TOPIC (mast=/mast/mag)", command: command)
+            }
+            if let problem = magnetometerNameProblem(parts[0]) {
+                throw UsageError(message: "--extra-magnetometer \(entry): \(problem)", command: command)
+            }
+            guard !names.contains(parts[0]) else {
+                throw UsageError(
+                    message: "--extra-magnetometer: the name '\(parts[0])' is given twice", command: command)
+            }
+            names.append(parts[0])
+        }
+        for entry in a.strings("--extra-mag-rotation") {
+            let parts = entry.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2, names.contains(parts[0]) else {
+                let known = names.isEmpty ? "none was given" : "given: " + names.joined(separator: ", ")
+                throw UsageError(
+                    message: "--extra-mag-rotation \(entry): expected NAME=ROTATION for a NAME of --extra-magnetometer "
+                        + "(\(known))", command: command)
+            }
+            guard parts[1] == "tf" || MountingRotation.parse(parts[1]) != nil else {
+                throw UsageError(
+                    message: "--extra-mag-rotation \(entry): '\(parts[1])' is not a rotation name, ROLL,PITCH,YAW in "
+                        + "degrees or tf\(didYouMean(parts[1], in: MountingRotation.names + ["tf"]))", command: command)
+            }
+        }
+        return names
     }
 
     static func stages(
@@ -174,13 +238,19 @@ enum ProcessingGraph {
         let imu = a?.string("--imu-rotation")
         let detect = a?.string("--mag-rotation") == "auto"
         let mag = detect ? nil : a?.string("--mag-rotation")
-        if imu != nil || mag != nil {
+        // Names checked by `checkMounting` before the graph is made.
+        let extras = (a?.strings("--extra-magnetometer") ?? []).map { String($0.prefix { $0 != "=" }) }
+        let extraRotations = a?.strings("--extra-mag-rotation") ?? []
+        if imu != nil || mag != nil || !extraRotations.isEmpty {
             func value(_ text: String) -> YAMLValue {
                 text.contains(",") ? .sequence(text.split(separator: ",").map { .string(String($0)) }) : .string(text)
             }
             var mount: [(String, YAMLValue)] = [("type", .string("mount")), ("inputs", .sequence([.string(source)]))]
             if let imu { mount.append(("imu_rotation", value(imu))) }
             if let mag { mount.append(("mag_rotation", value(mag))) }
+            if !extraRotations.isEmpty {
+                mount.append(("extra_mag_rotations", .sequence(extraRotations.map { .string($0) })))
+            }
             stages.append(("mount", .mapping(mount)))
             upstream = "mount"
         }
@@ -197,6 +267,23 @@ enum ProcessingGraph {
                             + (detect ? [("detect_rotation", .string("true"))] : []))
                 ))
             upstream = "calibration"
+            // Each extra magnetometer's own calibration, online or from the same file (keyed by name).
+            for name in extras {
+                let stage = "calibration_\(name)"
+                stages.append(
+                    (
+                        stage,
+                        .mapping(
+                            [
+                                ("type", .string("calibration")), ("inputs", .sequence([.string(upstream)])),
+                                ("magnetometer", .string(name)),
+                            ]
+                                + (calibrationFile.map {
+                                    [("file", .string($0)), ("online", .string(learnIntoFile ? "true" : "false"))]
+                                } ?? [("online", .string("true"))]) + [("prompt", .string("false"))])
+                    ))
+                upstream = stage
+            }
         }
         stages.append(("fusion", .mapping([("type", .string("fusion")), ("inputs", .sequence([.string(upstream)]))])))
         return stages

@@ -39,7 +39,9 @@ enum ReplayCommand {
             OptionHelp("--insecure", nil, "allow --publish on an address other hosts can reach (no encryption)"),
             OptionHelp("--filter", "NAME", "kalman or complementary", default: "kalman"),
             ProcessingGraph.noCalibrationOption,
-        ] + ProcessingGraph.mountingOptions + [ProcessingGraph.calibrationFileOption] + [
+        ] + ProcessingGraph.mountingOptions + ProcessingGraph.extraMagnetometerOptions + [
+            ProcessingGraph.calibrationFileOption
+        ] + [
             OptionHelp(
                 "--sensor-latency", "SECONDS", "predict the orientation this far ahead (the IMU's output latency)",
                 default: "0"),
@@ -85,7 +87,7 @@ enum ReplayCommand {
             + ProcessingGraph.stages(
                 after: "bag", calibrate: !a.has("--no-calibration"), a,
                 calibrationFile: try ProcessingGraph.calibrationFile(a, command: help.path))
-        var overrides: [SettingOverride] = ProcessingGraph.staticTransformsOverride(a).map { [$0] } ?? []
+        var overrides: [SettingOverride] = ProcessingGraph.sourceOverrides(a)
         func set(_ stage: String, _ setting: String, _ option: String, _ value: String? = nil) {
             guard let v = value ?? a.string(option) else { return }
             overrides.append(SettingOverride(stage: stage, setting: setting, value: v, origin: "\(option) \(v)"))

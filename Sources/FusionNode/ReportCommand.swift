@@ -18,7 +18,7 @@ enum ReportCommand {
             OptionHelp("--start", "SECONDS", "skip this long from the start of the bag", default: "0"),
             OptionHelp("--duration", "SECONDS", "replay only this long; 0 = all", default: "0"),
             ProcessingGraph.noCalibrationOption,
-        ] + ProcessingGraph.mountingOptions + [
+        ] + ProcessingGraph.mountingOptions + ProcessingGraph.extraMagnetometerOptions + [
             OptionHelp(
                 "--truth", "FILE", "reference orientation, BROAD-style t,qw,qx,qy,qz[,movement] (.csv or .csv.gz)"),
             ProcessingGraph.setOption,
@@ -70,7 +70,7 @@ enum ReportCommand {
                     ("title", .string(String(bag.split(separator: "/").last ?? Substring(bag)))),
                 ])
             ))
-        var overrides: [SettingOverride] = ProcessingGraph.staticTransformsOverride(a).map { [$0] } ?? []
+        var overrides: [SettingOverride] = ProcessingGraph.sourceOverrides(a)
         for (option, stage, setting) in [
             ("--filter", "fusion", "filter"), ("--imu-topic", "bag", "imu_topic"), ("--mag-topic", "bag", "mag_topic"),
             ("--current-topic", "bag", "current_topic"), ("--start", "bag", "start"), ("--duration", "bag", "duration"),

@@ -519,6 +519,59 @@ stages:
     return config, bag
 
 
+def test_replay_fuses_an_extra_magnetometer_turned_into_the_body(node, tmp_path):
+    """A second compass mounted yaw_90 with its own hard iron: `replay --extra-magnetometer` reads it, gives it
+    its own calibration stage and fuses it once `--extra-mag-rotation` turns it into the body's axes (without
+    the rotation it is outvoted); the graph it prints is a pipeline file that runs the same CSV; a source's
+    `magnetometers` list says the same in a file; mistakes name the option."""
+    bag = tmp_path / 'two.mcap'
+    (tmp_path / 'rec.yaml').write_text(f"""
+stages:
+  sim: {{type: simulator, scenario: figure_eight, duration: 60, realtime: false, extra_magnetometers: [mast=yaw_90],
+        hard_iron_ut: [10, -5, 3], extra_hard_iron_ut: [4, 6, -2]}}
+  rec: {{type: record, inputs: [sim], path: '{bag}', topics: [imu/data_raw, imu/mag, imu/mag/mast]}}
+""")
+    assert run(node, '--config', tmp_path / 'rec.yaml').returncode == 0
+
+    def mast_used(stderr):
+        found = re.search(r'mast: \d+ reading\(s\), used ([0-9.]+) %', stderr)
+        assert found, stderr
+        return float(found[1])
+
+    extra = ['--extra-magnetometer', 'mast=/imu/mag/mast']
+    r = run(node, 'replay', bag, *extra, '--extra-mag-rotation', 'mast=yaw_90', '--csv', tmp_path / 'r.csv',
+            '--print-config', tmp_path / 'ran.yaml', timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert 'calibration_mast:' in r.stderr and mast_used(r.stderr) > 75, r.stderr
+    unturned = run(node, 'replay', bag, *extra, '--csv', tmp_path / 'u.csv', timeout=120)
+    assert unturned.returncode == 0 and mast_used(unturned.stderr) < 50, unturned.stderr
+    ran = (tmp_path / 'ran.yaml').read_text().replace(str(tmp_path / 'r.csv'), str(tmp_path / 'again.csv'))
+    (tmp_path / 'again.yaml').write_text(ran)
+    assert run(node, '--config', tmp_path / 'again.yaml', timeout=120).returncode == 0
+    assert (tmp_path / 'again.csv').read_text() == (tmp_path / 'r.csv').read_text()
+    (tmp_path / 'list.yaml').write_text(f"""
+stages:
+  bag:
+    type: bag
+    path: '{bag}'
+    magnetometers:
+      - {{topic: /imu/mag}}
+      - {{name: mast, topic: /imu/mag/mast, rotation: yaw_90}}
+  calibration: {{type: calibration, inputs: [bag], online: true, prompt: false}}
+  calibration_mast: {{type: calibration, inputs: [calibration], magnetometer: mast, online: true, prompt: false}}
+  fusion: {{type: fusion, inputs: [calibration_mast]}}
+  csv: {{type: csv, inputs: [fusion], path: '{tmp_path / "list.csv"}'}}
+""")
+    assert run(node, '--config', tmp_path / 'list.yaml', timeout=120).returncode == 0
+    assert (tmp_path / 'list.csv').read_text() == (tmp_path / 'r.csv').read_text()
+    for args, says in ((['--extra-magnetometer', 'ma-st=/imu/mag/mast'], "'ma-st' is not a magnetometer name"),
+                       (['--extra-magnetometer', 'mast'], 'expected NAME=TOPIC'),
+                       (extra + ['--extra-mag-rotation', 'gps=yaw_90'], 'for a NAME of --extra-magnetometer'),
+                       (extra + ['--extra-mag-rotation', 'mast=yaw_91'], "did you mean 'yaw_90'")):
+        r = run(node, 'replay', bag, *args, '--csv', tmp_path / 'x.csv')
+        assert r.returncode == 2 and says in r.stderr, r.stderr
+
+
 def test_calibrate_learns_online_from_a_recording_too_one_sided_for_a_whole_set_fit(node, tmp_path):
     """The simulator's default motion turns the sensor through too little of the sphere for the whole-set
     fit (refused, and said so); `calibrate` then runs the recording through the online calibrator, whose

@@ -67,7 +67,7 @@ struct NamedEntry: Equatable {
 }
 
 /// Why `name` cannot name a magnetometer (it becomes part of topic names: imu/mag/NAME); nil when it can.
-func magnetometerNameProblem(_ name: String) -> String? {
+public func magnetometerNameProblem(_ name: String) -> String? {
     let allowed = name.unicodeScalars.allSatisfy {
         ("a"..."z").contains($0) || ("A"..."Z").contains($0)
             || ("0"..."9").contains($0) || $0 == "_"
