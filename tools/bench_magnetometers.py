@@ -4,14 +4,15 @@
 For every trial it writes copies with a second magnetometer (tools/add_magnetometer.py) and replays them
 through fusion-node's bag source and Kalman filter (no calibration stage: BROAD's readings are
 calibrated), scoring with the shared BROAD scorer:
-  - independent noise: both magnetometers get 0.5 uT of their own white noise on top of the recorded
-    one; each alone against both fused (`extra_magnetometers`);
+  - independent noise: both magnetometers get 0.5 uT (--noise) of their own white noise on top of the
+    recorded one (--seed); each alone against both fused (`extra_magnetometers`);
   - a magnet on one: the first gets a magnet fixed to the sensor (--magnet, fading in over 5 s at 60 s,
     present 60 s), the second is a clean copy with 0.5 uT of noise; the clean one alone against both.
 Prints a Markdown table; the copies go to --work (deleted unless --keep).
 
 Usage: tools/.venv/bin/python tools/bench_magnetometers.py [--data ../shared/data/broad]
-           [--bench ../shared/bench] [--magnet 15,5,0] [--work DIR] [--keep] [--node PATH]
+           [--bench ../shared/bench] [--magnet 15,5,0] [--noise 0.5] [--seed 1] [--work DIR] [--keep]
+           [--node PATH]
 """
 import argparse, importlib.util, json, shutil, subprocess, sys, tempfile
 from pathlib import Path
@@ -48,6 +49,8 @@ def main():
     p.add_argument('--magnet', default='15,5,0', help='the magnet on the first magnetometer, uT, sensor axes')
     p.add_argument('--work', type=Path, default=None)
     p.add_argument('--keep', action='store_true')
+    p.add_argument('--noise', default='0.5', help='white noise each magnetometer gets, uT (default 0.5)')
+    p.add_argument('--seed', default='1', help="the independent-noise copy's seed (default 1)")
     p.add_argument('--node', type=Path, default=ROOT / '.build' / 'release' / 'fusion-node')
     a = p.parse_args()
     if not a.node.exists():
@@ -66,7 +69,7 @@ def main():
         for path in (noisy, magnet):
             if path.exists():
                 shutil.rmtree(path)
-        subprocess.run(add + [str(bag), str(noisy), '--noise', '0.5', '--primary-noise', '0.5', '--seed', '1'],
+        subprocess.run(add + [str(bag), str(noisy), '--noise', a.noise, '--primary-noise', a.noise, '--seed', a.seed],
                        check=True, stdout=subprocess.DEVNULL)
         subprocess.run(add + [str(bag), str(magnet), '--noise', '0.5', '--magnet', a.magnet, '--seed', '2'],
                        check=True, stdout=subprocess.DEVNULL)
