@@ -94,7 +94,11 @@ enum SourceMagnetometers {
         let accepted = "a rotation name (none, yaw_90, ...), tf, or [roll, pitch, yaw] in degrees"
         if let angles = node.sequence {
             let valid =
-                angles.count == 3 && angles.allSatisfy { Double($0.scalar ?? "").map { abs($0) <= 360 } ?? false }
+                angles.count == 3
+                && angles.allSatisfy {
+                    let text = $0.scalar ?? ""
+                    return text.contains("${") || Double(text).map { abs($0) <= 360 } ?? false
+                }
             return valid ? nil : "rotation must be \(accepted), found a list of \(angles.count) item(s)"
         }
         guard let text = node.scalar, !node.isNull else { return "rotation must be \(accepted), found \(node.kind)" }
