@@ -75,5 +75,30 @@ struct OnlineCalibrationTests {
         #expect(good.state == .degraded && good.needsMotion && good.progressPercent < 25)
     }
 
+    @Test("the calibrator says how much its gyro-aided windows turned: level turns alone never reach the limit")
+    func rotationSpreadSeen() {
+        func spread(_ motion: [MotionSegment]) -> (Double, Bool) {
+            var s = SimulationScenario()
+            s.motion = motion
+            s.sensors.hardIronMicrotesla = Vector3(12, -8, 5)
+            var c = OnlineCalibrator()
+            var previous: Double?
+            for x in IMUSimulator.samples(s) {
+                let t = x.imu.timestamp
+                if let p = previous {
+                    c.addMotion(rate: x.imu.angularVelocity, specificForce: x.imu.specificForce, dt: t - p)
+                }
+                previous = t
+                _ = c.add(x.magnetometer.fieldMicrotesla, time: t)
+            }
+            return (c.largestRotationSpread, c.gyroAidedFits > 0)
+        }
+        let needed = GyroAidedFitSettings().minimumRotationSpread
+        let (level, levelFitted) = spread([.turn(degreesPerSecond: 20, seconds: 30)])
+        #expect(level < 0.01 && !levelFitted, "about one axis only: spread \(level)")
+        let (eight, eightFitted) = spread([.figureEight(seconds: 30)])
+        #expect(eight >= needed && eightFitted, "a figure eight: spread \(eight)")
+    }
+
     func calibration(_ c: OnlineCalibrator) -> MagnetometerCalibration? { c.calibration }
 }

@@ -586,6 +586,18 @@ def test_calibrate_learns_online_from_a_recording_too_one_sided_for_a_whole_set_
     assert np.abs(np.array(stored['hard_iron_ut']) - [12, -8, 5]).max() < 0.5, stored
 
 
+def test_calibrate_says_why_a_recording_gave_no_calibration(node, tmp_path):
+    """A walking recording (turning about the vertical, little else): neither the whole-set fit nor the online calibrator can
+    calibrate it; nothing is written, exit 1, and the message says how little the gyro-aided fit saw turn."""
+    _, bag = recorded_simulation(node, tmp_path, 'scenario: walking, duration: 40, realtime: false')
+    out = tmp_path / 'cal.json'
+    r = run(node, 'calibrate', bag, '-o', out, timeout=180)
+    assert r.returncode == 1 and not out.exists(), r.stdout + r.stderr
+    found = re.search(r"the gyro-aided fit's windows turned with a spread of at most ([0-9.]+) \(it needs 0\.10",
+                      r.stderr)
+    assert found and float(found[1]) < 0.1, r.stderr
+
+
 def test_calibrate_refits_a_recording_and_replay_uses_it_from_the_start(node, tmp_path):
     """Hard iron (25, -30, 12) uT and 10 % soft iron: `calibrate` recovers both (1 uT, 1 %), and a replay with
     the file has no calibration phase: its early headings match the truth where the online replay's do not."""

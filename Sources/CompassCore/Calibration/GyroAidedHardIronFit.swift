@@ -87,16 +87,23 @@ public struct GyroAidedHardIronFit: Sendable {
         sumSquaredReading += corrected.squaredNorm
     }
 
+    /// Normal equations [[nI, S^T], [S, nI]] [c; b] = [sum u; sum R u]; the Schur complement of the
+    /// first block: (nI - S S^T / n) b = sum R u - S sum u / n. This is that complement.
+    var schurComplement: Matrix3 { (Matrix3.identity * count) - (sumRotation * sumRotation.transposed) * (1 / count) }
+
+    /// How many ways the window has turned so far (see `GyroAidedFitSettings.minimumRotationSpread`);
+    /// nil before 10 readings.
+    public var rotationSpread: Double? {
+        guard count >= 10, let eigen = SymmetricEigen3(schurComplement) else { return nil }
+        return min(eigen.values.x, eigen.values.y, eigen.values.z) / count
+    }
+
     /// The least-squares offset and field, or nil when the window is too short or turned too little.
     public func solve() -> Solution? {
-        guard count >= 10, seconds >= settings.minimumSeconds else { return nil }
+        guard count >= 10, seconds >= settings.minimumSeconds, let spread = rotationSpread else { return nil }
         let n = count
         let s = sumRotation
-        // Normal equations [[nI, S^T], [S, nI]] [c; b] = [sum u; sum R u]; the Schur complement of the
-        // first block: (nI - S S^T / n) b = sum R u - S sum u / n.
-        let k = (Matrix3.identity * n) - (s * s.transposed) * (1 / n)
-        guard let eigen = SymmetricEigen3(k) else { return nil }
-        let spread = min(eigen.values.x, eigen.values.y, eigen.values.z) / n
+        let k = schurComplement
         guard spread >= settings.minimumRotationSpread, let kInverse = k.inverse else { return nil }
         let b = kInverse * (sumRotatedReading - s * sumReading * (1 / n))
         let c = (sumReading - s.transposed * b) * (1 / n)

@@ -75,6 +75,9 @@ public struct OnlineCalibrator: Sendable {
     /// True while new readings miss the accepted calibration (the gyro-aided fit then runs).
     public private(set) var misfitting = false
     var gyroFit = GyroAidedHardIronFit()
+    /// The most turning a gyro-aided window had seen at any attempt to fit it
+    /// (`GyroAidedHardIronFit.rotationSpread`): why no gyro-aided fit came, when none did.
+    public private(set) var largestRotationSpread = 0.0
     /// The latest specific force, m/s^2, sensor frame (for the dip).
     var latestForce: Vector3?
     /// The dip seen with the accepted calibration while it fits, degrees (low-passed).
@@ -218,6 +221,7 @@ public struct OnlineCalibrator: Sendable {
     /// binned before describe the old offset and are dropped.
     mutating func tryGyroAidedFit() -> CalibrationFit? {
         defer { if gyroFit.seconds >= settings.gyroAided.windowSeconds { gyroFit.reset() } }
+        largestRotationSpread = max(largestRotationSpread, gyroFit.rotationSpread ?? 0)
         guard let s = gyroFit.solve() else { return nil }
         let strength = s.field.norm
         guard s.rmsResidualMicrotesla <= settings.maximumGyroAidedResidualMicrotesla,
