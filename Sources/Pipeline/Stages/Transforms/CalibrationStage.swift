@@ -527,13 +527,14 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
                 "calibration \(o.state) (progress \(format(o.progressPercent, 0)) %), \(refitsAccepted) fit(s) accepted"
                     + (o.gyroAidedFits > 0 ? " (\(o.gyroAidedFits) gyro-aided)" : ""))
             if refitsAccepted == 0 {
-                let needed = o.settings.gyroAided.minimumRotationSpread
+                let needed = format(o.settings.gyroAided.minimumRotationSpread, 2)
+                let window = format(o.settings.gyroAided.windowSeconds, 0)
                 notes.append(
                     "no fit accepted: the gyro-aided fit's windows turned with a spread of at most "
-                        + "\(format(o.largestRotationSpread, 3)) (it needs \(format(needed, 2)): turning about two axes or "
-                        + "more, about 30 degrees each way, within \(format(o.settings.gyroAided.windowSeconds, 0)) s), and the "
-                        + "sphere fit needs \(format(100 * o.settings.minimumCoverage, 0)) % of the directions "
-                        + "within \(format(o.settings.maximumReadingAgeSeconds, 0)) s")
+                        + "\(format(o.largestRotationSpread, 3)) (it needs \(needed): turning about two axes or "
+                        + "more, about 30 degrees each way, within \(window) s), and the sphere fit needs "
+                        + "\(format(100 * o.settings.minimumCoverage, 0)) % of the directions within "
+                        + "\(format(o.settings.maximumReadingAgeSeconds, 0)) s")
             }
         }
         return []
