@@ -220,10 +220,8 @@ enum ProcessingGraph {
                     message: "--extra-mag-rotation \(entry): expected NAME=ROTATION for a NAME of --extra-magnetometer "
                         + "(\(known))", command: command)
             }
-            guard parts[1] == "tf" || MountingRotation.parse(parts[1]) != nil else {
-                throw UsageError(
-                    message: "--extra-mag-rotation \(entry): '\(parts[1])' is not a rotation name, ROLL,PITCH,YAW in "
-                        + "degrees or tf\(didYouMean(parts[1], in: MountingRotation.names + ["tf"]))", command: command)
+            if case .failure(let refusal) = SettingSpec.rotationValue(parts[1], choices: ["tf"]) {
+                throw UsageError(message: "--extra-mag-rotation \(entry): must be \(refusal.detail)", command: command)
             }
         }
         return names
@@ -255,33 +253,20 @@ enum ProcessingGraph {
             upstream = "mount"
         }
         if calibrate {
-            stages.append(
-                (
-                    "calibration",
-                    .mapping(
-                        [("type", .string("calibration")), ("inputs", .sequence([.string(upstream)]))]
-                            + (calibrationFile.map {
-                                [("file", .string($0)), ("online", .string(learnIntoFile ? "true" : "false"))]
-                            }
-                                ?? [("online", .string("true"))]) + [("prompt", .string("false"))]
-                            + (detect ? [("detect_rotation", .string("true"))] : []))
-                ))
-            upstream = "calibration"
-            // Each extra magnetometer's own calibration, online or from the same file (keyed by name).
-            for name in extras {
-                let stage = "calibration_\(name)"
-                stages.append(
-                    (
-                        stage,
-                        .mapping(
-                            [
-                                ("type", .string("calibration")), ("inputs", .sequence([.string(upstream)])),
-                                ("magnetometer", .string(name)),
-                            ]
-                                + (calibrationFile.map {
-                                    [("file", .string($0)), ("online", .string(learnIntoFile ? "true" : "false"))]
-                                } ?? [("online", .string("true"))]) + [("prompt", .string("false"))])
-                    ))
+            // The primary's calibration, then each extra magnetometer's own (online, or from the same
+            // file, keyed by name); only the primary's finds its mounting.
+            let stored: [(String, YAMLValue)] =
+                calibrationFile.map { [("file", .string($0)), ("online", .string(learnIntoFile ? "true" : "false"))] }
+                ?? [("online", .string("true"))]
+            for name in [nil] + extras.map(Optional.some) {
+                let stage = name.map { "calibration_\($0)" } ?? "calibration"
+                var settings: [(String, YAMLValue)] = [
+                    ("type", .string("calibration")), ("inputs", .sequence([.string(upstream)])),
+                ]
+                if let name { settings.append(("magnetometer", .string(name))) }
+                settings += stored + [("prompt", .string("false"))]
+                if name == nil && detect { settings.append(("detect_rotation", .string("true"))) }
+                stages.append((stage, .mapping(settings)))
                 upstream = stage
             }
         }

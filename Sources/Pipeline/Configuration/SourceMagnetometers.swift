@@ -1,4 +1,3 @@
-import CompassCore
 import WireFormat
 import YAML
 
@@ -88,28 +87,22 @@ enum SourceMagnetometers {
         return YAMLNode(value: .mapping(entries), mark: node.mark)
     }
 
-    /// Why `node` is no rotation a mount stage takes (a name, tf, or [roll, pitch, yaw] in degrees);
-    /// nil when it is one. `${VAR}` text is left to the mount stage, which substitutes it.
+    /// Why `node` is no rotation a mount stage takes (as `SettingSpec.rotationValue` judges a mount
+    /// stage's own); nil when it is one. `${VAR}` text is left to the mount stage, which substitutes it.
     static func rotationProblem(_ node: YAMLNode) -> String? {
-        let accepted = "a rotation name (none, yaw_90, ...), tf, or [roll, pitch, yaw] in degrees"
-        if let angles = node.sequence {
-            let valid =
-                angles.count == 3
-                && angles.allSatisfy {
-                    let text = $0.scalar ?? ""
-                    return text.contains("${") || Double(text).map { abs($0) <= 360 } ?? false
-                }
-            return valid ? nil : "rotation must be \(accepted), found a list of \(angles.count) item(s)"
+        let items = node.sequence?.map { $0.scalar ?? "" } ?? []
+        guard let text = node.scalar ?? (node.sequence != nil ? "" : nil) else {
+            return "rotation must be \(SettingSpec.Kind.rotation.article), found \(node.kind)"
         }
-        guard let text = node.scalar, !node.isNull else { return "rotation must be \(accepted), found \(node.kind)" }
-        if text.contains("${") || text == "tf" || MountingRotation.named(text) != nil { return nil }
-        if text.contains(",") { return nil }
-        if text == "auto" {
-            return "rotation 'auto' is found from motion by the magnetometer's calibration stage (detect_rotation: "
-                + "true), not given to the mount"
+        if text.contains("${") || items.contains(where: { $0.contains("${") }) { return nil }
+        guard case .failure(let refusal) = SettingSpec.rotationValue(text, items: items, choices: mountChoices) else {
+            return nil
         }
-        return "rotation must be \(accepted), found '\(text)'\(didYouMean(text, in: MountingRotation.names))"
+        return "rotation must be \(refusal.detail)"
     }
+
+    /// The words a mount stage's rotation takes besides rotations (tf), from its own declaration.
+    static let mountChoices = MountStage.type.settings.first { $0.name == "mag_rotation" }?.choices ?? []
 
     /// One source's shorthand turned into its plain settings and, when anything turns, a mount stage.
     private struct Expansion {

@@ -1,3 +1,5 @@
+import CompassCore
+
 /// One setting a stage type accepts: its name, kind, default, documentation and the values it may
 /// take. The registry's specs are the single source for validation, `fusion-node stages` and the
 /// stage reference (docs/stages.md).
@@ -72,6 +74,51 @@ public struct SettingSpec: Sendable {
         self.range = range
         self.namesTopics = namesTopics
         self.writesFile = writesFile
+    }
+
+    /// A rotation setting's value as it is stored: a rotation name, one of `choices` (tf), or
+    /// "roll,pitch,yaw" in degrees from `items` (or from `text` written as one list, as an environment
+    /// variable gives "[0, 0, -90]" or "0,0,-90"); else what it must be instead, for "must be ...".
+    /// The one check of a mounting rotation: settings, a source's `magnetometers` entries, the
+    /// command line's extra magnetometers.
+    public static func rotationValue(_ text: String, items given: [String] = [], choices: [String] = [])
+        -> Result<String, RotationRefusal>
+    {
+        let article = Kind.rotation.article
+        var items = given
+        if items.isEmpty, text.contains(",") {
+            items = text.filter { $0 != "[" && $0 != "]" && $0 != " " }.split(separator: ",").map(String.init)
+        }
+        if items.isEmpty, choices.contains(text) { return .success(text) }  // a word besides rotations (tf)
+        if items.isEmpty {
+            if text == "auto" {
+                return .failure(
+                    RotationRefusal(
+                        detail: "\(article), found 'auto': a mounting found from motion is the calibration stage's "
+                            + "detect_rotation: true"))
+            }
+            guard MountingRotation.named(text) != nil else {
+                return .failure(
+                    RotationRefusal(
+                        detail: article + choices.map { " or \($0)" }.joined() + ", found '\(text)'"
+                            + didYouMean(text, in: MountingRotation.names + choices)))
+            }
+            return .success(text)
+        }
+        guard items.count == 3 else {
+            return .failure(RotationRefusal(detail: "\(article), found \(items.count) item(s)"))
+        }
+        for item in items {
+            guard let d = Double(item), d.isFinite, (-360...360).contains(d) else {
+                return .failure(RotationRefusal(detail: "\(article) (each angle -360 to 360), found '\(item)'"))
+            }
+        }
+        return .success(items.joined(separator: ","))
+    }
+
+    /// Why a value is no rotation: what it must be instead ("a rotation name ..., found 'yaw_91'").
+    public struct RotationRefusal: Error, Sendable {
+        public let detail: String
     }
 
     /// The accepted values in words, for errors and the reference ("" when anything of the kind goes).

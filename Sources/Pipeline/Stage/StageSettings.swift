@@ -116,34 +116,9 @@ public struct StageSettings: Sendable {
             // Expanded into plain settings before any stage reads its own (SourceMagnetometers).
             throw fail("\(spec.kind.article) that only a source's shorthand takes")
         case .rotation:
-            // A list is [roll, pitch, yaw] in degrees, kept as "r,p,y"; a scalar must be a known name.
-            // A list written as one value (an environment variable: "[0, 0, -90]" or "0,0,-90") is a list.
-            var items = value.items
-            if items.isEmpty, value.text.contains(",") {
-                items = value.text.filter { $0 != "[" && $0 != "]" && $0 != " " }.split(separator: ",").map(String.init)
-            }
-            if items.isEmpty, spec.choices.contains(value.text) {
-                strings[spec.name] = value.text  // a word the setting accepts besides rotations (tf)
-            } else if items.isEmpty {
-                if value.text == "auto" {
-                    throw fail(
-                        "\(spec.kind.article), found 'auto': a mounting found from motion is the calibration "
-                            + "stage's detect_rotation: true")
-                }
-                guard MountingRotation.named(value.text) != nil else {
-                    throw fail(
-                        "\(spec.kind.article)" + spec.choices.map { " or \($0)" }.joined() + ", found '\(value.text)'"
-                            + didYouMean(value.text, in: MountingRotation.names + spec.choices))
-                }
-                strings[spec.name] = value.text
-            } else {
-                guard items.count == 3 else { throw fail("\(spec.kind.article), found \(items.count) item(s)") }
-                for item in items {
-                    guard let d = Double(item), d.isFinite, (-360...360).contains(d) else {
-                        throw fail("\(spec.kind.article) (each angle -360 to 360), found '\(item)'")
-                    }
-                }
-                strings[spec.name] = items.joined(separator: ",")
+            switch SettingSpec.rotationValue(value.text, items: value.items, choices: spec.choices) {
+            case .success(let stored): strings[spec.name] = stored
+            case .failure(let refusal): throw fail(refusal.detail)
             }
         case .stringList:
             for item in value.items { try chosen(item) }
