@@ -93,18 +93,23 @@ public struct GyroAidedHardIronFit: Sendable {
 
     /// How many ways the window has turned so far (see `GyroAidedFitSettings.minimumRotationSpread`);
     /// nil before 10 readings.
-    public var rotationSpread: Double? {
-        guard count >= 10, let eigen = SymmetricEigen3(schurComplement) else { return nil }
+    public var rotationSpread: Double? { count >= 10 ? spread(of: schurComplement) : nil }
+
+    /// The smallest eigenvalue of the complement per reading.
+    func spread(of k: Matrix3) -> Double? {
+        guard let eigen = SymmetricEigen3(k) else { return nil }
         return min(eigen.values.x, eigen.values.y, eigen.values.z) / count
     }
 
     /// The least-squares offset and field, or nil when the window is too short or turned too little.
     public func solve() -> Solution? {
-        guard count >= 10, seconds >= settings.minimumSeconds, let spread = rotationSpread else { return nil }
+        guard count >= 10, seconds >= settings.minimumSeconds else { return nil }
         let n = count
         let s = sumRotation
         let k = schurComplement
-        guard spread >= settings.minimumRotationSpread, let kInverse = k.inverse else { return nil }
+        guard let spread = spread(of: k), spread >= settings.minimumRotationSpread, let kInverse = k.inverse else {
+            return nil
+        }
         let b = kInverse * (sumRotatedReading - s * sumReading * (1 / n))
         let c = (sumReading - s.transposed * b) * (1 / n)
         // RSS = sum|u|^2 - 2 x^T A^T u + x^T A^T A x.

@@ -221,8 +221,11 @@ public struct OnlineCalibrator: Sendable {
     /// binned before describe the old offset and are dropped.
     mutating func tryGyroAidedFit() -> CalibrationFit? {
         defer { if gyroFit.seconds >= settings.gyroAided.windowSeconds { gyroFit.reset() } }
-        largestRotationSpread = max(largestRotationSpread, gyroFit.rotationSpread ?? 0)
-        guard let s = gyroFit.solve() else { return nil }
+        guard let s = gyroFit.solve() else {
+            largestRotationSpread = max(largestRotationSpread, gyroFit.rotationSpread ?? 0)
+            return nil
+        }
+        largestRotationSpread = max(largestRotationSpread, s.rotationSpread)
         let strength = s.field.norm
         guard s.rmsResidualMicrotesla <= settings.maximumGyroAidedResidualMicrotesla,
             settings.plausibleRadiusMicrotesla.contains(strength)
