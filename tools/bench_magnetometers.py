@@ -14,17 +14,12 @@ Usage: tools/.venv/bin/python tools/bench_magnetometers.py [--data ../shared/dat
            [--bench ../shared/bench] [--magnet 15,5,0] [--noise 0.5] [--seed 1] [--work DIR] [--keep]
            [--node PATH]
 """
-import argparse, importlib.util, json, shutil, subprocess, sys, tempfile
+import argparse, json, shutil, subprocess, sys, tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def load_scorer(bench_dir):
-    spec = importlib.util.spec_from_file_location('broad_score', Path(bench_dir) / 'broad_score.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from broad_benchmark import load_scorer  # noqa: E402
 
 
 def replay(node, bag, out_csv, mag_topic='/imu/mag', extra=None):

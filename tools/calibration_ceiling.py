@@ -11,19 +11,14 @@ recording on which even the grid's best stays above the online figure cannot mee
 Usage: tools/.venv/bin/python tools/calibration_ceiling.py TRIAL [--centre=X,Y,Z] [--step UT] [--steps N]
            [--data ../shared/data/broad] [--bench ../shared/bench] [--node .build/release/fusion-node]
 """
-import argparse, importlib.util, itertools, json, subprocess, sys, tempfile
+import argparse, itertools, json, subprocess, sys, tempfile
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def load_scorer(bench_dir):
-    spec = importlib.util.spec_from_file_location('broad_score', Path(bench_dir) / 'broad_score.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from broad_benchmark import load_scorer  # noqa: E402
 
 
 def magnetometer(node, bag):

@@ -10,12 +10,14 @@ table shows what it does on the held-out trials, which it was not chosen on.
     tools/.venv/bin/python tools/holdout_sweep.py NAME V1 V2 ... [--metric inclination]
         [--tune 02,07,11,27,33] [--data ../shared/data/broad] [--bench ../shared/bench] [--latency 0]
 """
-import argparse, importlib.util, os, subprocess, sys, tempfile
+import argparse, os, subprocess, sys, tempfile
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from broad_benchmark import load_scorer  # noqa: E402
 
 
 def main():
@@ -29,9 +31,7 @@ def main():
     ap.add_argument('--latency', default='0', help='fusion.sensor_latency, seconds (0: the defaults)')
     ap.add_argument('--node', default=str(ROOT / '.build' / 'release' / 'fusion-node'))
     a = ap.parse_args()
-    spec = importlib.util.spec_from_file_location('broad_score', Path(a.bench) / 'broad_score.py')
-    scorer = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(scorer)
+    scorer = load_scorer(a.bench)
     data = Path(a.data)
     bags = sorted((data / 'bags').iterdir())
     ids = [b.name[:2] for b in bags]
