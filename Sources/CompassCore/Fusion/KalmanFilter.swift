@@ -269,7 +269,11 @@ public struct KalmanFilter: Sendable {
                 // Heading not known yet and the vehicle accelerates: the receiver's acceleration cannot be
                 // turned into the filter's frame, and the accelerometer's is not gravity. The gyro carries
                 // the tilt until the alignment.
-            } else if imu.timestamp - lastVerticalTurn < settings.accelerometerLowPassSeconds {
+            } else if imu.timestamp - lastVerticalTurn < settings.accelerometerLowPassSeconds,
+                !forceAgreesWithTilt(
+                    recorder.inclinationForce(filter: lowPassedForceEarth, orientation: orientation),
+                    toleranceRadians: settings.verticalTurnToleranceDegrees * radiansPerDegree, dTheta)
+            {
                 // Turning about the vertical only, or lately: the tilt has not changed (the gyro carries it
                 // exactly), and the low-passed force holds the turn's centripetal acceleration.
                 verticalTurnSkipped += 1
@@ -442,14 +446,11 @@ public struct KalmanFilter: Sendable {
         let u = force / squared.squareRoot()
         // The rotation vector taking u onto +z: axis (u_y, -u_x, 0)/s, angle atan2(s, u_z).
         let k = tiltAngleOverSine(u)
-        if settings.inclinationGateDegrees > 0 {
-            let gate = settings.inclinationGateDegrees * radiansPerDegree
-            let rx = u.y * k - dTheta.x, ry = -u.x * k - dTheta.y
-            if rx * rx > 9 * attitudeCovariance.m00 + gate * gate || ry * ry > 9 * attitudeCovariance.m11 + gate * gate
-            {
-                inclinationGated += 1
-                return
-            }
+        if settings.inclinationGateDegrees > 0,
+            !forceAgreesWithTilt(force, toleranceRadians: settings.inclinationGateDegrees * radiansPerDegree, dTheta)
+        {
+            inclinationGated += 1
+            return
         }
         let variance = settings.inclinationNoiseDensity * settings.inclinationNoiseDensity / interval
         if a.x == 0 && a.y == 0 {
@@ -460,6 +461,19 @@ public struct KalmanFilter: Sendable {
             attitudeUpdate(h0, residual: u.y * k - h0.dot(dTheta), variance: variance, &dTheta, &dBias)
             attitudeUpdate(h1, residual: -u.x * k - h1.dot(dTheta), variance: variance, &dTheta, &dBias)
         }
+    }
+
+    /// Whether the force's direction is within `toleranceRadians` beyond 3 sigma of the attitude
+    /// uncertainty of the carried vertical (as `inclinationGateDegrees` judges it).
+    func forceAgreesWithTilt(_ force: Vector3, toleranceRadians: Double, _ dTheta: Vector3) -> Bool {
+        guard toleranceRadians > 0 else { return false }
+        let squared = force.squaredNorm
+        guard squared > 0 else { return false }
+        let u = force / squared.squareRoot()
+        let k = tiltAngleOverSine(u)
+        let rx = u.y * k - dTheta.x, ry = -u.x * k - dTheta.y
+        let t2 = toleranceRadians * toleranceRadians
+        return rx * rx <= 9 * attitudeCovariance.m00 + t2 && ry * ry <= 9 * attitudeCovariance.m11 + t2
     }
 
     /// A horizontal acceleration this large, low-passed (m/s^2), tells the heading within a few

@@ -41,6 +41,13 @@ public struct KalmanFilterSettings: Sendable, Equatable {
     /// most this share of the vertical part (a car's roll and pitch rates in a turn are a few percent
     /// of its yaw rate). Default 0.2.
     public var verticalTurnRatio = 0.2
+    /// During such a turn the accelerometer is still used while the low-passed force points within this
+    /// many degrees, beyond 3 sigma of the attitude uncertainty, of the gyro-carried vertical, degrees:
+    /// a device turned in place (a hand-held compass swept round) has no centripetal acceleration to
+    /// keep out, and its tilt keeps being corrected. A vehicle's turn shows its speed times rate: 1
+    /// degree at 2 m/s and 5 deg/s, 5 degrees at 10 m/s, so those are still left out. 0 = a turn always
+    /// keeps the accelerometer out. Default 1: above the filter's steady tilt error (a few tenths).
+    public var verticalTurnToleranceDegrees = 1.0
     /// How long the point the sensor turns about is assumed to stay put in the sensor frame, seconds:
     /// the memory of the lever-arm fit that takes the rotation's centripetal and tangential
     /// acceleration out of the specific force (`LeverArmEstimator`). A grip on a handheld, a joint, a

@@ -123,6 +123,10 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
                 "kalman: a turn about the vertical alone faster than this keeps the accelerometer out of the tilt "
                     + "until the low-passed force has forgotten it (a vehicle's centripetal acceleration; 0 = off)"),
             .number(
+                "vertical_turn_tolerance_deg", \.kalmanModel.verticalTurnToleranceDegrees, unit: "deg", range: 0...90,
+                "kalman: during such a turn the accelerometer is still used while its low-passed force is within "
+                    + "this of the carried vertical beyond 3 sigma (a device turned in place; 0 = never)"),
+            .number(
                 "gnss_yaw_align_deg", \.kalmanModel.gnssYawAlignmentDegrees, unit: "deg", range: 0...90,
                 "kalman: without a known heading, take the GNSS yaw hypotheses' heading once its 1-sigma error is "
                     + "at most this (0 = only the closed-form alignment from one clear acceleration)"),
