@@ -32,6 +32,10 @@ public struct KalmanFilter: Sendable {
     /// but for G Q_b G^T terms within one interval, below 1e-18 rad^2).
     var pendingG = Matrix3(0, 0, 0, 0, 0, 0, 0, 0, 0)
     var pendingAttitudeNoise = 0.0, pendingBiasNoise = 0.0
+    /// Heading widenings since the last measurement update, rad^2: applied at once, and recorded with
+    /// the interval's propagation so that the smoother's prediction has them too (without them it
+    /// would carry a renewed calibration's heading back across the renewal as if nothing had changed).
+    var pendingHeadingWidening = 0.0
 
     /// The current covariance blocks (attitude, attitude-bias, bias), pending propagation included.
     public var covariance: (attitude: Matrix3, cross: Matrix3, bias: Matrix3) {
@@ -238,7 +242,9 @@ public struct KalmanFilter: Sendable {
             let interval = secondsSinceMeasurementUpdate
             secondsSinceMeasurementUpdate = 0
             let propagation = KalmanPropagation(
-                g: pendingG, attitudeNoise: pendingAttitudeNoise, biasNoise: pendingBiasNoise)
+                g: pendingG, attitudeNoise: pendingAttitudeNoise, biasNoise: pendingBiasNoise,
+                headingWidening: pendingHeadingWidening)
+            pendingHeadingWidening = 0
             applyPendingPropagation()
             let headingMeasured =
                 headingSeconds > 0 || aiding.pendingHeading != nil || others.contains { $0.innovationSeconds > 0 }
@@ -544,10 +550,11 @@ public struct KalmanFilter: Sendable {
     }
 
     /// The heading may be off by about `radians` more than the filter thought (it followed something
-    /// that was): its variance grows by the square, the propagation so far applied first.
+    /// that was): its variance grows by the square.
     mutating func widenHeading(byRadians radians: Double) {
-        applyPendingPropagation()
+        // Adding to the attitude block commutes with the pending propagation, which can wait.
         attitudeCovariance.m22 += radians * radians
+        pendingHeadingWidening += radians * radians
     }
 
     /// Turns the heading by an angle of any size about the earth's vertical (dtheta_z: the heading

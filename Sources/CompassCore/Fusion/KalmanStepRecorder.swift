@@ -42,5 +42,9 @@ struct KalmanCovariance: Sendable {
 struct KalmanPropagation: Sendable {
     var g: Matrix3
     var attitudeNoise: Double, biasNoise: Double
+    /// The heading's widening within the interval (a calibration renewed, a start taken back), rad^2,
+    /// on the earth z axis only. It commutes with F (it touches the attitude block alone), so when it
+    /// happened within the interval does not matter.
+    var headingWidening = 0.0
     static let none = KalmanPropagation(g: Matrix3(0, 0, 0, 0, 0, 0, 0, 0, 0), attitudeNoise: 0, biasNoise: 0)
 }

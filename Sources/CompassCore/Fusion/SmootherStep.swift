@@ -16,7 +16,9 @@ struct SmootherStep {
         l12 = p.cross
         l21 = xt + p.bias * gt
         l22 = p.bias
-        s11 = (l11 + g * l21).addingToDiagonal(propagation.attitudeNoise)
+        var s11 = (l11 + g * l21).addingToDiagonal(propagation.attitudeNoise)
+        s11.m22 += propagation.headingWidening
+        self.s11 = s11
         s12 = p.cross + g * p.bias
         s22 = p.bias.addingToDiagonal(propagation.biasNoise)
     }
