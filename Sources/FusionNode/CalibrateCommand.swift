@@ -162,7 +162,7 @@ enum CalibrateCommand {
         let run = try await replayed(bag, a, calibration: learned, learning: true)
         let online = run.orientations.map { $0.q.headingDegrees ?? .nan }
         guard case .success(let contents) = CalibrationFile.load(learned) else {
-            let why = run.calibrationNotes.first { $0.hasPrefix("no fit accepted: ") }.map { ": \($0.dropFirst(17))" }
+            let why = run.noFitReason.map { ": \($0)" }
             writeStandardError(
                 "fusion-node: no calibration written: the whole-set fit was refused (\(wholeSetRefusal)), and the "
                     + "online calibrator accepted no fit over the recording either\(why ?? "")\n")
@@ -212,9 +212,9 @@ enum CalibrateCommand {
         try await replayed(bag, a, calibration: file, learning: learning).orientations
     }
 
-    /// `orientations`, with what the calibration stage said at the end (its report's notes).
+    /// `orientations`, with the reason the calibration stage gave at the end for accepting no fit.
     static func replayed(_ bag: String, _ a: Arguments, calibration file: String?, learning: Bool = false)
-        async throws -> (orientations: [(t: Double, q: Quaternion)], calibrationNotes: [String])
+        async throws -> (orientations: [(t: Double, q: Quaternion)], noFitReason: String?)
     {
         let csv = FileManager.default.temporaryDirectory.appendingPathComponent(
             "gyrocompass-calibrate-\(getpid())-\(file == nil ? "online" : "file").csv"
@@ -237,14 +237,14 @@ enum CalibrateCommand {
         let text = try YAMLEmitter.emit(.mapping([("name", .string("calibrate")), ("stages", .mapping(stages))]))
         let config = try PipelineConfig.parse(text, file: "<calibrate command line>", environment: [:])
         let reports = try await PipelineRunner.runAll(config, log: { _ in })
-        let notes = reports.first { $0.stage == "calibration" }?.notes ?? []
-        guard let rows = YAMLParser.readFile(csv, maximumBytes: Int.max - 1) else { return ([], notes) }
+        let noFitReason = reports.first { $0.stage == "calibration" }?.noCalibrationFitReason
+        guard let rows = YAMLParser.readFile(csv, maximumBytes: Int.max - 1) else { return ([], noFitReason) }
         let orientations = rows.split(separator: "\n").dropFirst().compactMap { line -> (t: Double, q: Quaternion)? in
             let v = line.split(separator: ",").compactMap { Double($0) }
             guard v.count == 5 else { return nil }
             return (v[0], Quaternion(w: v[1], x: v[2], y: v[3], z: v[4]))
         }
-        return (orientations, notes)
+        return (orientations, noFitReason)
     }
 
 }

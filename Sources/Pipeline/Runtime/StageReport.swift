@@ -15,6 +15,15 @@ public struct StageReport: Sendable, CustomStringConvertible {
     public var losses = 0
     public var notes: [String] = []
 
+    /// How a calibration stage's note says why it accepted no fit: this, then the reason.
+    public static let noCalibrationFitPrefix = "no fit accepted: "
+    /// The reason a calibration stage gave for accepting no fit; nil when its notes give none.
+    public var noCalibrationFitReason: String? {
+        notes.first { $0.hasPrefix(Self.noCalibrationFitPrefix) }.map {
+            String($0.dropFirst(Self.noCalibrationFitPrefix.count))
+        }
+    }
+
     public init(stage: String, role: StageRole = .transform) {
         self.stage = stage
         self.role = role

@@ -530,7 +530,8 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
                 let needed = format(o.settings.gyroAided.minimumRotationSpread, 2)
                 let window = format(o.settings.gyroAided.windowSeconds, 0)
                 notes.append(
-                    "no fit accepted: the gyro-aided fit's windows turned with a spread of at most "
+                    StageReport.noCalibrationFitPrefix
+                        + "the gyro-aided fit's windows turned with a spread of at most "
                         + "\(format(o.largestRotationSpread, 3)) (it needs \(needed): turning about two axes or "
                         + "more, about 30 degrees each way, within \(window) s), and the sphere fit needs "
                         + "\(format(100 * o.settings.minimumCoverage, 0)) % of the directions within "
