@@ -37,8 +37,11 @@ public enum CalibrationFitError: Error, Equatable, Sendable, CustomStringConvert
 /// A calibration together with the evidence for it.
 public struct CalibrationFit: Sendable, Equatable {
     /// sphere: hard iron and radius; ellipsoid: soft iron too; gyroAided: a new hard iron from a few
-    /// seconds of turning (`GyroAidedHardIronFit`), the soft iron kept.
-    public enum Model: String, Sendable { case sphere, ellipsoid, gyroAided = "gyro-aided" }
+    /// seconds of turning (`GyroAidedHardIronFit`), the soft iron kept; gravityAided: hard iron and
+    /// strength from readings with their verticals (`GravityAidedHardIronFit`), the soft iron kept.
+    public enum Model: String, Sendable {
+        case sphere, ellipsoid, gyroAided = "gyro-aided", gravityAided = "gravity-aided"
+    }
     public var model: Model
     public var calibration: MagnetometerCalibration
     /// RMS of |calibrated| - radius over the readings, microtesla.

@@ -48,7 +48,28 @@ public struct OnlineCalibrationSettings: Sendable, Equatable {
     public var maximumOffsetDisagreementMicrotesla = 2.0
     /// Gyro-aided windows averaged after a new hard iron. Default 8.
     public var gyroAidedRefinements = 8
+    /// The gravity-aided fit (`GravityAidedHardIronFit`), tried while the readings cover too little of
+    /// the sphere for the sphere and ellipsoid fits (a device turned about the vertical).
+    public var gravityAided = GravityAidedFitSettings()
+    /// Largest ratio of the soft-iron correction's eigenvalues a fit may have: the soft iron of a phone's
+    /// or a robot's own parts stretches the field by a few percent, by a fifth either way at most (1.2
+    /// against 0.85: 1.4); a correction that stretches one axis by more than 1.6 times another is an
+    /// ellipsoid fitted to too little of the sphere (or to a field fixed in the world), not soft iron
+    /// (such fits on the simulator's walker reach 2.9 to 3.9). Default 1.6.
+    public var maximumSoftIronAnisotropy = 1.6
+    /// A fit replaces the calibration in force (or none) only when it explains the same readings with
+    /// at most this share of that calibration's RMS residual (each given its own best field strength):
+    /// evidence that it is better, not a description of other readings. Default 0.9.
+    public var requiredResidualRatio = 0.9
     public init() {}
+}
+
+/// A binned raw reading (microtesla) with its time and, when the motion is known, the vertical
+/// (unit, sensor frame) at that time.
+struct BinnedReading: Sendable {
+    var field: Vector3
+    var time: Double
+    var up: Vector3?
 }
 
 /// Hard- and soft-iron calibration learned from normal motion: readings are kept per direction (so
@@ -63,7 +84,11 @@ public struct OnlineCalibrator: Sendable {
     public private(set) var fit: CalibrationFit?
     public private(set) var state: State = .uncalibrated
     /// Readings per direction bin (raw, microtesla) with their times.
-    var bins: [[(field: Vector3, time: Double)]] = Array(repeating: [], count: 32)
+    var bins: [[BinnedReading]] = Array(repeating: [], count: 32)
+    /// The vertical from the gyro and the accelerometer (`addMotion`), for the gravity-aided fit.
+    var vertical = VerticalTracker()
+    /// Gravity-aided fits accepted.
+    public private(set) var gravityAidedFits = 0
     var latestTime = -Double.infinity
     var nextSlot: [Int] = Array(repeating: 0, count: 32)
     var meanSum = Vector3.zero, meanCount = 0.0
@@ -105,6 +130,9 @@ public struct OnlineCalibrator: Sendable {
         guard rate.isFinite, specificForce.isFinite, dt > 0 else { return }
         latestForce = specificForce
         gyroFit.rotate(rate: rate, specificForce: specificForce, dt: dt)
+        vertical.update(
+            rate: rate, specificForce: specificForce, dt: dt,
+            timeConstant: settings.gravityAided.verticalTimeConstantSeconds)
     }
 
     /// True while the gyro-aided fit collects readings.
@@ -167,17 +195,22 @@ public struct OnlineCalibrator: Sendable {
                 rebin(around: centre)
             }
         }
-        guard coverage >= settings.minimumCoverage else { return nil }
-        return tryFit()
+        let covered = coverage >= settings.minimumCoverage
+        if covered, let fit = tryFit() { return fit }
+        // Readings that cover the sphere are the sphere and ellipsoid fits' (which see soft iron too);
+        // an accepted gravity-aided fit is refined by its own kind.
+        guard !covered || fit?.model == .gravityAided else { return nil }
+        return tryGravityAidedFit()
     }
 
     mutating func insert(_ raw: Vector3, time: Double, centre: Vector3) {
         guard let u = (raw - centre).normalized else { return }
         let best = CalibrationFitter.nearestDirection(to: u)
+        let reading = BinnedReading(field: raw, time: time, up: vertical.up)
         if bins[best].count < settings.readingsPerBin {
-            bins[best].append((raw, time))
+            bins[best].append(reading)
         } else {
-            bins[best][nextSlot[best]] = (raw, time)
+            bins[best][nextSlot[best]] = reading
             nextSlot[best] = (nextSlot[best] + 1) % settings.readingsPerBin
         }
     }
@@ -188,7 +221,16 @@ public struct OnlineCalibrator: Sendable {
         let recent = bins.flatMap { $0 }.filter { $0.time >= oldest }.sorted { $0.time < $1.time }
         bins = Array(repeating: [], count: bins.count)
         nextSlot = Array(repeating: 0, count: bins.count)
-        for r in recent { insert(r.field, time: r.time, centre: centre) }
+        for r in recent {
+            guard let u = (r.field - centre).normalized else { continue }
+            let best = CalibrationFitter.nearestDirection(to: u)
+            if bins[best].count < settings.readingsPerBin {
+                bins[best].append(r)
+            } else {
+                bins[best][nextSlot[best]] = r
+                nextSlot[best] = (nextSlot[best] + 1) % settings.readingsPerBin
+            }
+        }
     }
 
     mutating func trackDegradation(_ raw: Vector3, time: Double) {
@@ -325,6 +367,89 @@ public struct OnlineCalibrator: Sendable {
         centreEstimate = centre
     }
 
+    /// The gravity-aided fit on the recent readings that have a vertical, accepted when it explains them
+    /// within its residual limit, the horizontal field turned round, the strength is plausible, and it
+    /// explains them better than the calibration in force (or none). The soft iron is kept.
+    mutating func tryGravityAidedFit() -> CalibrationFit? {
+        let limits = settings.gravityAided
+        let oldest = latestTime - settings.maximumReadingAgeSeconds
+        let softIron = calibration?.softIronCorrection ?? .identity
+        let readings = bins.flatMap { $0 }.compactMap { r -> GravityAidedHardIronFit.Reading? in
+            guard r.time >= oldest, let up = r.up else { return nil }
+            return GravityAidedHardIronFit.Reading(field: softIron * r.field, up: up)
+        }
+        guard readings.count >= limits.minimumReadings, let inverse = softIron.inverse else { return nil }
+        // Only for readings the calibration in force (or none) plainly does not explain, or to refine an
+        // earlier gravity-aided fit: readings already within the noise of a sphere leave nothing for five
+        // more unknowns to find but noise.
+        let inForceResidual = Self.gravityResidual(
+            of: calibration ?? .uncalibrated, readings: bins.flatMap { $0 }, since: oldest,
+            plausible: settings.plausibleRadiusMicrotesla)
+        guard inForceResidual > limits.maximumResidualMicrotesla || fit?.model == .gravityAided else { return nil }
+        let start = calibration.map { softIron * $0.hardIronOffsetMicrotesla }
+        guard let s = GravityAidedHardIronFit.robustFit(readings, start: start, settings: limits),
+            s.rmsResidualMicrotesla <= limits.maximumResidualMicrotesla,
+            s.horizontalResultant <= limits.maximumHorizontalResultant,
+            s.headingSigmaDegrees <= limits.maximumHeadingSigmaDegrees,
+            s.arcDegrees >= limits.minimumArcDegrees,
+            settings.plausibleRadiusMicrotesla.contains(s.strengthMicrotesla)
+        else { return nil }
+        // Readings that surround the fitted centre (the device turned over) are the sphere and ellipsoid
+        // fits' to judge: they see soft iron, which over a turn in every direction this fit would take
+        // for noise and trim away.
+        let directions = Set(
+            readings.compactMap { ($0.field - s.correctedOffset).normalized }.map(
+                CalibrationFitter.nearestDirection(to:)))
+        guard Double(directions.count) / Double(bins.count) < settings.minimumCoverage else { return nil }
+        let candidate = MagnetometerCalibration(
+            hardIronOffsetMicrotesla: inverse * s.correctedOffset, softIronCorrection: softIron,
+            fieldRadiusMicrotesla: s.strengthMicrotesla)
+        let candidateResidual = Self.gravityResidual(
+            of: candidate, readings: bins.flatMap { $0 }, since: oldest, plausible: settings.plausibleRadiusMicrotesla)
+        guard candidateResidual <= settings.requiredResidualRatio * inForceResidual else { return nil }
+        let result = CalibrationFit(
+            model: .gravityAided, calibration: candidate, rmsResidualMicrotesla: s.rmsResidualMicrotesla,
+            meanResultantLength: s.horizontalResultant, directionCoverage: coverage, readingCount: s.readingCount)
+        calibration = candidate
+        fit = result
+        state = .calibrated
+        residualLowPass = 0
+        degradedSince = nil
+        misfitting = false
+        gravityAidedFits += 1
+        if centreEstimate.map({ ($0 - candidate.hardIronOffsetMicrotesla).norm > 1 }) ?? true {
+            centreEstimate = candidate.hardIronOffsetMicrotesla
+            rebin(around: candidate.hardIronOffsetMicrotesla)
+        }
+        return result
+    }
+
+    /// RMS residual of a calibration on readings with their verticals, as the gravity-aided fit measures
+    /// its own: |calibrated| about its median and the vertical component about its median, microtesla.
+    /// Infinite when the mean strength is outside `plausible`: readings that are no earth field are
+    /// explained by nothing (raw readings carrying hundreds of microtesla of hard iron, however steady).
+    static func gravityResidual(
+        of cal: MagnetometerCalibration, readings: [BinnedReading], since oldest: Double,
+        plausible: ClosedRange<Double>
+    ) -> Double {
+        var strengths: [Double] = [], verticals: [Double] = []
+        for r in readings where r.time >= oldest {
+            guard let up = r.up else { continue }
+            let m = cal.apply(r.field)
+            strengths.append(m.norm)
+            verticals.append(m.dot(up))
+        }
+        guard strengths.count > 1 else { return .infinity }
+        let strength = GravityAidedHardIronFit.median(strengths), vertical = GravityAidedHardIronFit.median(verticals)
+        guard plausible.contains(strength) else { return .infinity }
+        // A robust scale (1.4826 x the median miss, the RMS for Gaussian misses): a magnet passed by
+        // weighs on neither calibration's score.
+        let misses = zip(strengths, verticals).map { s, v in
+            (((s - strength) * (s - strength) + (v - vertical) * (v - vertical)) / 2).squareRoot()
+        }
+        return 1.4826 * GravityAidedHardIronFit.median(misses)
+    }
+
     mutating func tryFit() -> CalibrationFit? {
         let readings = recentReadings
         var candidates: [CalibrationFit] = []
@@ -344,6 +469,7 @@ public struct OnlineCalibrator: Sendable {
             let best = candidates.filter({
                 $0.rmsResidualMicrotesla <= settings.maximumResidualMicrotesla
                     && settings.plausibleRadiusMicrotesla.contains($0.calibration.fieldRadiusMicrotesla)
+                    && Self.plausibleSoftIron($0.calibration.softIronCorrection, settings.maximumSoftIronAnisotropy)
             })
             .min(by: { $0.rmsResidualMicrotesla < $1.rmsResidualMicrotesla })
         else { return nil }
@@ -353,6 +479,19 @@ public struct OnlineCalibrator: Sendable {
             (best.calibration.hardIronOffsetMicrotesla - g).norm > settings.maximumOffsetDisagreementMicrotesla
         {
             return nil
+        }
+        // The earth's field keeps its angle to gravity however the device turns: a fit whose calibrated
+        // readings do not (a degenerate ellipsoid through part of the sphere, a field fixed in the world
+        // taken in) is refused unless the calibration in force keeps that angle no better.
+        let oldest = latestTime - settings.maximumReadingAgeSeconds
+        let withVertical = bins.flatMap { $0 }
+        let candidateVertical = Self.gravityResidual(
+            of: best.calibration, readings: withVertical, since: oldest, plausible: settings.plausibleRadiusMicrotesla)
+        if candidateVertical.isFinite || withVertical.contains(where: { $0.up != nil && $0.time >= oldest }) {
+            let inForce = Self.gravityResidual(
+                of: calibration ?? .uncalibrated, readings: withVertical, since: oldest,
+                plausible: settings.plausibleRadiusMicrotesla)
+            guard candidateVertical <= max(settings.gravityAided.maximumResidualMicrotesla, inForce) else { return nil }
         }
         // Keep the current calibration unless the new fit is at least as good (or the current is degraded).
         if let current = fit, state != .degraded, best.rmsResidualMicrotesla > current.rmsResidualMicrotesla * 1.05 {
@@ -364,6 +503,15 @@ public struct OnlineCalibrator: Sendable {
         residualLowPass = 0
         degradedSince = nil
         return best
+    }
+
+    /// True when the soft-iron correction is symmetric positive definite with eigenvalues within
+    /// `anisotropy` of each other.
+    static func plausibleSoftIron(_ w: Matrix3, _ anisotropy: Double) -> Bool {
+        if w == .identity { return true }
+        guard let eigen = SymmetricEigen3(w) else { return false }
+        let low = eigen.values.x, high = eigen.values.z
+        return low > 0 && high <= anisotropy * low
     }
 
     /// Levenberg-Marquardt on r_i = |W (m_i - c)| - R over the centre and the symmetric W (9

@@ -350,6 +350,14 @@ public struct KalmanFilter: Sendable {
         return output(imu.timestamp, flags: [.initialising, .filterReset])
     }
 
+    /// 1-sigma uncertainty of the gyro bias about the earth's vertical, rad/s: the rate at which an
+    /// error of the bias estimate drifts the gyro-carried heading.
+    @inline(__always)
+    func verticalBiasSigma(rotation r: Matrix3) -> Double {
+        let up = r.row2
+        return max(0, up.dot(biasCovariance * up)).squareRoot()
+    }
+
     /// The current heading, degrees clockwise from magnetic north after the reference offset.
     public var headingDegrees: Double? {
         orientation.headingDegrees.map { normalizedDegrees($0 - settings.referenceOffsetDegrees) }
@@ -598,7 +606,7 @@ public struct KalmanFilter: Sendable {
         let alpha = atan2Small(earth.x, earth.y)
         let verdict = magneticGate.assess(
             strengthMicrotesla: strength, dipDegrees: dip, headingInnovation: alpha,
-            headingVariance: headingVariance, dt: dt)
+            headingVariance: headingVariance, verticalBiasSigma: verticalBiasSigma(rotation: r), dt: dt)
         if verdict.flags.contains(.magneticReferenceChanged) { unseen.forgetTurns() }
         if let offset = magneticGate.adoptedHeadingOffset {
             // The heading started from a compass that was off by about this much: as wide as that.

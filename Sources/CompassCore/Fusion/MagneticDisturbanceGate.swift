@@ -120,11 +120,14 @@ public struct MagneticDisturbanceGate: Sendable {
     ///   - dipDegrees: dip in the filter's earth frame (positive below the horizon).
     ///   - headingInnovation: compass heading minus the filter's heading, rad, wrapped to (-pi, pi].
     ///   - headingVariance: the filter's own heading variance, rad^2.
+    ///   - verticalBiasSigma: 1-sigma uncertainty of the gyro bias about the earth's vertical, rad/s: a
+    ///     bias error drifts the gyro-only heading at that rate, which the short average follows
+    ///     `consistencyBaselineSeconds - consistencyLowPassSeconds` ahead of the baseline.
     ///   - dt: seconds since the previous reading.
     /// - Returns: whether to use the reading, and the flags explaining a rejection or a new reference.
     public mutating func assess(
         strengthMicrotesla strength: Double, dipDegrees dip: Double, headingInnovation: Double,
-        headingVariance: Double, dt: Double
+        headingVariance: Double, verticalBiasSigma: Double = 0, dt: Double
     ) -> (use: Bool, flags: FusionFlags) {
         guard let refStrength = referenceFieldMicrotesla, let refDip = referenceDipDegrees else {
             // Learns whichever value is missing; a known one (the model's, a calibration's) is kept.
@@ -170,9 +173,11 @@ public struct MagneticDisturbanceGate: Sendable {
             dipToleranceDegrees: settings.dipToleranceDegrees)
         if deviations.contains(.strength) { reasons.insert(.magneticStrengthDisturbed) }
         if deviations.contains(.dip) { reasons.insert(.magneticDipDisturbed) }
-        // gate = max(floor, 3 sigma) + scale allowance; the square root only when the floor is not enough.
+        // gate = max(floor, 3 sigma) + scale and bias allowances; the square root only when the floor is
+        // not enough. A ramp of slope e (an unknown bias) keeps the two low-passes (tau_b - tau_s) e apart.
         let deviation = abs(compassMinusGyroShort - compassMinusGyroBaseline)
-        let allowance = settings.gyroScaleErrorBound * radiansTurnedSinceAccepted
+        let lag = max(0, settings.consistencyBaselineSeconds - settings.consistencyLowPassSeconds)
+        let allowance = settings.gyroScaleErrorBound * radiansTurnedSinceAccepted + 3 * verticalBiasSigma * lag
         if deviation > settings.consistencyGateDegrees * radiansPerDegree + allowance
             && deviation > 3 * headingVariance.squareRoot() + allowance
         {

@@ -525,7 +525,8 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         if let o = online {
             notes.append(
                 "calibration \(o.state) (progress \(format(o.progressPercent, 0)) %), \(refitsAccepted) fit(s) accepted"
-                    + (o.gyroAidedFits > 0 ? " (\(o.gyroAidedFits) gyro-aided)" : ""))
+                    + (o.gyroAidedFits > 0 ? " (\(o.gyroAidedFits) gyro-aided)" : "")
+                    + (o.gravityAidedFits > 0 ? " (\(o.gravityAidedFits) gravity-aided)" : ""))
             if refitsAccepted == 0 {
                 let needed = format(o.settings.gyroAided.minimumRotationSpread, 2)
                 let window = format(o.settings.gyroAided.windowSeconds, 0)
