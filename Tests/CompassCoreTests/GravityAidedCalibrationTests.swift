@@ -170,3 +170,38 @@ struct GateBiasAllowanceTests {
         #expect(rejectedShare(driftDegreesPerSecond: 5, biasSigma: 0.1 * radiansPerDegree) > 0.5)
     }
 }
+
+@Suite("Holes in the streams")
+struct StreamHoleTests {
+    @Test("a pause of seconds in the IMU or the magnetometer is counted with its length, short ones are not")
+    func holesAreCounted() {
+        var filter = KalmanFilter()
+        var t = 0.0
+        func feed(until end: Double, magnetometerEvery: Int?) {
+            var k = 0
+            while t < end {
+                let mag =
+                    magnetometerEvery.map { k % $0 == 0 }
+                        == true ? MagnetometerSample(timestamp: t, fieldMicrotesla: Vector3(0, 20, -44)) : nil
+                _ = filter.update(
+                    imu: ImuSample(timestamp: t, angularVelocity: .zero, specificForce: Vector3(0, 0, 9.81)),
+                    magnetometer: mag)
+                t += 0.01
+                k += 1
+            }
+        }
+        feed(until: 5, magnetometerEvery: 2)
+        t += 0.5  // below the limit: not a hole
+        feed(until: 10, magnetometerEvery: 2)
+        t += 23.7  // a phone's sensors paused
+        feed(until: 40, magnetometerEvery: 2)
+        feed(until: 43, magnetometerEvery: nil)  // the magnetometer alone stops for 3 s
+        feed(until: 45, magnetometerEvery: 2)
+        let k = filter.skipped
+        #expect(k.imuHoles == 1 && abs(k.longestImuHoleSeconds - 23.71) < 0.02, "\(k)")
+        #expect(k.magnetometerHoles == 2, "\(k)")
+        #expect(abs(k.longestMagnetometerHoleSeconds - 23.71) < 0.03, "\(k)")
+        #expect(k.holes == "IMU 1 (longest 23.7 s), magnetometer 2 (longest 23.7 s)", "\(k.holes)")
+        #expect(k.total == 0)
+    }
+}

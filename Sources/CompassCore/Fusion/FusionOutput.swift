@@ -110,6 +110,13 @@ public struct SkippedSampleCounts: Sendable, Equatable {
     /// Times the time line was re-anchored after samples kept arriving behind the last accepted time
     /// (a clock reset, or one sample stamped far ahead); the samples behind are counted above too.
     public var timelineRestarts = 0
+    /// Holes of more than `SampleValidator.holeSeconds` in the IMU stream and in the magnetometer
+    /// readings that reach the filter, and the longest of each, seconds. Not skipped samples: time
+    /// with none, which the summary names (a phone's sensors pause for seconds at a time).
+    public var imuHoles = 0
+    public var longestImuHoleSeconds = 0.0
+    public var magnetometerHoles = 0
+    public var longestMagnetometerHoleSeconds = 0.0
 
     public init() {}
 
@@ -122,6 +129,19 @@ public struct SkippedSampleCounts: Sendable, Equatable {
             ("implausible magnetometer", implausibleMagnetometer), ("time gaps clamped", timeGaps),
             ("state resets", stateResets), ("time line restarts", timelineRestarts),
         ].filter { $0.1 > 0 }.map { "\($0.0) \($0.1)" }.joined(separator: ", ")
+    }
+
+    /// The holes in the streams, e.g. "IMU 1 (longest 23.7 s), magnetometer 2 (longest 4.1 s)"; empty
+    /// when there were none.
+    public var holes: String {
+        func one(_ name: String, _ count: Int, _ longest: Double) -> String? {
+            guard count > 0 else { return nil }
+            return "\(name) \(count) (longest \((longest * 10).rounded() / 10) s)"
+        }
+        return [
+            one("IMU", imuHoles, longestImuHoleSeconds),
+            one("magnetometer", magnetometerHoles, longestMagnetometerHoleSeconds),
+        ].compactMap { $0 }.joined(separator: ", ")
     }
 
     public var total: Int {

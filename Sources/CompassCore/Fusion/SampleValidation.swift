@@ -23,6 +23,11 @@ public struct SampleValidator: Sendable, Equatable {
 
     public init(maximumStepSeconds: Double = 0.1) { self.maximumStepSeconds = maximumStepSeconds }
 
+    /// A stream without a sample for longer than this, seconds, has a hole worth naming: longer than
+    /// any sensor's sample interval or a scheduler's hiccup, long enough for a gyro bias of degrees per
+    /// second to turn the heading by as much.
+    public static let holeSeconds = 1.0
+
     /// The validated step for an IMU sample: nil when it must be skipped (the reason is counted);
     /// 0 for the very first sample.
     public mutating func step(for imu: ImuSample) -> Double? {
@@ -62,6 +67,10 @@ public struct SampleValidator: Sendable, Equatable {
         behindStreak = 0
         lastBehind = nil
         lastTimestamp = imu.timestamp
+        if dt > Self.holeSeconds {
+            skipped.imuHoles += 1
+            skipped.longestImuHoleSeconds = Swift.max(skipped.longestImuHoleSeconds, dt)
+        }
         if dt > maximumStepSeconds {
             skipped.timeGaps += 1
             return maximumStepSeconds
@@ -73,6 +82,10 @@ public struct SampleValidator: Sendable, Equatable {
     /// first; remembers `timestamp` as the latest.
     public mutating func magneticStep(at timestamp: Double, fallback: Double) -> Double {
         defer { lastMagneticTimestamp = timestamp }
+        if let last = lastMagneticTimestamp, timestamp - last > Self.holeSeconds {
+            skipped.magnetometerHoles += 1
+            skipped.longestMagnetometerHoleSeconds = Swift.max(skipped.longestMagnetometerHoleSeconds, timestamp - last)
+        }
         return lastMagneticTimestamp.map { Swift.min(maximumStepSeconds, Swift.max(0, timestamp - $0)) } ?? fallback
     }
 

@@ -682,6 +682,9 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         if k.total > 0 || k.stateResets > 0 || k.timelineRestarts > 0 {
             notes.append("filter skipped \(k.total) sample(s): \(k.reasons)")
         }
+        if !k.holes.isEmpty {
+            notes.append("holes of more than \(format(SampleValidator.holeSeconds, 0)) s in the streams: \(k.holes)")
+        }
         // Samples the filter could not use (time not increasing, beyond what a sensor reports,
         // non-finite) change the output: the run says so in its exit code, not only in this note.
         losses += k.total
