@@ -112,8 +112,7 @@ public enum GravityAidedHardIronFit {
         var limit = Double.infinity
         for _ in 0..<2 {
             let misses = readings.map { miss($0, solution) }
-            let scale = 1.4826 * median(misses)
-            limit = max(3 * scale, 2 * readingNoiseMicrotesla)
+            limit = max(3 * robustScale(misses), 2 * readingNoiseMicrotesla)
             let inliers = zip(readings, misses).filter { $0.1 <= limit }.map(\.0)
             guard inliers.count != kept.count else { break }
             guard Double(inliers.count) >= minimumInlierShare * Double(readings.count),
@@ -128,7 +127,8 @@ public enum GravityAidedHardIronFit {
         if kept.count < readings.count, let horizontal = solution.horizontalFieldMicrotesla {
             let stretch = Self.stretch(
                 ellipticity(
-                    readings, offset: solution.correctedOffset, strength: solution.strengthMicrotesla, clip: limit),
+                    readings, angles: horizontalAngles(readings, offset: solution.correctedOffset),
+                    offset: solution.correctedOffset, strength: solution.strengthMicrotesla, clip: limit),
                 strength: solution.strengthMicrotesla, horizontal: horizontal)
             if stretch > solution.softIronStretch {
                 let sigma = solution.headingSigmaDegrees * radiansPerDegree
@@ -156,13 +156,6 @@ public enum GravityAidedHardIronFit {
         let radial = d.norm - s.strengthMicrotesla
         let along = d.dot(r.up) + s.strengthMicrotesla * sin(s.dipDegrees * radiansPerDegree)
         return ((radial * radial + along * along) / 2).squareRoot()
-    }
-
-    static func median(_ values: [Double]) -> Double {
-        guard !values.isEmpty else { return 0 }
-        let sorted = values.sorted()
-        let mid = sorted.count / 2
-        return sorted.count % 2 == 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
     }
 
     /// Fits the readings, starting from `start` (a centre estimate; nil = the readings' mean, moved
@@ -241,15 +234,14 @@ public enum GravityAidedHardIronFit {
         // an ellipse's arc is matched by a circle with another centre, and the offset's marginal
         // uncertainty then says so.
         var information = SquareMatrix(size: 7)
-        let (e1, e2) = horizontalBasis(readings)
-        for reading in readings {
+        let angles = horizontalAngles(readings, offset: c)
+        for (reading, theta) in zip(readings, angles) {
             let d = reading.field - c
             let radial = d.norm - strength, along = d.dot(reading.up) - vertical
             squares += radial * radial + along * along
             let horizontal = d - reading.up * d.dot(reading.up)
             if let h = horizontal.normalized { horizontalSum += h }
             if let g = d.normalized {
-                let theta = atan2(d.dot(e2), d.dot(e1))
                 information.addOuter([-g.x, -g.y, -g.z, -1, 0, -cos(2 * theta), -sin(2 * theta)])
                 information.addOuter([-reading.up.x, -reading.up.y, -reading.up.z, 0, -1, 0, 0])
             }
@@ -284,23 +276,28 @@ public enum GravityAidedHardIronFit {
         // then follows twice the horizontal angle, and the heading errs by up to the stretch e (rad),
         // e / sqrt(2) RMS over the turn. The amplitude of that harmonic gives e.
         let stretch = Self.stretch(
-            ellipticity(readings, offset: c, strength: strength, clip: .infinity), strength: strength,
-            horizontal: horizontalField)
+            ellipticity(readings, angles: angles, offset: c, strength: strength, clip: .infinity),
+            strength: strength, horizontal: horizontalField)
         headingVariance += stretch * stretch / 2
         return Solution(
             correctedOffset: c, strengthMicrotesla: strength, dipDegrees: dip,
             rmsResidualMicrotesla: (squares / (2 * n)).squareRoot(), horizontalResultant: horizontalSum.norm / n,
             headingSigmaDegrees: headingVariance.squareRoot() * degreesPerRadian, softIronStretch: stretch,
-            readingCount: readings.count, arcDegrees: arc(readings, offset: c))
+            readingCount: readings.count, arcDegrees: arc(angles))
     }
 
-    /// 360 degrees less the widest gap between the readings' horizontal directions about the mean vertical.
-    static func arc(_ readings: [Reading], offset c: Vector3) -> Double {
+    /// Each reading's horizontal direction from `c`, rad, about the readings' mean vertical.
+    static func horizontalAngles(_ readings: [Reading], offset c: Vector3) -> [Double] {
         let (e1, e2) = horizontalBasis(readings)
-        let angles = readings.map { r -> Double in
+        return readings.map { r in
             let d = r.field - c
-            return atan2(d.dot(e2), d.dot(e1)) * degreesPerRadian
-        }.sorted()
+            return atan2(d.dot(e2), d.dot(e1))
+        }
+    }
+
+    /// 360 degrees less the widest gap between the horizontal directions (`horizontalAngles`).
+    static func arc(_ radians: [Double]) -> Double {
+        let angles = radians.map { $0 * degreesPerRadian }.sorted()
         guard let first = angles.first, let last = angles.last else { return 0 }
         var gap = first + 360 - last
         for (a, b) in zip(angles, angles.dropFirst()) { gap = max(gap, b - a) }
@@ -317,12 +314,12 @@ public enum GravityAidedHardIronFit {
 
     /// Amplitude of the strength residual's component at twice the horizontal angle, microtesla (least
     /// squares on 1, cos 2 theta, sin 2 theta; theta measured about the mean vertical).
-    static func ellipticity(_ readings: [Reading], offset c: Vector3, strength: Double, clip: Double) -> Double {
-        let (e1, e2) = horizontalBasis(readings)
+    static func ellipticity(
+        _ readings: [Reading], angles: [Double], offset c: Vector3, strength: Double, clip: Double
+    ) -> Double {
         var rows: [Double] = [], rhs: [Double] = []
-        for r in readings {
+        for (r, theta) in zip(readings, angles) {
             let d = r.field - c
-            let theta = atan2(d.dot(e2), d.dot(e1))
             rows += [1, cos(2 * theta), sin(2 * theta)]
             rhs.append(min(clip, max(-clip, d.norm - strength)))
         }

@@ -204,9 +204,13 @@ public struct OnlineCalibrator: Sendable {
     }
 
     mutating func insert(_ raw: Vector3, time: Double, centre: Vector3) {
-        guard let u = (raw - centre).normalized else { return }
+        place(BinnedReading(field: raw, time: time, up: vertical.up), centre: centre)
+    }
+
+    /// Puts a reading into the bin of its direction from `centre`, replacing the bin's oldest when full.
+    mutating func place(_ reading: BinnedReading, centre: Vector3) {
+        guard let u = (reading.field - centre).normalized else { return }
         let best = CalibrationFitter.nearestDirection(to: u)
-        let reading = BinnedReading(field: raw, time: time, up: vertical.up)
         if bins[best].count < settings.readingsPerBin {
             bins[best].append(reading)
         } else {
@@ -221,16 +225,7 @@ public struct OnlineCalibrator: Sendable {
         let recent = bins.flatMap { $0 }.filter { $0.time >= oldest }.sorted { $0.time < $1.time }
         bins = Array(repeating: [], count: bins.count)
         nextSlot = Array(repeating: 0, count: bins.count)
-        for r in recent {
-            guard let u = (r.field - centre).normalized else { continue }
-            let best = CalibrationFitter.nearestDirection(to: u)
-            if bins[best].count < settings.readingsPerBin {
-                bins[best].append(r)
-            } else {
-                bins[best][nextSlot[best]] = r
-                nextSlot[best] = (nextSlot[best] + 1) % settings.readingsPerBin
-            }
-        }
+        for r in recent { place(r, centre: centre) }
     }
 
     mutating func trackDegradation(_ raw: Vector3, time: Double) {
@@ -374,7 +369,8 @@ public struct OnlineCalibrator: Sendable {
         let limits = settings.gravityAided
         let oldest = latestTime - settings.maximumReadingAgeSeconds
         let softIron = calibration?.softIronCorrection ?? .identity
-        let readings = bins.flatMap { $0 }.compactMap { r -> GravityAidedHardIronFit.Reading? in
+        let binned = bins.flatMap { $0 }
+        let readings = binned.compactMap { r -> GravityAidedHardIronFit.Reading? in
             guard r.time >= oldest, let up = r.up else { return nil }
             return GravityAidedHardIronFit.Reading(field: softIron * r.field, up: up)
         }
@@ -383,7 +379,7 @@ public struct OnlineCalibrator: Sendable {
         // earlier gravity-aided fit: readings already within the noise of a sphere leave nothing for five
         // more unknowns to find but noise.
         let inForceResidual = Self.gravityResidual(
-            of: calibration ?? .uncalibrated, readings: bins.flatMap { $0 }, since: oldest,
+            of: calibration ?? .uncalibrated, readings: binned, since: oldest,
             plausible: settings.plausibleRadiusMicrotesla)
         guard inForceResidual > limits.maximumResidualMicrotesla || fit?.model == .gravityAided else { return nil }
         let start = calibration.map { softIron * $0.hardIronOffsetMicrotesla }
@@ -405,7 +401,7 @@ public struct OnlineCalibrator: Sendable {
             hardIronOffsetMicrotesla: inverse * s.correctedOffset, softIronCorrection: softIron,
             fieldRadiusMicrotesla: s.strengthMicrotesla)
         let candidateResidual = Self.gravityResidual(
-            of: candidate, readings: bins.flatMap { $0 }, since: oldest, plausible: settings.plausibleRadiusMicrotesla)
+            of: candidate, readings: binned, since: oldest, plausible: settings.plausibleRadiusMicrotesla)
         guard candidateResidual <= settings.requiredResidualRatio * inForceResidual else { return nil }
         let result = CalibrationFit(
             model: .gravityAided, calibration: candidate, rmsResidualMicrotesla: s.rmsResidualMicrotesla,
@@ -440,14 +436,13 @@ public struct OnlineCalibrator: Sendable {
             verticals.append(m.dot(up))
         }
         guard strengths.count > 1 else { return .infinity }
-        let strength = GravityAidedHardIronFit.median(strengths), vertical = GravityAidedHardIronFit.median(verticals)
+        let strength = finiteMedian(strengths), vertical = finiteMedian(verticals)
         guard plausible.contains(strength) else { return .infinity }
-        // A robust scale (1.4826 x the median miss, the RMS for Gaussian misses): a magnet passed by
-        // weighs on neither calibration's score.
+        // A robust scale: a magnet passed by weighs on neither calibration's score.
         let misses = zip(strengths, verticals).map { s, v in
             (((s - strength) * (s - strength) + (v - vertical) * (v - vertical)) / 2).squareRoot()
         }
-        return 1.4826 * GravityAidedHardIronFit.median(misses)
+        return robustScale(misses)
     }
 
     mutating func tryFit() -> CalibrationFit? {
@@ -485,13 +480,14 @@ public struct OnlineCalibrator: Sendable {
         // taken in) is refused unless the calibration in force keeps that angle no better.
         let oldest = latestTime - settings.maximumReadingAgeSeconds
         let withVertical = bins.flatMap { $0 }
+        // Without verticals both are infinite and the check passes.
         let candidateVertical = Self.gravityResidual(
             of: best.calibration, readings: withVertical, since: oldest, plausible: settings.plausibleRadiusMicrotesla)
-        if candidateVertical.isFinite || withVertical.contains(where: { $0.up != nil && $0.time >= oldest }) {
-            let inForce = Self.gravityResidual(
-                of: calibration ?? .uncalibrated, readings: withVertical, since: oldest,
-                plausible: settings.plausibleRadiusMicrotesla)
-            guard candidateVertical <= max(settings.gravityAided.maximumResidualMicrotesla, inForce) else { return nil }
+        let inForceVertical = Self.gravityResidual(
+            of: calibration ?? .uncalibrated, readings: withVertical, since: oldest,
+            plausible: settings.plausibleRadiusMicrotesla)
+        guard candidateVertical <= max(settings.gravityAided.maximumResidualMicrotesla, inForceVertical) else {
+            return nil
         }
         // Keep the current calibration unless the new fit is at least as good (or the current is degraded).
         if let current = fit, state != .degraded, best.rmsResidualMicrotesla > current.rmsResidualMicrotesla * 1.05 {

@@ -189,16 +189,8 @@ public struct MagnetometerAgreement: Sendable {
             return Consensus(heading: averaged[trusted], dip: averagedDip[trusted], share: averagedShare[trusted])
         }
         return Consensus(
-            heading: Self.median(voters.map { averaged[$0] }), dip: Self.median(voters.map { averagedDip[$0] }),
-            share: Self.median(voters.map { averagedShare[$0] }))
-    }
-
-    /// The median of the finite values; NaN when there are none.
-    static func median(_ all: [Double]) -> Double {
-        let values = all.filter(\.isFinite).sorted()
-        guard !values.isEmpty else { return .nan }
-        let mid = values.count / 2
-        return values.count % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2
+            heading: finiteMedian(voters.map { averaged[$0] }), dip: finiteMedian(voters.map { averagedDip[$0] }),
+            share: finiteMedian(voters.map { averagedShare[$0] }))
     }
 
     /// Of two voters that disagree, the one whose view stands.
