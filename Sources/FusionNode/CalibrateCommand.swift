@@ -72,6 +72,9 @@ enum CalibrateCommand {
             throw UsageError(
                 message: "'fusion-node calibrate' needs -o FILE (the calibration to write)", command: help.path)
         }
+        if let bag = a.positionals.first {
+            try OutputPaths.refuseClashes(outputs: [("-o", output)], inputs: [("recording", bag)], command: help.path)
+        }
         if FileManager.default.fileExists(atPath: output) && !a.has("--overwrite") {
             throw UsageError(
                 message: "\(output) exists: give --overwrite to replace it, or choose another name", command: help.path)
@@ -121,6 +124,7 @@ enum CalibrateCommand {
         )
         print("fit:             \(fit.model), coverage \(format(100 * fit.directionCoverage, 0)) %")
         printCalibration(fit.calibration, readings: readings)
+        guard explainsBetter(fit.calibration, readings: readings) else { return .failed }
         try CalibrationFile.save(fit, to: output)
         print("saved:           \(output)")
         // What using it changes: the same recording replayed with online calibration and with the file.
@@ -170,6 +174,7 @@ enum CalibrateCommand {
         }
         print("fit:             the online calibrator's best over the recording (gyro-aided or sphere/ellipsoid)")
         printCalibration(contents.calibration, readings: readings)
+        guard explainsBetter(contents.calibration, readings: readings) else { return .failed }
         let text = try String(contentsOfFile: learned, encoding: .utf8)
         try text.write(toFile: output, atomically: true, encoding: .utf8)
         print("saved:           \(output)")
@@ -193,6 +198,32 @@ enum CalibrateCommand {
             "field residual:  rms \(format(before, 2)) uT raw -> \(format(after, 2)) uT calibrated (about the fitted "
                 + "strength)"
         )
+    }
+
+    /// True when the calibration explains the readings clearly better than none does (RMS of the
+    /// strength about its own median, the online calibrator's `requiredResidualRatio` of the raw
+    /// readings' or less, relative to the strength); else says why nothing is written. A calibration
+    /// no better than none would only move the heading by its own error.
+    static func explainsBetter(_ c: MagnetometerCalibration, readings: [Vector3]) -> Bool {
+        func relative(_ cal: MagnetometerCalibration) -> Double {
+            let strengths = readings.map { cal.apply($0).norm }.sorted()
+            let median = strengths[strengths.count / 2]
+            let squares = strengths.reduce(0.0) { $0 + ($1 - median) * ($1 - median) }
+            return (squares / Double(strengths.count)).squareRoot() / median
+        }
+        let raw = relative(MagnetometerCalibration(hardIronOffsetMicrotesla: .zero, fieldRadiusMicrotesla: 0))
+        let fitted = relative(c)
+        let ratio = OnlineCalibrationSettings().requiredResidualRatio
+        guard fitted.isFinite, !(fitted > ratio * raw) else {
+            writeStandardError(
+                "fusion-node: no calibration written: the readings as they come explain the field "
+                    + (fitted > raw ? "better than" : "as well as") + " the fit (strength spread "
+                    + "\(format(100 * raw, 2)) % raw, \(format(100 * fitted, 2)) % fitted; a fit must reach "
+                    + "\(format(100 * ratio, 0)) % of the raw spread): the magnetometer is calibrated already, as far as "
+                    + "this recording shows. Replay it without a calibration file\n")
+            return false
+        }
+        return true
     }
 
     /// RMS of |calibrated field| - the fit's radius (the raw field: its spread about its own mean strength).

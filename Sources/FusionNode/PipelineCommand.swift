@@ -103,7 +103,7 @@ enum PipelineCommand {
         }
         for r in reports { writeStandardError("fusion-node: \(r)\n") }
         if PipelineSignals.interruptedBySignal { return .interrupted }
-        return reports.contains { $0.losses > 0 } ? .finishedWithLoss : .complete
+        return .finished(reports)
     }
 }
 
@@ -146,6 +146,7 @@ struct Supervisor {
         var restarts: [String: Int] = [:]
         var failed = false
         var finishedWithLoss = false
+        var finishedWithWarning = false
         for s in config.stages { running[try spawn(s.name)] = s.name }
         var forwarded = false
         while !running.isEmpty {
@@ -170,6 +171,11 @@ struct Supervisor {
                 // It ran to its end and reported what it lost: restarting it would not bring that back.
                 writeStandardError("fusion-node: supervisor: \(stage) finished with loss reported\n")
                 finishedWithLoss = true
+                continue
+            }
+            if !signaled && code == ExitCode.finishedWithWarning.rawValue {
+                writeStandardError("fusion-node: supervisor: \(stage) finished with a warning (see its summary)\n")
+                finishedWithWarning = true
                 continue
             }
             let why = signaled ? "killed by signal \(status & 0x7f)" : "exited with status \(code)"
@@ -224,6 +230,6 @@ struct Supervisor {
             }
         }
         if finishedWithLoss { return .finishedWithLoss }
-        return .complete
+        return finishedWithWarning ? .finishedWithWarning : .complete
     }
 }

@@ -81,6 +81,10 @@ enum ReplayCommand {
         try a.requirePositionals(1...1)
         let bagPath = a.positionals[0]
         try ProcessingGraph.checkMounting(a, command: help.path)
+        try OutputPaths.refuseClashes(
+            outputs: ["--csv", "--accuracy-csv", "--record"].compactMap { o in a.string(o).map { (o, $0) } },
+            inputs: [("recording", bagPath)] + (a.string("--calibration").map { [("calibration file", $0)] } ?? []),
+            command: help.path)
         // The graph; every value the user gave is an override below, so its error names the option.
         var stages: [(String, YAMLValue)] =
             [("bag", .mapping([("type", .string("bag")), ("path", .string(bagPath))]))]
@@ -204,6 +208,6 @@ enum ReplayCommand {
             return .failed
         }
         if PipelineSignals.interruptedBySignal { return .interrupted }
-        return reports.contains { $0.losses > 0 } && !a.has("--salvage") ? .finishedWithLoss : .complete
+        return .finished(reports, ignoringLoss: a.has("--salvage"))
     }
 }

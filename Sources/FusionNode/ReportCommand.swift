@@ -56,6 +56,9 @@ enum ReportCommand {
             throw UsageError(message: "'fusion-node report' needs -o FILE (the HTML to write)", command: help.path)
         }
         let bag = a.positionals[0]
+        try OutputPaths.refuseClashes(
+            outputs: [("-o", output)],
+            inputs: [("recording", bag)] + (a.string("--truth").map { [("truth", $0)] } ?? []), command: help.path)
         let calibrate = !a.has("--no-calibration")
         try ProcessingGraph.checkMounting(a, command: help.path)
         var stages: [(String, YAMLValue)] =
@@ -127,8 +130,7 @@ enum ReportCommand {
         }
         if PipelineSignals.interruptedBySignal { return .interrupted }
         let truthWarning = reports.contains { $0.stage == "report" && $0.losses > 0 }
-        if salvaged && !truthWarning { return .complete }
-        return reports.contains { $0.losses > 0 } ? .finishedWithLoss : .complete
+        return .finished(reports, ignoringLoss: salvaged && !truthWarning)
     }
 
     /// Whether `path` was written by this run (the report stage writes it when the inputs end).

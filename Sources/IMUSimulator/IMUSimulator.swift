@@ -134,6 +134,11 @@ public struct IMUSimulator: Sequence, IteratorProtocol, Sendable {
             case .sensor: sensorDisturbance += d.fieldMicrotesla * w
             }
         }
+        for source in scenario.worldFieldSources {
+            let f = source.fieldMicrotesla(at: runTime)
+            worldField += f
+            if f.norm > 1 { disturbed = true }
+        }
         let sensed = q.inverseRotate(worldField) + sensorDisturbance
         let current = motorCurrent(at: runTime, pose: pose)
         let velocity = Self.horizontalForward(q) * pose.speed

@@ -159,6 +159,9 @@ public struct SimulationScenario: Sendable, Equatable {
     public var startTime = 0.0
     public var motion: [MotionSegment] = [.rest(seconds: 10)]
     public var disturbances: [ScheduledDisturbance] = []
+    /// Fields fixed in the world that the device is carried through (they change with its position,
+    /// not with its orientation).
+    public var worldFieldSources: [WorldFieldSource] = []
     public var sensors = SensorErrorModel()
     /// Where the accelerometer sits relative to the point the motion turns about, sensor frame, metres:
     /// the sensor then feels the rotation's tangential and centripetal acceleration, w' x r + w x (w x r),
@@ -184,6 +187,41 @@ public struct SimulationScenario: Sendable, Equatable {
     public var earthFieldENU: Vector3 {
         let dip = earthFieldDipDegrees * radiansPerDegree
         return Vector3(0, earthFieldMicrotesla * _cos(dip), -earthFieldMicrotesla * _sin(dip))
+    }
+}
+
+/// A field fixed in the world, felt along a straight walk at constant speed (the device's position is
+/// implied by the time: it need not move in the motion segments).
+public enum WorldFieldSource: Sendable, Equatable {
+    /// A magnet lying still (a point dipole, moment in A m^2, ENU) passed at `distanceMeters` at
+    /// `closestSeconds`, walking east at `speedMetersPerSecond`; the magnet lies north of the path.
+    /// A small neodymium magnet of 1 cm^3 has a moment of about 1 A m^2: 190 uT at 10 cm, 7 uT at 30 cm.
+    case magnetPass(closestSeconds: Double, distanceMeters: Double, speedMetersPerSecond: Double, momentAm2: Vector3)
+    /// Walking beside a steel structure from `startSeconds` for `durationSeconds`: columns every
+    /// `spacingMeters` bend the earth's field by up to `amplitudeMicrotesla` (ENU direction
+    /// `direction`, unit), alternating with the position along the walk.
+    case steelStructure(
+        startSeconds: Double, durationSeconds: Double, spacingMeters: Double, speedMetersPerSecond: Double,
+        amplitudeMicrotesla: Double, direction: Vector3)
+
+    /// The field it adds at time `t` (seconds from the scenario's start), ENU, microtesla.
+    public func fieldMicrotesla(at t: Double) -> Vector3 {
+        switch self {
+        case .magnetPass(let closest, let distance, let speed, let moment):
+            // Device at (x, 0, 0), magnet at (0, d, 0): r points from the magnet to the device, metres.
+            let r = Vector3(speed * (t - closest), -distance, 0)
+            let n = r.norm
+            guard n > 1e-3 else { return .zero }
+            let u = r / n
+            // mu0 / 4 pi = 1e-7 T m / A = 0.1 uT m / A.
+            return (u * (3 * moment.dot(u)) - moment) * (0.1 / (n * n * n))
+        case .steelStructure(let start, let duration, let spacing, let speed, let amplitude, let direction):
+            guard t >= start, t <= start + duration, spacing > 0 else { return .zero }
+            let x = speed * (t - start)
+            // Fades in over the first and out over the last column.
+            let edge = min(1, min(x, speed * (start + duration - t)) / spacing)
+            return direction * (amplitude * edge * _sin(2 * Double.pi * x / spacing))
+        }
     }
 }
 

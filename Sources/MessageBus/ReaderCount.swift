@@ -10,12 +10,20 @@ import CZeroMQ
 /// in 2df7ab6a, after 4.3.4); so libzmq applies subscriptions itself and `ReaderCount` cuts a
 /// connection that asks for too many.
 extension BusSocket {
+    /// Largest message a publisher accepts from its readers, bytes: a subscription is one byte and a
+    /// topic prefix, and no topic comes near this. A larger one (a 10 MB "prefix") would otherwise be
+    /// stored by libzmq for as long as the connection lasts.
+    public static let maximumSubscriptionBytes = 4096
+
     /// With `curve`, a CURVE server: only clients the context's ZAP handler admits connect.
     public static func readerFollowingPublisher(
         _ context: BusContext, endpoint: String, highWaterMark: Int32, curve: CurveKeyPair? = nil
     ) throws(BusError) -> BusSocket {
         let s = try BusSocket(context, .xpub)
         try s.setOption(ZMQ_SNDHWM, highWaterMark)
+        // What comes in is subscriptions: a peer that sends a larger message is disconnected by libzmq
+        // before it is stored.
+        try s.limitMessages(toBytes: maximumSubscriptionBytes)
         try s.setOption(ZMQ_XPUB_NODROP, 1)  // back-pressure instead of silent drops
         try s.setOption(ZMQ_XPUB_VERBOSE, 1)  // see every subscription
         try s.setOption(ZMQ_XPUB_VERBOSER, 1)  // and every unsubscription (a reader gone)

@@ -189,6 +189,14 @@ public struct NavSatFixMessage: RosMessage, Equatable {
     public var positionCovariance: Covariance9
     public var positionCovarianceType: UInt8
 
+    /// True when the position is on the earth: latitude within +-90 and longitude within +-180 degrees,
+    /// the altitude unknown (NaN, as ROS allows) or between -1 km and 100 km. A receiver's fault (a
+    /// longitude of -1e300) would otherwise choose the declination.
+    public var isPlausiblePosition: Bool {
+        (-90...90).contains(latitude) && (-180...180).contains(longitude)
+            && (altitude.isNaN || (-1000...100_000).contains(altitude))
+    }
+
     public init(
         header: RosHeader, status: Int8, service: UInt16, latitude: Double, longitude: Double, altitude: Double,
         positionCovariance: Covariance9, positionCovarianceType: UInt8

@@ -93,7 +93,9 @@ struct GravityAidedCalibrationTests {
         let s = walkerWithPhone(seed: 5, hardIron: .zero, gyroBias: Vector3(0, 0, 0.05))
         let r = run(s)
         #expect(r.calibrator.gravityAidedFits == 0)
-        #expect(r.calibrator.calibration == nil)
+        // Taken as they are once the turning is enough to tell; never corrected.
+        #expect(r.calibrator.calibration.map { $0.hardIronOffsetMicrotesla == .zero } ?? true)
+        #expect(r.calibrator.fit.map { $0.model == .asIs } ?? true)
     }
 
     @Test("a magnet on a table passed on the way does not become hard iron")

@@ -598,6 +598,36 @@ def test_calibrate_says_why_a_recording_gave_no_calibration(node, tmp_path):
     assert found and float(found[1]) < 0.1, r.stderr
 
 
+def test_a_wrong_mounting_or_iron_nothing_removes_ends_the_replay_with_exit_4(node, tmp_path):
+    """Two misconfigurations a new user makes: a magnetometer mounted yaw_90 replayed without
+    --mag-rotation, and readings with hard iron replayed with --no-calibration. Both run to the end
+    (the CSV is complete), name the cause and the remedy, and exit 4; told right, they exit 0."""
+    _, bag = recorded_simulation(
+        node, tmp_path, 'duration: 120, realtime: false, hard_iron_ut: [25, -30, 12], mag_rotation: yaw_90')
+    cases = ((['--mag-rotation', 'yaw_90'], 0, None),
+             ([], 4, '--mag-rotation yaw_90 (or auto)'),
+             (['--mag-rotation', 'yaw_90', '--no-calibration'], 4, 'drop --no-calibration'))
+    for i, (extra, code, says) in enumerate(cases):
+        out = tmp_path / f'out{i}.csv'
+        r = run(node, 'replay', bag, '--csv', out, *extra, timeout=180)
+        assert r.returncode == code, (extra, r.returncode, r.stderr[-2000:])
+        assert says is None or says in r.stderr, (extra, r.stderr[-2000:])
+        assert len(out.read_text().splitlines()) == 12_001, extra
+
+
+def test_calibrate_never_saves_a_fit_no_better_than_none(node, tmp_path):
+    """A magnetometer calibrated already (no hard or soft iron), turned every way: a fit explains its
+    readings no better than the readings as they come, so nothing is written, exit 1, and the message
+    gives both spreads."""
+    _, bag = recorded_simulation(
+        node, tmp_path, 'scenario: figure_eight, duration: 60, realtime: false, hard_iron_ut: [0, 0, 0]')
+    out = tmp_path / 'cal.json'
+    r = run(node, 'calibrate', bag, '-o', out, timeout=180)
+    assert r.returncode == 1 and not out.exists(), r.stdout + r.stderr
+    assert 'no calibration written' in r.stderr and 'calibrated already' in r.stderr, r.stderr
+    assert re.search(r'strength spread [0-9.]+ % raw, [0-9.]+ % fitted', r.stderr), r.stderr
+
+
 def test_calibrate_refits_a_recording_and_replay_uses_it_from_the_start(node, tmp_path):
     """Hard iron (25, -30, 12) uT and 10 % soft iron: `calibrate` recovers both (1 uT, 1 %), and a replay with
     the file has no calibration phase: its early headings match the truth where the online replay's do not."""

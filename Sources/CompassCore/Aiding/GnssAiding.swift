@@ -39,6 +39,9 @@ public struct GnssAidingState: Sendable {
     var pendingHeading: (radians: Double, variance: Double, kind: GnssHeadingKind)?
     /// The heading is known: from the magnetometer, or once GNSS has given it.
     var headingKnown = true
+    /// Residuals (filter heading minus GNSS heading, rad) of the dual-antenna headings rejected in a
+    /// row: when enough of them agree with each other, the filter's heading is the one that is wrong.
+    var rejectedHeadingResiduals: [Double] = []
     /// The latest time GNSS corrected the heading, s.
     var headingAidedAt = -Double.infinity
     /// The bank of yaw hypotheses may judge the compass (and when it last could); the compass's heading
@@ -128,8 +131,11 @@ public struct GnssAidingCounts: Sendable, Equatable {
     public var bankAlignments = 0
     /// Headings of the yaw hypotheses applied because the compass disagreed with them, and rejected.
     public var bankHeadingsUsed = 0, bankHeadingsRejected = 0
-    /// Velocity or heading messages not usable (non-finite, stamped before the previous one).
+    /// Velocity or heading messages not usable (non-finite, stamped before the previous one, a speed
+    /// no vehicle reaches, a quaternion that is not a rotation).
     public var unusable = 0
+    /// Times the heading was taken from dual-antenna headings that agreed with each other against it.
+    public var headingRealignments = 0
 
     public init() {}
 
@@ -141,8 +147,19 @@ public struct GnssAidingCounts: Sendable, Equatable {
             + (bankHeadingsUsed + bankHeadingsRejected > 0
                 ? ", yaw hypotheses' heading against the compass \(bankHeadingsUsed) (\(bankHeadingsRejected) rejected)"
                 : "")
+            + (headingRealignments > 0
+                ? ", heading taken again from \(GnssAidingCounts.consensusHeadings) agreeing dual-antenna headings "
+                    + "\(headingRealignments) time(s)" : "")
             + (unusable > 0 ? ", \(unusable) unusable" : "")
     }
+
+    /// Dual-antenna headings in a row that, rejected against the filter's heading yet agreeing with each
+    /// other, outvote it (a first heading that was wrong would otherwise lock every later one out).
+    public static let consensusHeadings = 5
+
+    /// Largest plausible GNSS speed, m/s: well above any vehicle this filter aids (an airliner cruises
+    /// at about 250); a receiver's velocity beyond it is a fault.
+    public static let maximumSpeedMetresPerSecond = 600.0
 }
 
 extension KalmanFilter {
@@ -155,7 +172,9 @@ extension KalmanFilter {
     /// Takes one GNSS velocity (stamped at or before the IMU samples that follow it). It extends the
     /// acceleration chain the inclination update uses and, with `courseIsHeading`, gives the heading.
     public mutating func update(velocity sample: GnssVelocitySample) {
-        guard sample.timestamp.isFinite, sample.velocityENU.isFinite, sample.timestamp > aiding.latestEpoch,
+        guard sample.timestamp.isFinite, sample.velocityENU.isFinite,
+            sample.velocityENU.norm <= GnssAidingCounts.maximumSpeedMetresPerSecond,
+            sample.timestamp > aiding.latestEpoch,
             sample.timestamp > (aiding.previousEpoch?.time ?? -.infinity)
         else {
             aiding.counts.unusable += 1
@@ -232,7 +251,17 @@ extension KalmanFilter {
         let limit = 9 * (attitudeCovariance.m22 + h.variance) + 0.0076
         // The bank's heading comes only after it has disagreed with the heading for a while: the
         // heading's own variance is then the compass's overconfidence, not a reason to refuse it.
-        let rejected = aiding.headingKnown && h.kind != .hypotheses && residual * residual > limit
+        var rejected = aiding.headingKnown && h.kind != .hypotheses && residual * residual > limit
+        if h.kind == .dualAntenna {
+            if rejected && outvoted(by: residual, variance: h.variance) {
+                // The receiver's headings agree with each other against the filter: take the heading again.
+                rejected = false
+                aiding.counts.headingRealignments += 1
+                setHeadingVariance(Double.pi * Double.pi)
+            } else if !rejected {
+                aiding.rejectedHeadingResiduals = []
+            }
+        }
         switch (h.kind, rejected) {
         case (.course, false): aiding.counts.coursesUsed += 1
         case (.course, true): aiding.counts.coursesRejected += 1
@@ -245,6 +274,21 @@ extension KalmanFilter {
         scalarUpdate(2, residual: residual, variance: h.variance, &dTheta, &dBias)
         aiding.headingKnown = true
         aiding.headingAidedAt = time
+    }
+
+    /// Records a rejected dual-antenna heading's residual (rad); true when the latest
+    /// `consensusHeadings` rejected in a row agree with each other to within 3 sigma of their variance
+    /// plus 5 degrees (the rejection's own limit): then it is the filter's heading that is off.
+    mutating func outvoted(by residual: Double, variance: Double) -> Bool {
+        aiding.rejectedHeadingResiduals.append(residual)
+        let n = GnssAidingCounts.consensusHeadings
+        guard aiding.rejectedHeadingResiduals.count >= n else { return false }
+        let latest = aiding.rejectedHeadingResiduals.suffix(n)
+        aiding.rejectedHeadingResiduals = Array(latest)
+        let spread = latest.map { abs(wrappedRadians($0 - residual)) }.max() ?? .infinity
+        guard spread * spread <= 9 * 2 * variance + 0.0076 else { return false }
+        aiding.rejectedHeadingResiduals = []
+        return true
     }
 
     /// Without a known heading, the first clear horizontal acceleration gives it: the angle that turns

@@ -38,9 +38,11 @@ public enum CalibrationFitError: Error, Equatable, Sendable, CustomStringConvert
 public struct CalibrationFit: Sendable, Equatable {
     /// sphere: hard iron and radius; ellipsoid: soft iron too; gyroAided: a new hard iron from a few
     /// seconds of turning (`GyroAidedHardIronFit`), the soft iron kept; gravityAided: hard iron and
-    /// strength from readings with their verticals (`GravityAidedHardIronFit`), the soft iron kept.
+    /// strength from readings with their verticals (`GravityAidedHardIronFit`), the soft iron kept;
+    /// asIs: no correction, the readings being calibrated already (a fit explained them no better than
+    /// the readings as they come, and those lie on a sphere of a plausible strength).
     public enum Model: String, Sendable {
-        case sphere, ellipsoid, gyroAided = "gyro-aided", gravityAided = "gravity-aided"
+        case sphere, ellipsoid, gyroAided = "gyro-aided", gravityAided = "gravity-aided", asIs = "as-is"
     }
     public var model: Model
     public var calibration: MagnetometerCalibration

@@ -61,6 +61,9 @@ public struct OnlineCalibrationSettings: Sendable, Equatable {
     /// at most this share of that calibration's RMS residual (each given its own best field strength):
     /// evidence that it is better, not a description of other readings. Default 0.9.
     public var requiredResidualRatio = 0.9
+    /// A refit replaces an accepted calibration only with an RMS residual within this multiple of the
+    /// readings' noise (`OnlineCalibrator.strengthNoise`) or within the accepted fit's own. Default 1.5.
+    public var noiseMultiple = 1.5
     public init() {}
 }
 
@@ -97,6 +100,13 @@ public struct OnlineCalibrator: Sendable {
     var lastFitTime: Double?
     var residualLowPass = 0.0
     var degradedSince: Double?
+    /// Low-passed square of the strength's change from one reading to the next, uT^2.
+    var strengthStepSquares: Double?
+    var previousStrength: (value: Double, time: Double)?
+    /// The readings' noise, microtesla: the change of |m| from one reading to the next over sqrt(2) (the
+    /// strength does not change as the device turns; a field in the world changes it slowly). Infinite
+    /// until readings 0.2 s apart or closer were seen.
+    public var strengthNoise: Double { strengthStepSquares.map { ($0 / 2).squareRoot() } ?? .infinity }
     /// True while new readings miss the accepted calibration (the gyro-aided fit then runs).
     public private(set) var misfitting = false
     var gyroFit = GyroAidedHardIronFit()
@@ -172,6 +182,13 @@ public struct OnlineCalibrator: Sendable {
     public mutating func add(_ raw: Vector3, time: Double) -> CalibrationFit? {
         guard raw.isFinite else { return nil }
         latestTime = time
+        let strength = raw.norm
+        if let p = previousStrength, time > p.time, time - p.time <= 0.2 {
+            let step = (strength - p.value) * (strength - p.value)
+            // About 500 steps: seconds at any magnetometer rate, so a magnet's approach hardly counts.
+            strengthStepSquares = strengthStepSquares.map { $0 + (step - $0) * 0.002 } ?? step
+        }
+        previousStrength = (strength, time)
         bin(raw, time: time)
         trackDegradation(raw, time: time)
         if state == .uncalibrated { state = .collecting }
@@ -229,11 +246,12 @@ public struct OnlineCalibrator: Sendable {
     }
 
     mutating func trackDegradation(_ raw: Vector3, time: Double) {
-        guard let cal = calibration, let fit else { return }
+        // A loaded calibration without its radius is judged once a fit gives one.
+        guard let cal = calibration, cal.fieldRadiusMicrotesla > 0 else { return }
         let calibrated = cal.apply(raw)
         let miss = abs(calibrated.norm - cal.fieldRadiusMicrotesla)
         residualLowPass += (miss - residualLowPass) * 0.02
-        let limit = max(settings.degradedResidualMicrotesla, 3 * fit.rmsResidualMicrotesla)
+        let limit = max(settings.degradedResidualMicrotesla, 3 * (fit?.rmsResidualMicrotesla ?? 0))
         misfitting = residualLowPass > limit
         if !misfitting, let up = latestForce?.normalized, let direction = calibrated.normalized {
             let dip = -asin(min(1, max(-1, up.dot(direction)))) * degreesPerRadian
@@ -381,7 +399,12 @@ public struct OnlineCalibrator: Sendable {
         let inForceResidual = Self.gravityResidual(
             of: calibration ?? .uncalibrated, readings: binned, since: oldest,
             plausible: settings.plausibleRadiusMicrotesla)
-        guard inForceResidual > limits.maximumResidualMicrotesla || fit?.model == .gravityAided else { return nil }
+        // Readings no correction explains within that limit, while none is in force, are fitted too: only a
+        // fit that explains them clearly better is taken, else they are taken as calibrated already.
+        let noneExplains = calibration == nil && inForceResidual <= limits.maximumResidualMicrotesla
+        guard inForceResidual > limits.maximumResidualMicrotesla || fit?.model == .gravityAided || noneExplains else {
+            return nil
+        }
         let start = calibration.map { softIron * $0.hardIronOffsetMicrotesla }
         guard let s = GravityAidedHardIronFit.robustFit(readings, start: start, settings: limits),
             s.rmsResidualMicrotesla <= limits.maximumResidualMicrotesla,
@@ -397,12 +420,33 @@ public struct OnlineCalibrator: Sendable {
             readings.compactMap { ($0.field - s.correctedOffset).normalized }.map(
                 CalibrationFitter.nearestDirection(to:)))
         guard Double(directions.count) / Double(bins.count) < settings.minimumCoverage else { return nil }
+        // A new hard iron leaves the earth's field as it was (as for a gyro-aided fit): a fit that changes
+        // the strength or the dip seen with the calibration in force took in a field fixed in the world.
+        // An earlier gravity-aided fit knew the strength only as well as its prior: refined freely.
+        if let current = calibration, fit?.model != .asIs, fit?.model != .gravityAided {
+            let radius = current.fieldRadiusMicrotesla
+            if radius > 0, abs(s.strengthMicrotesla / radius - 1) > settings.maximumStrengthChange { return nil }
+            if let dip = calibratedDipDegrees, abs(s.dipDegrees - dip) > settings.maximumDipChangeDegrees { return nil }
+        }
         let candidate = MagnetometerCalibration(
             hardIronOffsetMicrotesla: inverse * s.correctedOffset, softIronCorrection: softIron,
             fieldRadiusMicrotesla: s.strengthMicrotesla)
         let candidateResidual = Self.gravityResidual(
             of: candidate, readings: binned, since: oldest, plausible: settings.plausibleRadiusMicrotesla)
-        guard candidateResidual <= settings.requiredResidualRatio * inForceResidual else { return nil }
+        // An offset within what such a fit resolves (`maximumOffsetDisagreementMicrotesla`) finds the
+        // readings calibrated already, as a first gyro-aided fit does.
+        let resolved = s.correctedOffset.norm > settings.maximumOffsetDisagreementMicrotesla
+        guard candidateResidual <= settings.requiredResidualRatio * inForceResidual, resolved || !noneExplains else {
+            guard noneExplains else { return nil }
+            let strength = finiteMedian(readings.map(\.field.norm))
+            return acceptAsIs(
+                CalibrationFit(
+                    model: .asIs,
+                    calibration: MagnetometerCalibration(
+                        hardIronOffsetMicrotesla: .zero, fieldRadiusMicrotesla: strength),
+                    rmsResidualMicrotesla: inForceResidual, meanResultantLength: s.horizontalResultant,
+                    directionCoverage: coverage, readingCount: readings.count))
+        }
         let result = CalibrationFit(
             model: .gravityAided, calibration: candidate, rmsResidualMicrotesla: s.rmsResidualMicrotesla,
             meanResultantLength: s.horizontalResultant, directionCoverage: coverage, readingCount: s.readingCount)
@@ -446,7 +490,7 @@ public struct OnlineCalibrator: Sendable {
     }
 
     mutating func tryFit() -> CalibrationFit? {
-        let readings = recentReadings
+        let readings = explainedReadings(recentReadings)
         var candidates: [CalibrationFit] = []
         if case .success(let s) = CalibrationFitter.fitSphere(readings) { candidates.append(s) }
         if coverage >= settings.ellipsoidCoverage, case .success(let e) = CalibrationFitter.fitEllipsoid(readings) {
@@ -460,14 +504,25 @@ public struct OnlineCalibrator: Sendable {
         {
             candidates.append(refined(assessed, readings))
         }
-        guard
-            let best = candidates.filter({
-                $0.rmsResidualMicrotesla <= settings.maximumResidualMicrotesla
-                    && settings.plausibleRadiusMicrotesla.contains($0.calibration.fieldRadiusMicrotesla)
-                    && Self.plausibleSoftIron($0.calibration.softIronCorrection, settings.maximumSoftIronAnisotropy)
-            })
-            .min(by: { $0.rmsResidualMicrotesla < $1.rmsResidualMicrotesla })
-        else { return nil }
+        // An ellipsoid's nine unknowns need the readings to cover the sphere about its own centre (the bins
+        // are about the best centre known, which before a first fit is the mean reading: a patch of the
+        // sphere can fill them, and an ellipsoid through that patch fits it to the noise).
+        func acceptable(_ f: CalibrationFit) -> Bool {
+            f.rmsResidualMicrotesla <= settings.maximumResidualMicrotesla
+                && settings.plausibleRadiusMicrotesla.contains(f.calibration.fieldRadiusMicrotesla)
+                && Self.plausibleSoftIron(f.calibration.softIronCorrection, settings.maximumSoftIronAnisotropy)
+                && (f.model != .ellipsoid || f.directionCoverage >= settings.minimumCoverage)
+        }
+        let best = candidates.filter(acceptable).min(by: { $0.rmsResidualMicrotesla < $1.rmsResidualMicrotesla })
+        // No correction is a calibration too: while none is in force (or the readings were found calibrated
+        // already), a fit must explain the same readings clearly better than the readings as they come.
+        if calibration == nil || fit?.model == .asIs, let asIs = Self.asIsFit(readings), acceptable(asIs),
+            best.map({ Self.relativeResidual($0) > settings.requiredResidualRatio * Self.relativeResidual(asIs) })
+                ?? true
+        {
+            return calibration == nil ? acceptAsIs(asIs) : nil
+        }
+        guard let best else { return nil }
         // A gyro-aided offset assumes no soft iron; an ellipsoid fitted to most directions knows better.
         if let g = gyroAidedOffset,
             best.model != .ellipsoid || best.directionCoverage < settings.ellipsoidCoverage,
@@ -489,9 +544,19 @@ public struct OnlineCalibrator: Sendable {
         guard candidateVertical <= max(settings.gravityAided.maximumResidualMicrotesla, inForceVertical) else {
             return nil
         }
-        // Keep the current calibration unless the new fit is at least as good (or the current is degraded).
-        if let current = fit, state != .degraded, best.rmsResidualMicrotesla > current.rmsResidualMicrotesla * 1.05 {
-            return nil
+        // A calibration given (a file, fixed values) is replaced only by a fit that explains the same
+        // readings clearly better, each about its own field strength; one learned here is refined by any
+        // that is no worse there (its readings cover more of the sphere by now). Either way the fit must
+        // explain them to the noise of the readings or as well as the accepted fit did: a residual above
+        // both describes a field that is not the sensor's (steel walked along bends the readings, which a
+        // fit then takes in). A degraded calibration no longer describes the sensor.
+        if let current = calibration, state != .degraded {
+            let ratio = fit == nil ? settings.requiredResidualRatio : 1
+            guard let inForce = Self.assessed(current, readings),
+                Self.relativeResidual(best) <= ratio * Self.relativeResidual(inForce),
+                best.rmsResidualMicrotesla
+                    <= max(settings.noiseMultiple * strengthNoise, 1.05 * (fit?.rmsResidualMicrotesla ?? 0))
+            else { return nil }
         }
         calibration = best.calibration
         fit = best
@@ -499,6 +564,60 @@ public struct OnlineCalibrator: Sendable {
         residualLowPass = 0
         degradedSince = nil
         return best
+    }
+
+    /// The readings a refit of the calibration in force learns from: those it explains within
+    /// max(3 uT, 3 robust sigma) of its own strength. The others saw a field it does not describe: one
+    /// fixed in the world (a magnet passed, steel walked along), or a sensor that changed, which shows
+    /// as the calibration degrading (then every reading counts, and the gyro-aided fit runs).
+    func explainedReadings(_ readings: [Vector3]) -> [Vector3] {
+        guard let current = calibration, state != .degraded, readings.count > 1 else { return readings }
+        let strengths = readings.map { current.apply($0).norm }
+        let strength = finiteMedian(strengths)
+        let misses = strengths.map { abs($0 - strength) }
+        let limit = max(settings.gravityAided.maximumResidualMicrotesla, 3 * robustScale(misses))
+        return zip(readings, misses).filter { $0.1 <= limit }.map(\.0)
+    }
+
+    /// The readings as they come, assessed as a calibration: no correction, the radius their median
+    /// strength. Nil when they are one-sided.
+    static func asIsFit(_ readings: [Vector3]) -> CalibrationFit? {
+        assessed(MagnetometerCalibration(hardIronOffsetMicrotesla: .zero, fieldRadiusMicrotesla: 0), readings)
+            .map {
+                var f = $0
+                f.model = .asIs
+                return f
+            }
+    }
+
+    /// RMS residual over the fit's radius: what fits of different scale are compared by (an ellipsoid's
+    /// correction and radius can shrink together, shrinking the residual in microtesla with them).
+    static func relativeResidual(_ f: CalibrationFit) -> Double {
+        f.rmsResidualMicrotesla / f.calibration.fieldRadiusMicrotesla
+    }
+
+    /// A calibration assessed on readings about its own best field strength (the median calibrated
+    /// strength), as a sphere. Nil when the calibrated readings are one-sided.
+    static func assessed(_ cal: MagnetometerCalibration, _ readings: [Vector3]) -> CalibrationFit? {
+        let strength = finiteMedian(readings.map { cal.apply($0).norm })
+        var sized = cal
+        sized.fieldRadiusMicrotesla = strength
+        guard strength > 0,
+            case .success(let f) = CalibrationFitter.assess(
+                sized, model: .sphere, readings: readings, settings: .init())
+        else { return nil }
+        return f
+    }
+
+    /// Takes the readings as calibrated already: no correction, with the evidence in `asIs`.
+    mutating func acceptAsIs(_ asIs: CalibrationFit) -> CalibrationFit {
+        calibration = asIs.calibration
+        fit = asIs
+        state = .calibrated
+        residualLowPass = 0
+        degradedSince = nil
+        misfitting = false
+        return asIs
     }
 
     /// True when the soft-iron correction is symmetric positive definite with eigenvalues within

@@ -1,3 +1,5 @@
+import Pipeline
+
 /// What a command accepts and says about itself: `--help`, `fusion-node help COMMAND`, the
 /// completion scripts, argument checking and "did you mean" all read it.
 struct CommandHelp: Sendable {
@@ -72,6 +74,16 @@ enum ExitCode: Int32 {
     /// The run finished, but damage or loss was reported (undecodable or malformed messages skipped,
     /// damage read past). Look at stderr for what and where.
     case finishedWithLoss = 3
+    /// The run finished without loss, but a stage found its output wrong for a cause it names in stderr
+    /// (a magnetometer mounted otherwise than given, readings that carry iron nothing removes); the
+    /// headings from then on say so (bound 180).
+    case finishedWithWarning = 4
+
+    /// Loss first (3), then a warning (4), else complete.
+    static func finished(_ reports: [StageReport], ignoringLoss: Bool = false) -> ExitCode {
+        if !ignoringLoss && reports.contains(where: { $0.losses > 0 }) { return .finishedWithLoss }
+        return reports.contains { $0.knownWrong > 0 } ? .finishedWithWarning : .complete
+    }
     /// SIGINT or SIGTERM ended the run before its input ended (outputs are complete up to there).
     case interrupted = 130
 }

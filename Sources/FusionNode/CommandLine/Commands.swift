@@ -75,7 +75,8 @@ enum Commands {
               -h, --help                 this help; every command also answers --help
 
             exit codes: 0 complete, 1 failed, 2 usage or configuration error, 3 finished but damage or loss was
-            reported, 130 interrupted by SIGINT or SIGTERM before the input ended.
+            reported, 4 finished but the heading was found wrong for a cause the summary names, 130
+            interrupted by SIGINT or SIGTERM before the input ended.
 
             """
         return out

@@ -171,6 +171,7 @@ actor StageActor {
         }
         report.notes += logic.notes
         report.losses = logic.losses + report.malformed + report.unexpected + missing
+        report.knownWrong = logic.knownWrong
         return report
     }
 }

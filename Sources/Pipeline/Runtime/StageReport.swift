@@ -13,6 +13,8 @@ public struct StageReport: Sendable, CustomStringConvertible {
     public var dropped = 0
     /// Data skipped or lost (refused frames, undecodable messages, damage read past).
     public var losses = 0
+    /// Causes found that make the stage's output wrong (named in its notes), without loss.
+    public var knownWrong = 0
     public var notes: [String] = []
 
     /// How a calibration stage's note says why it accepted no fit: this, then the reason.

@@ -10,6 +10,9 @@ class StageLogic: @unchecked Sendable {
     /// Data the stage skipped or could not read (undecodable messages, damage read past), for the
     /// report and the exit code; frames the runtime refused are counted there.
     var losses = 0
+    /// Causes found that make the output wrong, each named in a note (a magnetometer mounted otherwise
+    /// than given): the run ends with exit 4 unless loss makes it 3.
+    var knownWrong = 0
     /// False when an input ended on a failure upstream, or never ended (a stop that went unanswered):
     /// what the stage received is not the whole stream, and a sink must not present it as complete.
     /// Set before `finish`.

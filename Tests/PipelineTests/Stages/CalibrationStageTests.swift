@@ -64,8 +64,9 @@ extension PipelineRunTests {
         let third = try await calibrationRun("corrupt", file: file, log: log)
         #expect(third.first!.state != 2 && third.first!.prompt)
         #expect(log.lines.contains { $0.contains(file) && $0.contains("refused") })
-        // ... and the calibration it learns replaces the broken file.
-        #expect(CalibrationFile.load(file).isSuccess)
+        // ... and the file stays as it was (someone's hand edit): the calibration learned is not saved over it.
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == "{\"version\": 1, \"hard_iron_ut\": [1, 2]")
+        #expect(log.lines.contains { $0.contains("not overwritten") })
     }
 
     @Test("the calibration file keeps the motor coefficients; a file without them, or with absurd ones, has none")

@@ -14,6 +14,9 @@ struct MountingDetectionStageTests {
         var rmse: Double
         var notes: [String]
         var magnetometerOut: Int
+        /// Share of the headings from `from` on whose error is within their 95 % bound.
+        var covered: Double
+        var knownWrong: Int
     }
 
     /// Heading RMSE in degrees from `from` seconds on, for the simulator's default scenario (seed 3,
@@ -50,7 +53,10 @@ struct MountingDetectionStageTests {
         let fused = try processed(calibrated, by: fusion)
         _ = try stage.finish()
         let rmse = try headingRMSE(fused, scenario: scenario, count: duration * 100, from: from)
-        return Outcome(rmse: rmse, notes: stage.notes, magnetometerOut: magnetometerOut)
+        let covered = try boundCoverage(fused, scenario: scenario, count: duration * 100, from: from)
+        return Outcome(
+            rmse: rmse, notes: stage.notes, magnetometerOut: magnetometerOut, covered: covered,
+            knownWrong: stage.knownWrong)
     }
 
     @Test("yaw_90 is found, held readings are counted, the heading matches a straight compass; the file keeps it")
@@ -86,6 +92,21 @@ struct MountingDetectionStageTests {
             mounting: "none", calibration: "    online: false\n    detect_rotation: true\n    file: \(file)", from: 5)
         #expect(
             remounted.notes.contains { $0.contains("yaw_90 (the motion says otherwise: was the compass remounted?)") })
+    }
+
+    @Test("a mounting not given is found anyway: the heading is reported unusable and the remedy named")
+    func untoldMountingIsReported() throws {
+        let untold = try Self.run(mounting: "yaw_90", calibration: "    online: true", from: 0)
+        let straight = try Self.run(mounting: "none", calibration: "    online: true", from: 0)
+        print("untold yaw_90: RMSE \(untold.rmse), bound covers \(untold.covered); straight covers \(straight.covered)")
+        #expect(untold.rmse > 15)
+        #expect(untold.covered >= 0.9, "the bound covers \(untold.covered) of the headings")
+        #expect(untold.knownWrong == 1 && straight.knownWrong == 0)
+        #expect(
+            untold.notes.contains {
+                $0.contains("turn as if it were mounted yaw_90") && $0.contains("--mag-rotation yaw_90 (or auto)")
+            }, "\(untold.notes)")
+        #expect(!straight.notes.contains { $0.contains("turn as if it were mounted") }, "\(straight.notes)")
     }
 
     @Test("at rest the mounting stays undetermined: the summary says why and that every reading was held back")

@@ -70,3 +70,23 @@ func headingRMSE(_ frames: [WireFrame], scenario: SimulationScenario, count: Int
     }
     return (sum / Double(max(1, n))).squareRoot()
 }
+
+/// Share of the headings from `from` seconds on whose error against the scenario's truth is within
+/// their reported 95 % bound (a bound that is not finite covers everything).
+func boundCoverage(_ frames: [WireFrame], scenario: SimulationScenario, count: Int, from: Double) throws -> Double {
+    var truth: [Quaternion] = []
+    var simulator = IMUSimulator(scenario: scenario)
+    while truth.count < count, let x = simulator.next() { truth.append(x.trueOrientation) }
+    var covered = 0, n = 0
+    for f in frames where f.topic == PipelineTopics.heading {
+        let h = try HeadingMessage(cdrBytes: f.payload)
+        let t = h.header.stamp.seconds - scenario.startTime
+        let i = Int((t * scenario.sampleRateHz).rounded())
+        guard t >= from, i < truth.count else { continue }
+        let e = (h.orientation.normalized * truth[i].normalized.conjugate).normalized
+        let error = 2 * atan2(abs(e.z), abs(e.w)) * degreesPerRadian
+        if !(h.headingAccuracy.isFinite) || error <= h.headingAccuracy { covered += 1 }
+        n += 1
+    }
+    return Double(covered) / Double(max(1, n))
+}

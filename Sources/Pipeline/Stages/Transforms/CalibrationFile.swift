@@ -98,6 +98,9 @@ public enum CalibrationFile {
             return .failure(
                 Refusal(exists: true, reason: "implausible values (singular matrix or field \(stored.field_ut) uT)"))
         }
+        if let why = implausibleSoftIron(matrix) {
+            return .failure(Refusal(exists: true, reason: "implausible soft iron: \(why)"))
+        }
         var rotation: MountingRotation?
         if let name = stored.mag_rotation {
             guard let named = MountingRotation.named(name) else {
@@ -119,6 +122,24 @@ public enum CalibrationFile {
                 magnetometerRotationFound: stored.mag_rotation_found))
     }
 
+    /// Why a soft-iron correction cannot be a sensor's, or nil: it must be symmetric (to 1 % of its
+    /// largest entry: a fit gives a symmetric one), positive definite (a reflection or an axis swap
+    /// turns the compass round) and stretch no axis more than 3 times another (a fit refuses 1.6).
+    static func implausibleSoftIron(_ w: Matrix3) -> String? {
+        let largest = [w.m00, w.m01, w.m02, w.m10, w.m11, w.m12, w.m20, w.m21, w.m22].map(abs).max() ?? 0
+        let asymmetry = max(abs(w.m01 - w.m10), abs(w.m02 - w.m20), abs(w.m12 - w.m21))
+        guard asymmetry <= 0.01 * largest else {
+            return "not symmetric (\(format(asymmetry, 3)) between mirrored entries)"
+        }
+        guard let eigen = SymmetricEigen3(w), eigen.values.x > 0 else {
+            return "not positive definite (a reflection or an axis swap, determinant \(format(w.determinant, 3)))"
+        }
+        guard eigen.values.z <= 3 * eigen.values.x else {
+            return "stretches one axis \(format(eigen.values.z / eigen.values.x, 1)) times another (at most 3)"
+        }
+        return nil
+    }
+
     /// Saves `fit` as the calibration of `magnetometer` ("" = the primary), keeping every other
     /// magnetometer's in the file.
     public static func save(
@@ -137,7 +158,23 @@ public enum CalibrationFile {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         var data = try encoder.encode(stored)
-        let target = BufferedFileWriter.followed(path)
+        // The file is rewritten again and again by the program itself: never through a symbolic link
+        // (one planted in a shared directory would aim the writes anywhere), never over a file the
+        // program did not write.
+        var link = stat()
+        if lstat(path, &link) == 0 {
+            switch link.st_mode & S_IFMT {
+            case S_IFLNK:
+                throw StageFailure("\(path) is a symbolic link: a calibration file is written only as itself")
+            case S_IFREG:
+                if link.st_uid != getuid() {
+                    throw StageFailure("\(path) belongs to another user (uid \(link.st_uid)): not overwritten")
+                }
+            default:
+                break
+            }
+        }
+        let target = path
         // Read, change and write under one lock, so two stages saving at once both land.
         let parent = (target as NSString).deletingLastPathComponent
         let directory = open(parent.isEmpty ? "." : parent, O_RDONLY | O_CLOEXEC)
@@ -145,6 +182,10 @@ public enum CalibrationFile {
         defer { if directory >= 0 { close(directory) } }  // closing releases the lock
         let existing = FileManager.default.contents(atPath: target).flatMap {
             (try? JSONSerialization.jsonObject(with: $0)) as? [String: Any]
+        }
+        let ours = existing.map { $0["version"] != nil && ($0["hard_iron_ut"] != nil || $0[magnetometersKey] != nil) }
+        if ours == false || (existing == nil && link.st_size > 0 && (link.st_mode & S_IFMT) == S_IFREG) {
+            throw StageFailure("\(path) holds something other than a calibration: not overwritten")
         }
         let others = existing?[magnetometersKey] as? [String: Any]
         if !magnetometer.isEmpty || others != nil {
@@ -163,8 +204,8 @@ public enum CalibrationFile {
             }
             data = try JSONSerialization.data(withJSONObject: root, options: [.prettyPrinted, .sortedKeys])
         }
-        // A symlink is followed (its target is replaced, the link stays); a device, FIFO or socket is
-        // written in place; only a regular file (or none) is replaced atomically.
+        // A device, FIFO or socket is written in place; only a regular file (or none) is replaced
+        // atomically, through a temporary file created afresh (O_EXCL | O_NOFOLLOW: never one planted).
         var st = stat()
         if stat(target, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG {
             let w = try BufferedFileWriter(path: target)
@@ -173,14 +214,22 @@ public enum CalibrationFile {
             return
         }
         let temporary = target + ".tmp-\(getpid())"
-        guard FileManager.default.createFile(atPath: temporary, contents: data),
-            let h = FileHandle(forWritingAtPath: temporary)
-        else {
-            throw StageFailure("cannot write \(temporary)")
+        unlink(temporary)  // a stale one of this process's own number (a crash before the rename)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            throw StageFailure("cannot create \(temporary): \(String(cString: strerror(errno)))")
         }
-        try h.synchronize()
-        try h.close()
+        let h = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        do {
+            try h.write(contentsOf: data)
+            try h.synchronize()
+            try h.close()
+        } catch {
+            unlink(temporary)
+            throw StageFailure("cannot write \(temporary): \(error)")
+        }
         guard rename(temporary, target) == 0 else {
+            unlink(temporary)
             throw StageFailure("cannot rename to \(target): \(String(cString: strerror(errno)))")
         }
     }

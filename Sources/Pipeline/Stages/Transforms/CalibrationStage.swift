@@ -115,6 +115,13 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
     var held: [(field: Vector3, time: Double)] = []
     static let heldReadingsLimit = 60_000
     var contradictionLogged = false
+    /// While learning without a mounting to apply (none given, none to find): checks from motion that
+    /// the readings turn with the IMU. A magnetometer that turns as if mounted otherwise gives a heading
+    /// off by the mounting's yaw, whatever the calibration: it is then reported uncalibrated (the
+    /// heading's bound is 180 degrees) and the remedy named.
+    var mountingCheck: MountingRotationDetector?
+    /// The mounting the check found, when it is not the identity.
+    var mountingContradiction: MountingRotationDetector.Detection?
     /// frame_id of the IMU's messages: the axes turned readings are in.
     var imuFrame: String?
 
@@ -168,6 +175,9 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             }
         }
         if settings.detectRotation { detector = MountingRotationDetector() }
+        if settings.online && detector == nil && magnetometerRotation == nil {
+            mountingCheck = MountingRotationDetector()
+        }
         if settings.online {
             online = OnlineCalibrator(initial: start)
         } else if let start, start != settings.fixed {
@@ -331,6 +341,25 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         online?.addMotion(rate: angularVelocity, specificForce: linearAcceleration, dt: dt)
         motor.addMotion(rate: angularVelocity, dt: dt)
         detector?.addMotion(rate: angularVelocity, dt: dt)
+        mountingCheck?.addMotion(rate: angularVelocity, dt: dt)
+    }
+
+    /// A raw reading (microtesla, magnetometer axes) for the mounting check; once the check is clear it
+    /// stops (a mounting does not change while the stage runs).
+    func checkMounting(_ measured: Vector3, time: Double) {
+        guard mountingCheck != nil else { return }
+        mountingCheck?.addReading(measured, time: time)
+        guard let found = mountingCheck?.detected else { return }
+        mountingCheck = nil
+        guard !found.rotation.isIdentity else { return }
+        mountingContradiction = found
+        knownWrong += 1
+        let name = found.rotation.description
+        log(
+            "calibration: at \(format(time, 2)) s the magnetometer's readings turn as if it were mounted \(found) "
+                + "against the IMU: its heading is off by that turn, so it is reported unusable (bound 180 degrees). "
+                + "Give its mounting (--mag-rotation \(name), or auto to find it; a mount stage or "
+                + "detect_rotation in a pipeline)")
     }
 
     /// The mounting that turns a raw reading (tesla, magnetometer axes) into the IMU's axes; nil while it
@@ -387,6 +416,7 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             implausible += 1
             return field  // passed on as it came: fusion skips it, the fits never see it
         }
+        checkMounting(measured, time: t)
         // The motors' field first: hard and soft iron are learned from what the earth and the sensor give.
         let raw = motor.compensate(measured, softIron: current.softIronCorrection, time: t)
         if motor.learned && !motorLearnedLogged { motorLearned(at: t) }
@@ -443,9 +473,16 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
                 rotationFound: rotationFound, magnetometer: settings.magnetometer, to: settings.file)
             savedResidual = fit.rmsResidualMicrotesla
         } catch {
-            log("calibration: cannot save \(settings.file): \(error)")
+            // Said once; counted, and the run reports the loss (the file does not hold what was learned).
+            if saveFailures == 0 { log("calibration: cannot save \(settings.file): \(error)") }
+            saveFailures += 1
+            lastSaveFailure = "\(error)"
         }
     }
+
+    /// Saves that failed, and why the last one did.
+    var saveFailures = 0
+    var lastSaveFailure = ""
 
     func status(_ header: RosHeader, into output: inout [WireFrame], force: Bool = false) {
         // The motors' field per ampere, whenever it changes once currents arrive (the report shows it
@@ -455,7 +492,9 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             output.append(
                 cdrFrame(Vector3StampedMessage(header: header, vector: motor.coefficients), topic: motorTopic))
         }
-        let state = online?.state ?? (settings.fixed == Self.identity ? .uncalibrated : .calibrated)
+        let learned = online?.state ?? (settings.fixed == Self.identity ? .uncalibrated : .calibrated)
+        // A magnetometer mounted otherwise than the readings are taken: no calibration makes it right.
+        let state = mountingContradiction == nil ? learned : .uncalibrated
         let prompt = settings.prompt && (online?.needsMotion ?? false)
         let due = throttle.due(
             StatusState(state: state, prompt: prompt, fits: refitsAccepted), at: header.stamp.seconds, force: force)
@@ -477,6 +516,12 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
     func finish() throws -> [WireFrame] {
         if implausible > 0 {
             notes.append("\(implausible) implausible reading(s) passed on without learning from them")
+        }
+        if saveFailures > 0 {
+            notes.append(
+                "\(saveFailures) save(s) of \(settings.file) failed (the last: \(lastSaveFailure)): it does not hold "
+                    + "the calibration learned")
+            losses += saveFailures
         }
         if currentsReceived > 0 {
             let k = motor.coefficients, u = motor.uncertainty
@@ -516,6 +561,12 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             notes.append(
                 "applied the magnetometer mounting in \(settings.file): \(loaded)"
                     + (contradictionLogged ? " (the motion says otherwise: was the compass remounted?)" : ""))
+        }
+        if let found = mountingContradiction {
+            notes.append(
+                "the magnetometer's readings turn as if it were mounted \(found.rotation) against the IMU "
+                    + "(\(found.ratio > 100 ? "clearly" : "\(format(found.ratio, 1)) x better than \(found.runnerUp)")): "
+                    + "reported uncalibrated from then on; give --mag-rotation \(found.rotation) (or auto)")
         }
         if withheld > 0 {
             notes.append(

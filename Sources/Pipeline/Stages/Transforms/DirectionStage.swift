@@ -56,11 +56,15 @@ final class DirectionStage: StageLogic, TransformLogic, @unchecked Sendable {
 
     var inputHandling: InputHandling { .decoded }
 
+    /// Fixes whose latitude, longitude or height is off the earth (see `NavSatFixMessage.isPlausiblePosition`).
+    var implausibleFixes = 0
+
     func process(_ frame: consuming WireFrame, into output: inout [WireFrame]) throws {
         switch frame.topic {
         case PipelineTopics.fix:
             let f = try decoded(frame, as: NavSatFixMessage.self)
-            guard f.status >= 0, f.latitude.isFinite, f.longitude.isFinite else {
+            guard f.status >= 0, f.isPlausiblePosition else {
+                if f.status >= 0 { implausibleFixes += 1 }
                 course = nil
                 return
             }
@@ -110,6 +114,9 @@ final class DirectionStage: StageLogic, TransformLogic, @unchecked Sendable {
     }
 
     func finish() throws -> [WireFrame] {
+        if implausibleFixes > 0 {
+            notes.append("\(implausibleFixes) fix(es) with a position off the earth passed over")
+        }
         notes.append("direction from GPS course \(published.gps), compass \(published.compass), none \(published.none)")
         return []
     }

@@ -311,6 +311,7 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
     /// change can have turned the compass is the change of the calibrated field (offset, and the
     /// soft-iron change times the radius) over the horizontal field at the reference dip.
     func noteCalibration(_ c: CalibrationStatusMessage) {
+        calibrationCheck = nil  // a calibration stage speaks for the readings
         let applied = CalibrationShift.applied
         let calibrated = applied(c)
         let previous = calibration
@@ -361,7 +362,8 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
             try fuseMagnetometer(m.header, m.field, into: &output)
         case PipelineTopics.fix:
             let f = try decoded(frame, as: NavSatFixMessage.self)
-            if settings.position == nil, f.status >= 0, f.latitude.isFinite, f.longitude.isFinite {
+            if f.status >= 0 && !f.isPlausiblePosition { implausibleFixes += 1 }
+            if settings.position == nil, f.status >= 0, f.isPlausiblePosition {
                 position = .init(
                     latitudeDegrees: f.latitude, longitudeDegrees: f.longitude,
                     heightKilometres: f.altitude.isFinite ? f.altitude / 1000 : 0)
@@ -524,7 +526,10 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
     /// which counts it unusable.
     func aid(heading m: ImuMessage) {
         let provided = m.orientationCovariance.m0 != -1
-        let heading = provided ? m.orientation.headingDegrees : nil
+        // Only a rotation has a heading: an all-zero or far from unit quaternion is a fault (unusable).
+        let q = m.orientation
+        let unit = abs(q.w * q.w + q.x * q.x + q.y * q.y + q.z * q.z - 1) <= 0.1
+        let heading = provided && unit ? m.orientation.headingDegrees : nil
         let sample = GnssHeadingSample(
             timestamp: m.header.stamp.seconds, headingDegrees: (heading ?? .nan) - settings.antennaYawOffsetDegrees,
             varianceDegrees2: m.orientationCovariance.m8 * degreesPerRadian * degreesPerRadian)
@@ -561,8 +566,45 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         }
     }
 
+    /// Fixes whose position is off the earth, passed over (never a declination from them).
+    var implausibleFixes = 0
+
+    /// Judges the readings while no calibration stage speaks for them (no calibration/status came):
+    /// readings that carry iron nobody removes make the heading unusable, and the filter is told so.
+    var calibrationCheck: CalibrationCheck? = CalibrationCheck()
+    var calibrationFinding: CalibrationCheck.Finding?
+
+    func check(_ pair: (imu: ImuSample, magnetometer: MagnetometerSample?)) {
+        guard calibrationCheck != nil else { return }
+        let i = pair.imu
+        calibrationCheck!.addMotion(rate: i.angularVelocity, specificForce: i.specificForce, time: i.timestamp)
+        guard let m = pair.magnetometer, let found = calibrationCheck!.add(m.fieldMicrotesla, time: m.timestamp)
+        else { return }
+        calibrationCheck = nil
+        calibrationFinding = found
+        knownWrong += 1
+        let o = found.fit.calibration.hardIronOffsetMicrotesla
+        log(
+            "fusion: at \(format(found.time, 2)) s the magnetometer's readings, which nothing calibrates, show "
+                + "\(Self.describe(found)): its heading is off by up to \(format(found.headingShiftDegrees, 0)) "
+                + "degrees, so it is reported unusable (bound 180). Calibrate it: drop --no-calibration (or add a "
+                + "calibration stage), or fusion-node calibrate; hard iron \(format(o.x, 1)), \(format(o.y, 1)), "
+                + "\(format(o.z, 1)) uT")
+        let notice = MagnetometerCalibrationNotice(
+            calibrated: false, fieldStrengthMicrotesla: nil, headingShiftRadians: 0)
+        if smoother != nil { smoother!.noteCalibration(notice) } else { filter.noteCalibration(notice) }
+    }
+
+    static func describe(_ f: CalibrationCheck.Finding) -> String {
+        let o = f.fit.calibration.hardIronOffsetMicrotesla
+        let iron = f.fit.calibration.softIronCorrection == .identity ? "hard iron" : "hard and soft iron"
+        return "\(format(o.norm, 1)) uT of \(iron) (a \(f.fit.model.rawValue) fit, rms "
+            + "\(format(f.fit.rmsResidualMicrotesla, 2)) uT)"
+    }
+
     func fuse(_ pair: (imu: ImuSample, magnetometer: MagnetometerSample?)?, into output: inout [WireFrame]) throws {
         guard let pair else { return }
+        check(pair)
         var header =
             head < pendingHeaders.count
             ? pendingHeaders[head] : RosHeader(stamp: RosTime(seconds: pair.imu.timestamp), frameId: "imu_link")
@@ -651,6 +693,16 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
             out.append(cdrFrame(status, topic: PipelineTopics.interferenceStatus))
         }
         notes.append(tally.summary)
+        if implausibleFixes > 0 {
+            notes.append(
+                "\(implausibleFixes) fix(es) with a position off the earth passed over (no declination from them)")
+        }
+        if let f = calibrationFinding {
+            notes.append(
+                "uncalibrated readings: from \(format(f.time, 2)) s the readings, which nothing calibrates, showed "
+                    + "\(Self.describe(f)), turning the heading by up to \(format(f.headingShiftDegrees, 0)) degrees: "
+                    + "reported unusable from then on; calibrate the magnetometer")
+        }
         let health = filter.magnetometerHealth
         if !health.isEmpty { notes.append("magnetometers: " + health.map(Self.describe).joined(separator: "; ")) }
         for name in otherNames {
