@@ -50,18 +50,20 @@ enum DefaultPipelineCommand {
             BuiltInPipelines.defaultText(durationSeconds: duration, filter: filter, seed: seed),
             file: "<built-in default pipeline>", environment: [:])
         PipelineSignals.install()
-        _ = try await PipelineRunner.runAll(config, log: { _ in })
-        return PipelineSignals.interruptedBySignal ? .interrupted : .complete
+        // What the stages say (a calibration accepted, and what it found) and their summary go to stderr,
+        // as for any pipeline; the headings go to stdout.
+        let reports = try await PipelineRunner.runAll(config)
+        for r in reports { writeStandardError("fusion-node: \(r)\n") }
+        if PipelineSignals.interruptedBySignal { return .interrupted }
+        return .finished(reports)
     }
 
-    /// The built-in pipeline publishing on a private ipc endpoint, shown by the watch view.
+    /// The built-in pipeline, its publisher shown by the watch view.
     static func watch(duration: Double, filter: String, seed: UInt64) async throws -> ExitCode {
-        let environment = PipelineCommand.environment
-        let endpoint = "ipc://\(EndpointPolicy.privateDirectory(environment: environment))/watch-\(getpid())"
+        let endpoint = BuiltInPipelines.defaultPublish
         let config = try PipelineConfig.parse(
-            BuiltInPipelines.defaultText(
-                durationSeconds: duration, filter: filter, seed: seed, watchEndpoint: endpoint),
-            file: "<built-in default pipeline>", environment: environment)
+            BuiltInPipelines.defaultText(durationSeconds: duration, filter: filter, seed: seed, watch: true),
+            file: "<built-in default pipeline>", environment: PipelineCommand.environment)
         PipelineSignals.install()
         let pipeline = Task { try await PipelineRunner.runAll(config, log: { _ in }) }
         let context = BusContext()

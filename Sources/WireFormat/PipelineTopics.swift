@@ -27,6 +27,9 @@ public enum PipelineTopics {
     public static let gnssVelocity = "gnss/velocity"
     /// A dual-antenna GNSS receiver's heading (sensor_msgs/Imu orientation with its yaw variance).
     public static let gnssHeading = "gnss/heading"
+    /// The simulator's true orientation (sensor_msgs/Imu, the orientation only, ENU with y magnetic
+    /// north), for a summary that scores the headings against it.
+    public static let truth = "truth/orientation"
 
     /// A magnetometer besides the primary: imu/mag/NAME; its calibration stage's status goes on
     /// calibration/status/NAME, the fusion stage's verdicts on interference/status/NAME. An empty name
@@ -74,7 +77,7 @@ public enum PipelineTopics {
     /// Every topic above (string literals: immortal, so handing one out costs no reference counting).
     public static let all = [
         imuRaw, magnetometer, heading, imuFused, fix, direction, calibrationStatus, interferenceStatus,
-        motorCurrent, tfStatic, gnssVelocity, gnssHeading, motorCompensation, diagnostics,
+        motorCurrent, tfStatic, gnssVelocity, gnssHeading, motorCompensation, diagnostics, truth,
     ]
 }
 

@@ -277,7 +277,7 @@ func builtInDefault() throws {
         let c = try PipelineConfig.parse(
             BuiltInPipelines.defaultText(durationSeconds: 3, filter: filter, seed: 2), file: "<builtin>",
             environment: [:])
-        #expect(c.stages.map(\.name) == ["source", "calibration", "fusion", "console"])
+        #expect(c.stages.map(\.name) == ["source", "calibration", "fusion", "console", "summary", "headings"])
     }
 }
 

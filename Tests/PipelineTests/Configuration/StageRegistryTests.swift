@@ -73,6 +73,11 @@ struct StageRegistryTests {
         let shipped = try PipelineConfig.parse(file, file: "default.yaml", environment: [:])
         let builtIn = try PipelineConfig.parse(
             BuiltInPipelines.defaultText(durationSeconds: 0, filter: "kalman", seed: 1), file: "b", environment: [:])
-        #expect(shipped.stages.map(\.name) == builtIn.stages.map(\.name) + ["headings"])
+        // One graph: what `fusion-node` runs is the shipped file with its defaults.
+        #expect(shipped.stages.map(\.name) == builtIn.stages.map(\.name))
+        let watched = try PipelineConfig.parse(
+            BuiltInPipelines.defaultText(durationSeconds: 0, filter: "kalman", seed: 1, watch: true), file: "w",
+            environment: [:])
+        #expect(watched.stages.map(\.name) == ["source", "calibration", "fusion", "headings"])
     }
 }

@@ -5,7 +5,9 @@ import MessageBus
 
 /// A summary a person can read at the end of a run: duration, final and mean heading with their
 /// accuracy, the share of headings per flag and the calibrations accepted. `replay` adds it when no
-/// output is asked for; its lines are the stage's notes.
+/// output is asked for; its lines are the stage's notes. Given the simulator's truth/orientation too
+/// (an input that publishes it), it scores the headings against it: RMSE while uncalibrated, after,
+/// and how often the bound held.
 final class SummarySink: StageLogic, SinkLogic, @unchecked Sendable {
     struct Settings: DeclaredSettings {
         /// The heading topic to summarise.
@@ -29,12 +31,34 @@ final class SummarySink: StageLogic, SinkLogic, @unchecked Sendable {
     var flagCounts: [String: Int] = [:]
     var calibrationsAccepted = 0
     var acceptedFits = AcceptedFits()
+    /// Truth headings and headings waiting for their pair, by stamp (the two arrive on different inputs).
+    var truthByStamp: [RosTime: Double] = [:]
+    var headingsByStamp: [RosTime: (heading: Double, accuracy: Double, uncalibrated: Bool)] = [:]
+    /// Against the truth: squared errors and counts while uncalibrated and after, and bounds that held.
+    var scored = TruthScore()
+
+    struct TruthScore {
+        var uncalibratedSquares = 0.0, uncalibrated = 0, calibratedSquares = 0.0, calibrated = 0, covered = 0
+        var firstCalibrated: Double?
+        var total: Int { uncalibrated + calibrated }
+    }
 
     init(_ settings: Settings) { self.settings = settings }
 
     var inputHandling: InputHandling { .decoded }
 
     func consume(_ frame: consuming WireFrame) throws {
+        if frame.topic == PipelineTopics.truth {
+            let m = try decoded(frame, as: ImuMessage.self)
+            guard let truth = m.orientation.headingDegrees else { return }
+            if let h = headingsByStamp.removeValue(forKey: m.header.stamp) {
+                score(h, truth: truth, at: m.header.stamp.seconds)
+            } else {
+                truthByStamp[m.header.stamp] = truth
+                prune(before: m.header.stamp.seconds)
+            }
+            return
+        }
         if frame.topic == PipelineTopics.calibrationStatus {
             let c = try decoded(frame, as: CalibrationStatusMessage.self)
             if acceptedFits.isNewFit(c) { calibrationsAccepted += 1 }
@@ -48,6 +72,16 @@ final class SummarySink: StageLogic, SinkLogic, @unchecked Sendable {
         count += 1
         for name in HeadingMessage.flagNames(h.flags) { flagCounts[name, default: 0] += 1 }
         guard h.magneticHeading.isFinite else { return }
+        let pair = (
+            h.magneticHeading, h.headingAccuracy,
+            HeadingMessage.flagNames(h.flags).contains { $0 == "magnetometer_uncalibrated" || $0 == "initialising" }
+        )
+        if let truth = truthByStamp.removeValue(forKey: h.header.stamp) {
+            score(pair, truth: truth, at: t)
+        } else if !truthByStamp.isEmpty || scored.total > 0 {
+            headingsByStamp[h.header.stamp] = pair
+            prune(before: t)
+        }
         valid += 1
         final = h
         sinSum += sin(h.magneticHeading * radiansPerDegree)
@@ -56,6 +90,26 @@ final class SummarySink: StageLogic, SinkLogic, @unchecked Sendable {
             accuracySum += h.headingAccuracy
             accuracyCount += 1
         }
+    }
+
+    func score(_ h: (heading: Double, accuracy: Double, uncalibrated: Bool), truth: Double, at t: Double) {
+        let e = abs(signedDegrees(h.heading - truth))
+        if h.uncalibrated {
+            scored.uncalibratedSquares += e * e
+            scored.uncalibrated += 1
+        } else {
+            if scored.firstCalibrated == nil { scored.firstCalibrated = t }
+            scored.calibratedSquares += e * e
+            scored.calibrated += 1
+        }
+        if !(e > h.accuracy) { scored.covered += 1 }  // a bound that is not finite covers everything
+    }
+
+    /// Drops unpaired entries more than 10 s older than `t` (a topic the other input never sends).
+    func prune(before t: Double) {
+        guard truthByStamp.count + headingsByStamp.count > 4096 else { return }
+        truthByStamp = truthByStamp.filter { $0.key.seconds >= t - 10 }
+        headingsByStamp = headingsByStamp.filter { $0.key.seconds >= t - 10 }
     }
 
     func close() throws {
@@ -80,6 +134,23 @@ final class SummarySink: StageLogic, SinkLogic, @unchecked Sendable {
         }
         notes.append("share of headings per flag: " + (shares.isEmpty ? "none set" : shares.joined(separator: ", ")))
         notes.append("calibrations accepted: \(calibrationsAccepted)")
+        if scored.total > 0 {
+            func rmse(_ squares: Double, _ n: Int) -> String { format((squares / Double(max(n, 1))).squareRoot(), 2) }
+            var parts: [String] = []
+            if scored.uncalibrated > 0 {
+                parts.append("\(rmse(scored.uncalibratedSquares, scored.uncalibrated)) while uncalibrated")
+            }
+            if scored.calibrated > 0, let from = scored.firstCalibrated {
+                parts.append(
+                    "\(rmse(scored.calibratedSquares, scored.calibrated)) calibrated (from \(format(from - first, 1)) s)"
+                )
+            }
+            let all = rmse(scored.uncalibratedSquares + scored.calibratedSquares, scored.total)
+            notes.append(
+                "heading error against the simulator's truth: RMSE \(all) deg over \(scored.total) headings ("
+                    + parts.joined(separator: ", ") + "); the 95 % bound held for "
+                    + "\(format(100 * Double(scored.covered) / Double(scored.total), 1)) %")
+        }
         return
     }
 }

@@ -57,6 +57,8 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
         var magnetDisturbanceSeconds = 20.0
         /// Also write the true orientation, t,qw,qx,qy,qz,movement per sample (BROAD's truth format), here.
         var truthPath = ""
+        /// Publish the true orientation on truth/orientation.
+        var publishTruth = false
         /// Describe the mounting as a robot does: static transforms base_link -> imu_link and
         /// base_link -> mag_link on tf_static first, the magnetometer's readings in mag_link.
         var publishTF = false
@@ -134,6 +136,10 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
                 "truth_path", \.truthPath, writesFile: true,
                 "also write the true orientation here: t,qw,qx,qy,qz,movement per sample"),
             .bool(
+                "publish_truth", \.publishTruth,
+                "publish the true orientation on truth/orientation with every sample (a summary sink reading it "
+                    + "scores the headings against it)"),
+            .bool(
                 "publish_tf", \.publishTF,
                 "publish the mounting as static transforms on tf_static (base_link to imu_link and mag_link) "
                     + "before the first sample, the magnetometer's readings then in mag_link"),
@@ -141,7 +147,7 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
         ])
         static let scenarioNames = [
             "default", "figure_eight", "walking", "rest", "plausible_disturbance", "drive", "drive_disturbed",
-            "calibration_dance",
+            "calibration_dance", "tour",
         ]
     }
 
@@ -151,7 +157,7 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
         settings: Settings.table,
         outputTopics: [
             PipelineTopics.imuRaw, PipelineTopics.magnetometer, PipelineTopics.motorCurrent, PipelineTopics.tfStatic,
-            PipelineTopics.gnssVelocity,
+            PipelineTopics.gnssVelocity, PipelineTopics.truth,
         ],
         check: { settings, _ in
             if case .failure(let problem) = parseExtras(settings) { return problem }
@@ -242,6 +248,20 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
             ]
         case "rest":
             s.motion = [.rest(seconds: 60)]
+        case "tour":
+            // What the built-in pipeline shows: a short calibration motion first (turned every way for 6 s),
+            // then rest, a turn, tilting, walking, and a magnet near the sensor at 24-27 s.
+            s.motion = [
+                .rest(seconds: 1), .figureEight(seconds: 6),
+                .moveTo(headingDegrees: 30, pitchDegrees: 0, rollDegrees: 0, seconds: 1.5), .rest(seconds: 4),
+                .turn(degreesPerSecond: 45, seconds: 4),
+                .moveTo(headingDegrees: 120, pitchDegrees: 20, rollDegrees: -15, seconds: 2), .rest(seconds: 3),
+                .walking(seconds: 8, stepsPerSecond: 1.8),
+                .moveTo(headingDegrees: 30, pitchDegrees: 0, rollDegrees: 0, seconds: 2), .rest(seconds: 4),
+            ]
+            s.disturbances = [
+                ScheduledDisturbance(startSeconds: 24, durationSeconds: 3, fieldMicrotesla: Vector3(20, 0, 0))
+            ]
         case "calibration_dance":
             // What a person does for a guided calibration: the device turned right over about each axis and
             // six diagonals at 90 deg/s, so the field is seen along every direction of the sensor within 40 s.
@@ -314,12 +334,25 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
         let truth = settings.truthPath.isEmpty ? nil : try BufferedFileWriter(path: settings.truthPath)
         try truth?.write("t,qw,qx,qy,qz,movement\n")
         if settings.publishTF { batch.append(staticTransforms(at: RosTime(seconds: sim.scenario.startTime))) }
+        // ROS's "not given" for the rates and forces of the truth messages.
+        let unknown: Covariance9 = [-1, 0, 0, 0, 0, 0, 0, 0, 0]
         while k < total, let x = sim.next() {
             if let truth {
                 let q = x.trueOrientation
                 try truth.write("\(x.imu.timestamp - 1_700_000_000),\(q.w),\(q.x),\(q.y),\(q.z),1\n")
             }
             let stamp = settings.stamp == .wall ? Clocks.wallNow() : RosTime(seconds: x.imu.timestamp)
+            if settings.publishTruth {
+                // Stamped as the sample it belongs to, so a reader pairs it with that sample's heading.
+                batch.append(
+                    cdrFrame(
+                        ImuMessage(
+                            header: RosHeader(stamp: stamp, frameId: "world"), orientation: x.trueOrientation,
+                            orientationCovariance: .zero, angularVelocity: .zero,
+                            angularVelocityCovariance: unknown, linearAcceleration: .zero,
+                            linearAccelerationCovariance: unknown),
+                        topic: PipelineTopics.truth))
+            }
             let toIMU = settings.imuRotation.matrix.transposed,
                 toMagnetometer = settings.magnetometerRotation.matrix.transposed
             // The current first: the magnetometer reading of the same instant is corrected with it.

@@ -373,6 +373,8 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         case PipelineTopics.calibrationStatus:
             if let c = try? CalibrationStatusMessage(cdrBytes: frame.payload) { noteCalibration(c) }
             output.append(frame)  // status travels on to the sinks
+        case PipelineTopics.truth:
+            break  // the simulator's truth, for a summary that reads the source: nothing to fuse
         case PipelineTopics.motorCurrent, PipelineTopics.motorCompensation:
             output.append(frame)  // the calibration stage used it; a record sink and the report keep it
         case PipelineTopics.gnssVelocity:
@@ -580,16 +582,52 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         calibrationCheck!.addMotion(rate: i.angularVelocity, specificForce: i.specificForce, time: i.timestamp)
         guard let m = pair.magnetometer, let found = calibrationCheck!.add(m.fieldMicrotesla, time: m.timestamp)
         else { return }
-        calibrationCheck = nil
         calibrationFinding = found
+        // The smoother's headings come at the end: judged wrong at once. The filter's are compared with
+        // the corrected readings first: its gate may have kept the iron out all along.
+        if smoother != nil { declareUnusable(found, at: m.timestamp, off: nil) }
+    }
+
+    /// After a finding: the filter's heading against the readings corrected by the correction found (the
+    /// corrected field turned into the earth frame by the filter's orientation points north when the
+    /// heading is right). A disagreement beyond `CalibrationCheckSettings.maximumDisagreementDegrees`
+    /// over 10 s makes the heading unusable; agreement means the gate keeps the iron out.
+    func compareWithCorrected(_ o: FusionOutput, field: Vector3?) {
+        guard let found = calibrationFinding, !headingDeclaredUnusable, let field,
+            let correction = calibrationCheck?.latestCorrection
+        else { return }
+        let w = o.orientation.rotate(correction.apply(field))
+        guard (w.x * w.x + w.y * w.y).squareRoot() > 1 else { return }
+        let off = atan2(w.x, w.y)
+        // About 10 s at 100 Hz: a strong field close to the sensor (a magnet at 2 cm) scatters the corrected
+        // headings by 10 degrees from one reading to the next.
+        let alpha = 0.001
+        correctedDisagreement.sin += (sin(off) - correctedDisagreement.sin) * alpha
+        correctedDisagreement.cos += (cos(off) - correctedDisagreement.cos) * alpha
+        correctedDisagreement.count += 1
+        let mean = atan2(correctedDisagreement.sin, correctedDisagreement.cos) * degreesPerRadian
+        if correctedDisagreement.count >= 500 && abs(mean) > calibrationCheckSettings.maximumDisagreementDegrees {
+            declareUnusable(found, at: o.timestamp, off: mean)
+        }
+    }
+
+    var correctedDisagreement = (sin: 0.0, cos: 1.0, count: 0)
+    var headingDeclaredUnusable = false
+    let calibrationCheckSettings = CalibrationCheckSettings()
+
+    func declareUnusable(_ found: CalibrationCheck.Finding, at time: Double, off: Double?) {
+        headingDeclaredUnusable = true
+        calibrationCheck = nil
         knownWrong += 1
         let o = found.fit.calibration.hardIronOffsetMicrotesla
+        let how =
+            off.map { "the heading is \(format(abs($0), 0)) degrees off the corrected readings" }
+            ?? "its heading is off by up to \(format(found.headingShiftDegrees, 0)) degrees"
         log(
-            "fusion: at \(format(found.time, 2)) s the magnetometer's readings, which nothing calibrates, show "
-                + "\(Self.describe(found)): its heading is off by up to \(format(found.headingShiftDegrees, 0)) "
-                + "degrees, so it is reported unusable (bound 180). Calibrate it: drop --no-calibration (or add a "
-                + "calibration stage), or fusion-node calibrate; hard iron \(format(o.x, 1)), \(format(o.y, 1)), "
-                + "\(format(o.z, 1)) uT")
+            "fusion: at \(format(time, 2)) s: the magnetometer's readings, which nothing calibrates, show "
+                + "\(Self.describe(found)); \(how), so it is reported unusable (bound 180). Calibrate it: drop "
+                + "--no-calibration (or add a calibration stage), or fusion-node calibrate; hard iron "
+                + "\(format(o.x, 1)), \(format(o.y, 1)), \(format(o.z, 1)) uT")
         let notice = MagnetometerCalibrationNotice(
             calibrated: false, fieldStrengthMicrotesla: nil, headingShiftRadians: 0)
         if smoother != nil { smoother!.noteCalibration(notice) } else { filter.noteCalibration(notice) }
@@ -626,6 +664,7 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
             return
         }
         guard let o = filter.update(imu: pair.imu, magnetometer: pair.magnetometer) else { return }
+        if calibrationFinding != nil { compareWithCorrected(o, field: pair.magnetometer?.fieldMicrotesla) }
         publish(o, header: header, imu: pair.imu, field: pair.magnetometer?.fieldMicrotesla, north: north, &output)
         if !others.isEmpty { tellOthers(header, into: &output) }
     }
@@ -700,8 +739,11 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         if let f = calibrationFinding {
             notes.append(
                 "uncalibrated readings: from \(format(f.time, 2)) s the readings, which nothing calibrates, showed "
-                    + "\(Self.describe(f)), turning the heading by up to \(format(f.headingShiftDegrees, 0)) degrees: "
-                    + "reported unusable from then on; calibrate the magnetometer")
+                    + "\(Self.describe(f)), turning their heading by \(format(f.headingShiftDegrees, 0)) degrees: "
+                    + (headingDeclaredUnusable
+                        ? "the heading followed them and is reported unusable from then on; calibrate the magnetometer"
+                        : "the gate kept them out (the heading agreed with the corrected readings); calibrate the "
+                            + "magnetometer all the same"))
         }
         let health = filter.magnetometerHealth
         if !health.isEmpty { notes.append("magnetometers: " + health.map(Self.describe).joined(separator: "; ")) }
