@@ -219,8 +219,8 @@ enum CalibrateCommand {
                 "fusion-node: no calibration written: the readings as they come explain the field "
                     + (fitted > raw ? "better than" : "as well as") + " the fit (strength spread "
                     + "\(format(100 * raw, 2)) % raw, \(format(100 * fitted, 2)) % fitted; a fit must reach "
-                    + "\(format(100 * ratio, 0)) % of the raw spread): the magnetometer is calibrated already, as far as "
-                    + "this recording shows. Replay it without a calibration file\n")
+                    + "\(format(100 * ratio, 0)) % of the raw spread): the magnetometer is calibrated already, as far "
+                    + "as this recording shows. Replay it without a calibration file\n")
             return false
         }
         return true

@@ -125,3 +125,19 @@ def test_no_output_replaces_the_recording_it_reads_or_another_output(node, bag, 
     out = tmp_path / 'both.csv'
     r = run(node, 'replay', copy, '--csv', out, '--accuracy-csv', out)
     assert r.returncode == 2 and 'each output needs its own file' in r.stderr and not out.exists(), r.stderr
+
+
+def test_a_calibration_file_of_thirty_megabytes_is_refused_without_reading_it(node, bag, tmp_path):
+    """A calibration is a few hundred bytes: a 30 MB file given as one is refused at once (exit 2)."""
+    f = tmp_path / 'cal.json'
+    f.write_text('{"version": 1, "pad": "' + 'x' * 30_000_000 + '"}')
+    started = time.monotonic()
+    r = run(node, 'replay', bag, '--calibration', f, '--csv', tmp_path / 'out.csv')
+    assert r.returncode == 2 and 'bytes (at most 1048576)' in r.stderr, r.stderr
+    assert time.monotonic() - started < 5
+
+
+def test_an_extra_magnetometer_cannot_take_the_primarys_name(node, bag, tmp_path):
+    """`--extra-magnetometer mag=...` would be named like the primary in logs, the summary and watch."""
+    r = run(node, 'replay', bag, '--extra-magnetometer', 'mag=/imu/mag2', '--csv', tmp_path / 'out.csv')
+    assert r.returncode == 2 and "the primary magnetometer's name" in r.stderr, r.stderr

@@ -75,5 +75,8 @@ public func magnetometerNameProblem(_ name: String) -> String? {
     if name.isEmpty || !allowed {
         return "'\(name)' is not a magnetometer name: letters, digits and _ only (it becomes imu/mag/NAME)"
     }
+    if name == PipelineTopics.primaryMagnetometerName {
+        return "'\(name)' is the primary magnetometer's name (logs, the summary and watch call it so): choose another"
+    }
     return nil
 }

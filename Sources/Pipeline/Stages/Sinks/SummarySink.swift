@@ -141,9 +141,8 @@ final class SummarySink: StageLogic, SinkLogic, @unchecked Sendable {
                 parts.append("\(rmse(scored.uncalibratedSquares, scored.uncalibrated)) while uncalibrated")
             }
             if scored.calibrated > 0, let from = scored.firstCalibrated {
-                parts.append(
-                    "\(rmse(scored.calibratedSquares, scored.calibrated)) calibrated (from \(format(from - first, 1)) s)"
-                )
+                let rms = rmse(scored.calibratedSquares, scored.calibrated)
+                parts.append("\(rms) calibrated (from \(format(from - first, 1)) s)")
             }
             let all = rmse(scored.uncalibratedSquares + scored.calibratedSquares, scored.total)
             notes.append(

@@ -43,6 +43,9 @@ public enum CalibrationFile {
         public var magnetometerRotationFound: String?
     }
 
+    /// Largest calibration file read, bytes.
+    static let maximumBytes = 1 << 20
+
     /// The key of the other magnetometers' calibrations.
     static let magnetometersKey = "magnetometers"
 
@@ -52,6 +55,14 @@ public enum CalibrationFile {
     public static func load(_ path: String, magnetometer: String = "") -> Result<Contents, Refusal> {
         guard FileManager.default.fileExists(atPath: path) else {
             return .failure(Refusal(exists: false, reason: "no such file"))
+        }
+        // A calibration is a few hundred bytes (a file with several magnetometers a few kB): a larger one
+        // is not one, and is not read into memory.
+        var size = stat()
+        if stat(path, &size) == 0, (size.st_mode & S_IFMT) == S_IFREG, size.st_size > maximumBytes {
+            return .failure(
+                Refusal(exists: true, reason: "not a calibration file: \(size.st_size) bytes (at most \(maximumBytes))")
+            )
         }
         guard let data = FileManager.default.contents(atPath: path) else {
             return .failure(Refusal(exists: true, reason: "unreadable"))

@@ -563,9 +563,9 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
                     + (contradictionLogged ? " (the motion says otherwise: was the compass remounted?)" : ""))
         }
         if let found = mountingContradiction {
+            let how = found.ratio > 100 ? "clearly" : "\(format(found.ratio, 1)) x better than \(found.runnerUp)"
             notes.append(
-                "the magnetometer's readings turn as if it were mounted \(found.rotation) against the IMU "
-                    + "(\(found.ratio > 100 ? "clearly" : "\(format(found.ratio, 1)) x better than \(found.runnerUp)")): "
+                "the magnetometer's readings turn as if it were mounted \(found.rotation) against the IMU (\(how)): "
                     + "reported uncalibrated from then on; give --mag-rotation \(found.rotation) (or auto)")
         }
         if withheld > 0 {
