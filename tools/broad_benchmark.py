@@ -142,8 +142,13 @@ def main():
             folder = out / '-'.join([kind] + [a.strip('-') for a in extra])
             folder.mkdir(exist_ok=True)
             quat, accuracy = folder / f'{tid}.csv', folder / f'{tid}.accuracy.csv'
-            subprocess.run([str(node), 'replay', str(bag), '--filter', kind, '--csv', str(quat),
-                            '--accuracy-csv', str(accuracy), '--quiet', *extra], check=True)
+            r = subprocess.run([str(node), 'replay', str(bag), '--filter', kind, '--csv', str(quat),
+                                '--accuracy-csv', str(accuracy), '--quiet', *extra])
+            # 4: finished, the heading found wrong for a named cause from some time on (outputs complete).
+            if r.returncode not in (0, 4):
+                sys.exit(f'replay of {bag} ({name}) failed with exit {r.returncode}')
+            if r.returncode == 4:
+                print(f'{name}, {tid}: exit 4 (the heading was found wrong for a cause named above)', file=sys.stderr)
             t, q_ref, movement = scorer.read_truth(data / 'truth' / f'{tid}.csv.gz')
             results[name][tid] = scorer.errors(scorer.read_estimate(quat, t), q_ref, movement)
             n, covered, score = coverage(scorer, data, tid, quat, accuracy)

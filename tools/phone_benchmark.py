@@ -120,7 +120,9 @@ def main():
             f.unlink(missing_ok=True)
         r = subprocess.run([str(node), 'replay', str(bag), '--csv', str(quat), '--accuracy-csv', str(accuracy),
                             '--quiet', *extra], capture_output=True, text=True)
-        if r.returncode not in (0, 3):  # 3: the run ended with the heading not usable, still written
+        # 3: loss reported (a phone's stream holes), 4: the heading found wrong for a named cause; both
+        # finished with their outputs written.
+        if r.returncode not in (0, 3, 4):
             sys.exit(f'replay of {bag} failed ({r.returncode}): {r.stderr[-500:]}')
         return job
 
