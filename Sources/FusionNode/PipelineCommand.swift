@@ -81,6 +81,13 @@ enum PipelineCommand {
             for s in config.stages { print(s.name) }
             return .complete
         }
+        // A stage that is not in the file is a usage error, found before anything starts.
+        if let name = a.string("--stage"), config.stage(named: name) == nil {
+            let names = config.stages.map(\.name)
+            throw UsageError(
+                message: "--stage \(name): no such stage in \(path)\(didYouMean(name, in: names)) (stages: "
+                    + "\(names.joined(separator: ", ")))", command: "--config")
+        }
         // A stage continuing after a restart (--resume) continues its own files.
         if !a.has("--overwrite") && !a.has("--resume") {
             try config.refuseExistingOutputs(only: a.string("--stage").map { [$0] })

@@ -709,3 +709,22 @@ def test_replay_takes_gnss_topics_and_prints_the_config_it_ran(node, tmp_path):
     r = run(node, 'replay', bag, '--set', 'fusion.course_slip=2')
     assert r.returncode == 2 and "unknown setting 'course_slip'" in r.stderr and 'course_slip_deg' in r.stderr, \
         r.stderr
+
+
+def test_a_mistyped_stage_type_setting_or_stage_name_gets_a_suggestion(node, tmp_path):
+    """Every error that names a name suggests the nearest: a stage type, a setting, `--stage NAME` (a usage
+    error, exit 2, before anything runs)."""
+    config = tmp_path / 'p.yaml'
+    config.write_text('stages:\n  sim: {type: simulator, duration: 1, realtime: false}\n'
+                      '  fusion: {type: fuson, inputs: [sim]}\n')
+    r = run(node, '--config', config)
+    assert r.returncode == 2 and "unknown stage type 'fuson'" in r.stderr and "did you mean 'fusion'" in r.stderr
+    config.write_text('stages:\n  sim: {type: simulator, duration: 1, realtime: false}\n'
+                      '  fusion: {type: fusion, inputs: [sim], fliter: kalman}\n'
+                      '  out: {type: summary, inputs: [fusion]}\n')
+    r = run(node, '--config', config)
+    assert r.returncode == 2 and "unknown setting 'fliter'" in r.stderr and "did you mean 'filter'" in r.stderr
+    config.write_text('stages:\n  sim: {type: simulator, duration: 1, realtime: false}\n'
+                      '  fusion: {type: fusion, inputs: [sim]}\n  out: {type: summary, inputs: [fusion]}\n')
+    r = run(node, '--config', config, '--stage', 'fuson')
+    assert r.returncode == 2 and "no such stage" in r.stderr and "did you mean 'fusion'" in r.stderr, r.stderr

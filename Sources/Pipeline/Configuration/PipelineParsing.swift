@@ -212,7 +212,8 @@ private struct FileReader {
         guard let typeName = typeNode.scalar, let type = StageType.named(typeName) else {
             throw fail(
                 typeNode,
-                "unknown stage type '\(typeNode.scalar ?? typeNode.kind)' for stage '\(name)' (expected one of "
+                "unknown stage type '\(typeNode.scalar ?? typeNode.kind)' for stage '\(name)'"
+                    + didYouMean(typeNode.scalar ?? "", in: StageType.allCases.map(\.name)) + " (expected one of "
                     + "\(typeNames))"
             )
         }

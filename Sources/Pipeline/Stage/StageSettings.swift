@@ -30,8 +30,9 @@ public struct StageSettings: Sendable {
             guard let name = k.scalar, specs.contains(where: { $0.name == name }) else {
                 throw PipelineConfigError(
                     file: file, mark: k.mark,
-                    message: "unknown setting '\(k.scalar ?? k.kind)' for \(type.name) stage '\(stage)' "
-                        + "(accepted: \(specs.map(\.name).joined(separator: ", ")))")
+                    message: "unknown setting '\(k.scalar ?? k.kind)' for \(type.name) stage '\(stage)'"
+                        + didYouMean(k.scalar ?? "", in: specs.map(\.name))
+                        + " (accepted: \(specs.map(\.name).joined(separator: ", ")))")
             }
             given[name] = v
             marks[name] = v.mark
