@@ -239,3 +239,27 @@ stages:
     assert both and mast_only, out[-3000:]
     assert both[0] < mast_only[0], out[-3000:]
     assert not any('holding the heading on the gyro' in lines[i] for i in mast_only), out[-3000:]
+
+
+def test_watch_frozen_is_not_stale_and_ends_when_its_terminal_closes(node, live):
+    """Space freezes the view as it was: FROZEN shows, STALE and 0 msg/s do not. Closing the terminal
+    (tmux kill-session sends SIGHUP) ends the watch instead of leaving it spinning."""
+    session = f'gc-freeze-{os.getpid()}'
+    subprocess.run(['tmux', 'new-session', '-d', '-s', session, '-x', '120', '-y', '32', f'"{node}" watch {live}'],
+                   check=True)
+    try:
+        wait_for(session, lambda t: shown_heading(t) is not None and 'msg/s' in t)
+        subprocess.run(['tmux', 'send-keys', '-t', session, ' '], check=True)
+        text = wait_for(session, lambda t: 'FROZEN' in t)
+        time.sleep(2.5)                           # longer than the 1 s after which a stream is stale
+        text = screen(session)
+        assert 'FROZEN' in text and 'STALE' not in text and ' 0 msg/s' not in text, text
+        pids = subprocess.run(['pgrep', '-f', f'{node} watch {live}'], capture_output=True,
+                              text=True).stdout.split()
+        assert pids, 'the watch is not running'
+    finally:
+        subprocess.run(['tmux', 'kill-session', '-t', session], capture_output=True)
+    deadline = time.time() + 10
+    while time.time() < deadline and any(os.path.exists(f'/proc/{p}') for p in pids):
+        time.sleep(0.2)
+    assert not any(os.path.exists(f'/proc/{p}') for p in pids), 'the watch outlived its terminal'

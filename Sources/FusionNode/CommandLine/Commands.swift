@@ -76,7 +76,7 @@ enum Commands {
 
             exit codes: 0 complete, 1 failed, 2 usage or configuration error, 3 finished but damage or loss was
             reported, 4 finished but the heading was found wrong for a cause the summary names, 130
-            interrupted by SIGINT or SIGTERM before the input ended.
+            interrupted by SIGINT, SIGTERM or SIGHUP before the input ended.
 
             """
         return out

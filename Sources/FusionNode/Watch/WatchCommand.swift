@@ -65,7 +65,9 @@ enum WatchCommand {
     static func view(_ socket: BusSocket, endpoint: String, plain: Bool) throws -> ExitCode {
         var readout = CompassReadout()
         readout.endpoint = endpoint
-        var frozen = false
+        // Frozen, the view is drawn as it was at the freeze: the stream is not stale, the view is held.
+        var frozenAt: Double?
+        var frozen: Bool { frozenAt != nil }
         var lastPlain = ""
         let screen = plain ? nil : TerminalCompass()
         screen?.start()
@@ -95,13 +97,13 @@ enum WatchCommand {
                         readout.zeroOffsetDegrees = nil
                         readout.zeroOffsetDegrees = readout.shown?.degrees
                     case Int32(UInt8(ascii: "Z")): readout.zeroOffsetDegrees = nil
-                    case Int32(UInt8(ascii: " ")): frozen.toggle()
+                    case Int32(UInt8(ascii: " ")): frozenAt = frozenAt == nil ? now : nil
                     default: break
                     }
                     lastDraw = 0
                 }
                 if now - lastDraw >= 0.1 {
-                    screen.draw(readout, at: now, frozen: frozen)
+                    screen.draw(readout, at: frozenAt ?? now, frozen: frozen)
                     lastDraw = now
                 }
             } else {

@@ -2,15 +2,17 @@
     import Glibc
 #endif
 
-/// Set by SIGINT/SIGTERM handlers (1) or by a stage that asks the pipeline to stop (2, e.g. stdout
+/// Set by SIGINT/SIGTERM/SIGHUP handlers (1) or by a stage that asks the pipeline to stop (2, e.g. stdout
 /// closed); every stage loop polls it.
 nonisolated(unsafe) var pipelineStopRequested: sig_atomic_t = 0
 
 public enum PipelineSignals {
-    /// Installs SIGINT/SIGTERM handlers that ask every stage to drain and stop.
+    /// Installs SIGINT/SIGTERM handlers that ask every stage to drain and stop; SIGHUP (the terminal
+    /// gone) does the same, so a run or a watch whose terminal closed ends instead of spinning on it.
     public static func install() {
         signal(SIGINT) { _ in pipelineStopRequested = 1 }
         signal(SIGTERM) { _ in pipelineStopRequested = 1 }
+        signal(SIGHUP) { _ in pipelineStopRequested = 1 }
         signal(SIGPIPE, SIG_IGN)
     }
     public static var stopRequested: Bool { pipelineStopRequested != 0 }
