@@ -41,22 +41,16 @@ struct GravityAidedCalibrationTests {
         var c = OnlineCalibrator(initial: initial)
         var acceptedAt: Double?
         var errors: [Double] = []
-        var previous: Double?
         let samples = IMUSimulator.samples(s)
         let up = samples.reduce(Vector3.zero) { $0 + $1.imu.specificForce }.normalized!
         var worst = 0.0
-        for x in samples {
-            let t = x.imu.timestamp
-            if let p = previous {
-                c.addMotion(rate: x.imu.angularVelocity, specificForce: x.imu.specificForce, dt: t - p)
-            }
-            previous = t
-            if let fit = c.add(x.magnetometer.fieldMicrotesla, time: t) {
-                if acceptedAt == nil { acceptedAt = t }
+        feed(&c, samples) { x, fit, now in
+            if let fit {
+                if acceptedAt == nil { acceptedAt = x.imu.timestamp }
                 let miss = fit.calibration.hardIronOffsetMicrotesla - s.sensors.hardIronMicrotesla
                 worst = max(worst, (miss - up * miss.dot(up)).norm)
             }
-            if acceptedAt != nil, let cal = c.calibration,
+            if acceptedAt != nil, let cal = now.calibration,
                 let h = TiltCompensatedCompass.headingDegrees(
                     field: cal.apply(x.magnetometer.fieldMicrotesla), specificForce: x.imu.specificForce)
             {

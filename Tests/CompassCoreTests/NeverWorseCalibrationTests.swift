@@ -24,15 +24,7 @@ struct NeverWorseCalibrationTests {
     ) {
         var c = OnlineCalibrator(initial: initial)
         var accepted: [CalibrationFit] = []
-        var previous: Double?
-        for x in IMUSimulator.samples(s) {
-            let t = x.imu.timestamp
-            if let p = previous {
-                c.addMotion(rate: x.imu.angularVelocity, specificForce: x.imu.specificForce, dt: t - p)
-            }
-            previous = t
-            if let fit = c.add(x.magnetometer.fieldMicrotesla, time: t) { accepted.append(fit) }
-        }
+        feed(&c, IMUSimulator.samples(s)) { _, fit, _ in if let fit { accepted.append(fit) } }
         return (c, accepted)
     }
 

@@ -83,15 +83,7 @@ struct OnlineCalibrationTests {
             s.motion = motion
             s.sensors.hardIronMicrotesla = Vector3(12, -8, 5)
             var c = OnlineCalibrator()
-            var previous: Double?
-            for x in IMUSimulator.samples(s) {
-                let t = x.imu.timestamp
-                if let p = previous {
-                    c.addMotion(rate: x.imu.angularVelocity, specificForce: x.imu.specificForce, dt: t - p)
-                }
-                previous = t
-                _ = c.add(x.magnetometer.fieldMicrotesla, time: t)
-            }
+            feed(&c, IMUSimulator.samples(s))
             return (c.largestRotationSpread, c.gyroAidedFits > 0)
         }
         let needed = GyroAidedFitSettings().minimumRotationSpread

@@ -35,3 +35,20 @@ func randomAttitudes(count: Int, maxTiltDegrees: Double, seed: UInt64) -> [Quate
 func _sinForTest(_ x: Double) -> Double { sin(x) }
 func _cosForTest(_ x: Double) -> Double { cos(x) }
 func _acosForTest(_ x: Double) -> Double { acos(x) }
+
+/// Feeds `samples` to the calibrator as a stage does: the motion since the previous sample, then the
+/// magnetometer reading; `each` sees every sample with the fit that reading made accepted, if any, and
+/// the calibrator after it.
+func feed(
+    _ c: inout OnlineCalibrator, _ samples: [SimulatedSample],
+    each: (SimulatedSample, CalibrationFit?, OnlineCalibrator) -> Void = { _, _, _ in }
+) {
+    var previous: Double?
+    for x in samples {
+        let t = x.imu.timestamp
+        if let p = previous { c.addMotion(rate: x.imu.angularVelocity, specificForce: x.imu.specificForce, dt: t - p) }
+        previous = t
+        let fit = c.add(x.magnetometer.fieldMicrotesla, time: t)
+        each(x, fit, c)
+    }
+}

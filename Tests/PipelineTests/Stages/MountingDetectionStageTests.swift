@@ -52,8 +52,8 @@ struct MountingDetectionStageTests {
         let magnetometerOut = calibrated.filter { $0.topic == PipelineTopics.magnetometer }.count
         let fused = try processed(calibrated, by: fusion)
         _ = try stage.finish()
-        let rmse = try headingRMSE(fused, scenario: scenario, count: duration * 100, from: from)
-        let covered = try boundCoverage(fused, scenario: scenario, count: duration * 100, from: from)
+        let errors = try headingErrors(fused, scenario: scenario, count: duration * 100, from: from)
+        let rmse = headingRMSE(errors), covered = boundCoverage(errors)
         return Outcome(
             rmse: rmse, notes: stage.notes, magnetometerOut: magnetometerOut, covered: covered,
             knownWrong: stage.knownWrong)

@@ -51,42 +51,39 @@ func minimalSettings(_ type: StageType) -> String {
     return required.map { "    \($0): \(temporaryPath($0))\n" }.joined()
 }
 
-/// Heading RMSE in degrees of the `heading` frames from `from` seconds on, against the simulator's truth
-/// for `scenario` (its first `count` samples).
-func headingRMSE(_ frames: [WireFrame], scenario: SimulationScenario, count: Int, from: Double) throws -> Double {
+/// The heading error (degrees) of every `heading` frame from `from` seconds on against the simulator's
+/// truth for `scenario` (its first `count` samples), with the frame's reported 95 % bound.
+func headingErrors(_ frames: [WireFrame], scenario: SimulationScenario, count: Int, from: Double) throws -> [(
+    error: Double, bound: Double
+)] {
     var truth: [Quaternion] = []
     var simulator = IMUSimulator(scenario: scenario)
     while truth.count < count, let x = simulator.next() { truth.append(x.trueOrientation) }
-    var sum = 0.0, n = 0
+    var errors: [(error: Double, bound: Double)] = []
     for f in frames where f.topic == PipelineTopics.heading {
         let h = try HeadingMessage(cdrBytes: f.payload)
         let t = h.header.stamp.seconds - scenario.startTime
         let i = Int((t * scenario.sampleRateHz).rounded())
         guard t >= from, i < truth.count else { continue }
         let e = (h.orientation.normalized * truth[i].normalized.conjugate).normalized
-        let error = 2 * atan2(abs(e.z), abs(e.w)) * degreesPerRadian
-        sum += error * error
-        n += 1
+        errors.append((2 * atan2(abs(e.z), abs(e.w)) * degreesPerRadian, h.headingAccuracy))
     }
-    return (sum / Double(max(1, n))).squareRoot()
+    return errors
 }
 
-/// Share of the headings from `from` seconds on whose error against the scenario's truth is within
-/// their reported 95 % bound (a bound that is not finite covers everything).
-func boundCoverage(_ frames: [WireFrame], scenario: SimulationScenario, count: Int, from: Double) throws -> Double {
-    var truth: [Quaternion] = []
-    var simulator = IMUSimulator(scenario: scenario)
-    while truth.count < count, let x = simulator.next() { truth.append(x.trueOrientation) }
-    var covered = 0, n = 0
-    for f in frames where f.topic == PipelineTopics.heading {
-        let h = try HeadingMessage(cdrBytes: f.payload)
-        let t = h.header.stamp.seconds - scenario.startTime
-        let i = Int((t * scenario.sampleRateHz).rounded())
-        guard t >= from, i < truth.count else { continue }
-        let e = (h.orientation.normalized * truth[i].normalized.conjugate).normalized
-        let error = 2 * atan2(abs(e.z), abs(e.w)) * degreesPerRadian
-        if !(h.headingAccuracy.isFinite) || error <= h.headingAccuracy { covered += 1 }
-        n += 1
-    }
-    return Double(covered) / Double(max(1, n))
+/// Heading RMSE in degrees of the `heading` frames from `from` seconds on (see `headingErrors`).
+func headingRMSE(_ frames: [WireFrame], scenario: SimulationScenario, count: Int, from: Double) throws -> Double {
+    headingRMSE(try headingErrors(frames, scenario: scenario, count: count, from: from))
+}
+
+/// RMSE of `headingErrors`, degrees.
+func headingRMSE(_ errors: [(error: Double, bound: Double)]) -> Double {
+    (errors.reduce(0.0) { $0 + $1.error * $1.error } / Double(max(1, errors.count))).squareRoot()
+}
+
+/// Share of `headingErrors` within their reported 95 % bound (a bound that is not finite covers
+/// everything).
+func boundCoverage(_ errors: [(error: Double, bound: Double)]) -> Double {
+    let covered = errors.filter { !$0.bound.isFinite || $0.error <= $0.bound }.count
+    return Double(covered) / Double(max(1, errors.count))
 }

@@ -22,11 +22,8 @@ struct UncalibratedReadingsTests {
         let fusion = try config.stage(named: "fusion")!.makeLogic(log: { _ in }) as! FusionStage
         let fused = try processed(try emitted(by: source), by: fusion)
         _ = try fusion.finish()
-        let scenario = source.scenario()
-        return (
-            try headingRMSE(fused, scenario: scenario, count: 12_000, from: 0),
-            try boundCoverage(fused, scenario: scenario, count: 12_000, from: 0), fusion.notes, fusion.knownWrong
-        )
+        let errors = try headingErrors(fused, scenario: source.scenario(), count: 12_000, from: 0)
+        return (headingRMSE(errors), boundCoverage(errors), fusion.notes, fusion.knownWrong)
     }
 
     @Test("hard iron that nothing removes: found, the bound says so, the remedy is named")

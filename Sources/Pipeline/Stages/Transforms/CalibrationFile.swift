@@ -169,33 +169,28 @@ public enum CalibrationFile {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         var data = try encoder.encode(stored)
+        // Read, change and write under one lock, so two stages saving at once both land.
+        let parent = (path as NSString).deletingLastPathComponent
+        let directory = open(parent.isEmpty ? "." : parent, O_RDONLY | O_CLOEXEC)
+        if directory >= 0 { flock(directory, LOCK_EX) }
+        defer { if directory >= 0 { close(directory) } }  // closing releases the lock
         // The file is rewritten again and again by the program itself: never through a symbolic link
         // (one planted in a shared directory would aim the writes anywhere), never over a file the
         // program did not write.
         var link = stat()
-        if lstat(path, &link) == 0 {
-            switch link.st_mode & S_IFMT {
-            case S_IFLNK:
-                throw StageFailure("\(path) is a symbolic link: a calibration file is written only as itself")
-            case S_IFREG:
-                if link.st_uid != getuid() {
-                    throw StageFailure("\(path) belongs to another user (uid \(link.st_uid)): not overwritten")
-                }
-            default:
-                break
-            }
+        let exists = lstat(path, &link) == 0
+        let kind = link.st_mode & S_IFMT
+        if exists && kind == S_IFLNK {
+            throw StageFailure("\(path) is a symbolic link: a calibration file is written only as itself")
         }
-        let target = path
-        // Read, change and write under one lock, so two stages saving at once both land.
-        let parent = (target as NSString).deletingLastPathComponent
-        let directory = open(parent.isEmpty ? "." : parent, O_RDONLY | O_CLOEXEC)
-        if directory >= 0 { flock(directory, LOCK_EX) }
-        defer { if directory >= 0 { close(directory) } }  // closing releases the lock
-        let existing = FileManager.default.contents(atPath: target).flatMap {
+        if exists && kind == S_IFREG && link.st_uid != getuid() {
+            throw StageFailure("\(path) belongs to another user (uid \(link.st_uid)): not overwritten")
+        }
+        let existing = FileManager.default.contents(atPath: path).flatMap {
             (try? JSONSerialization.jsonObject(with: $0)) as? [String: Any]
         }
         let ours = existing.map { $0["version"] != nil && ($0["hard_iron_ut"] != nil || $0[magnetometersKey] != nil) }
-        if ours == false || (existing == nil && link.st_size > 0 && (link.st_mode & S_IFMT) == S_IFREG) {
+        if ours == false || (existing == nil && exists && kind == S_IFREG && link.st_size > 0) {
             throw StageFailure("\(path) holds something other than a calibration: not overwritten")
         }
         let others = existing?[magnetometersKey] as? [String: Any]
@@ -217,14 +212,13 @@ public enum CalibrationFile {
         }
         // A device, FIFO or socket is written in place; only a regular file (or none) is replaced
         // atomically, through a temporary file created afresh (O_EXCL | O_NOFOLLOW: never one planted).
-        var st = stat()
-        if stat(target, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG {
-            let w = try BufferedFileWriter(path: target)
+        if exists && kind != S_IFREG {
+            let w = try BufferedFileWriter(path: path)
             try w.write(String(decoding: data, as: UTF8.self))
             try w.close()
             return
         }
-        let temporary = target + ".tmp-\(getpid())"
+        let temporary = path + ".tmp-\(getpid())"
         unlink(temporary)  // a stale one of this process's own number (a crash before the rename)
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
@@ -239,9 +233,9 @@ public enum CalibrationFile {
             unlink(temporary)
             throw StageFailure("cannot write \(temporary): \(error)")
         }
-        guard rename(temporary, target) == 0 else {
+        guard rename(temporary, path) == 0 else {
             unlink(temporary)
-            throw StageFailure("cannot rename to \(target): \(String(cString: strerror(errno)))")
+            throw StageFailure("cannot rename to \(path): \(String(cString: strerror(errno)))")
         }
     }
 }

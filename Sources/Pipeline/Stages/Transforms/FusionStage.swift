@@ -593,8 +593,9 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
     /// heading is right). A disagreement beyond `CalibrationCheckSettings.maximumDisagreementDegrees`
     /// over 10 s makes the heading unusable; agreement means the gate keeps the iron out.
     func compareWithCorrected(_ o: FusionOutput, field: Vector3?) {
-        guard let found = calibrationFinding, !headingDeclaredUnusable, let field,
-            let correction = calibrationCheck?.latestCorrection
+        // A check that ended (the heading declared unusable, or a calibration stage spoke) compares no more.
+        guard let found = calibrationFinding, let field, let check = calibrationCheck,
+            let correction = check.latestCorrection
         else { return }
         let w = o.orientation.rotate(correction.apply(field))
         guard (w.x * w.x + w.y * w.y).squareRoot() > 1 else { return }
@@ -606,14 +607,13 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         correctedDisagreement.cos += (cos(off) - correctedDisagreement.cos) * alpha
         correctedDisagreement.count += 1
         let mean = atan2(correctedDisagreement.sin, correctedDisagreement.cos) * degreesPerRadian
-        if correctedDisagreement.count >= 500 && abs(mean) > calibrationCheckSettings.maximumDisagreementDegrees {
+        if correctedDisagreement.count >= 500 && abs(mean) > check.settings.maximumDisagreementDegrees {
             declareUnusable(found, at: o.timestamp, off: mean)
         }
     }
 
     var correctedDisagreement = (sin: 0.0, cos: 1.0, count: 0)
     var headingDeclaredUnusable = false
-    let calibrationCheckSettings = CalibrationCheckSettings()
 
     func declareUnusable(_ found: CalibrationCheck.Finding, at time: Double, off: Double?) {
         headingDeclaredUnusable = true
