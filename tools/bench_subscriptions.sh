@@ -9,7 +9,7 @@
 # Usage: tools/bench_subscriptions.sh [-n N] [-r ROUNDS] NODE [NODE ...]
 #   e.g. tools/bench_subscriptions.sh -n 20000 -r 3 /tmp/old/fusion-node .build/release/fusion-node
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd -P "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"  # -P: also when called through a symlink
 n=20000 rounds=1
 while getopts "n:r:" o; do
   case $o in

@@ -11,7 +11,7 @@
 # here with coverage instrumentation (SwiftPM cannot build a libFuzzer executable beside the normal ones),
 # into .build/fuzz.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd -P "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"  # -P: also when called through a symlink
 seconds="${1:-5}"
 shift || true
 harnesses=("$@")

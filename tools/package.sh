@@ -10,7 +10,7 @@
 # Depends: comes from the binary (dpkg-shlibdeps), the version from CHANGELOG.md through the binary.
 # Usage: tools/package.sh [OUTDIR]     (default .build/package; prints the .deb's path last)
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd -P "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"  # -P: also when called through a symlink
 cd "$root"
 out="${1:-$root/.build/package}"
 build="$root/.build/static"
@@ -58,6 +58,8 @@ install -m 0644 tools/package/copyright "$doc/copyright"
 install -m 0644 tools/package/lintian-overrides "$pkg/usr/share/lintian/overrides/gyrocompass"
 install -m 0644 README.md "$doc/"
 install -m 0644 docs/*.md "$doc/docs/"
+install -d "$doc/docs/screenshots"
+install -m 0644 docs/screenshots/*.png "$doc/docs/screenshots/"
 gzip -9n < CHANGELOG.md > "$doc/CHANGELOG.md.gz"
 # A native package's changelog.gz is in Debian's format: one entry pointing at the project's own.
 {
@@ -116,5 +118,15 @@ chmod 0644 "$pkg/DEBIAN/md5sums" "$pkg/DEBIAN/control" "$pkg/DEBIAN/conffiles"
 
 mkdir -p "$out"
 deb="$out/gyrocompass_${version}_${arch}.deb"
+# In the default directory the package stands alone: `apt install ./.build/package/gyrocompass_*.deb`
+# (the README's command) would otherwise install an older version beside it, and fail.
+if [ -z "${1:-}" ]; then
+  for old in "$out"/gyrocompass_*.deb; do
+    if [ -e "$old" ] && [ "$old" != "$deb" ]; then
+      echo "package.sh: removing the older package $old" >&2
+      rm -f -- "$old"
+    fi
+  done
+fi
 dpkg-deb --root-owner-group -Zxz --build "$pkg" "$deb" >&2
 echo "$deb"

@@ -5,7 +5,7 @@
 # Usage: tools/rotate_bag.sh IN OUT.mcap [--mag ROTATION] [--imu ROTATION] [--imu-topic T] [--mag-topic T]
 #   ROTATION: a name (yaw_90, roll_180_yaw_90, ...) or ROLL,PITCH,YAW in degrees (URDF convention).
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd -P "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"  # -P: also when called through a symlink
 node="${FUSION_NODE:-$root/.build/release/fusion-node}"
 [ $# -ge 2 ] || { sed -n '2,6p' "$0" >&2; exit 2; }
 in="$1" out="$2"; shift 2

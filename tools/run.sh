@@ -3,7 +3,7 @@
 # (the seeded simulator through online calibration and fusion) for a few seconds.
 # Usage: tools/run.sh [SECONDS]   (default 5)
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd -P "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"  # -P: also when called through a symlink
 cd "$root"
 tools/setup.sh system
 swift build -c release --product fusion-node >&2

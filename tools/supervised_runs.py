@@ -20,8 +20,7 @@ PIPELINE = ROOT / 'Pipelines' / 'replay-bag-multiprocess.yaml'
 def run(node, bag, out, supervise, timeout):
     """(exit code or None on a hang, seconds, stderr tail)."""
     out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, 'BAG': str(bag), 'CSV': str(out / 'replay.csv'), 'RECORD': str(out / 'replay.mcap'),
-           'RUNDIR': str(out)}
+    env = {**os.environ, 'BAG': str(bag), 'CSV': str(out / 'replay.csv'), 'RECORD': str(out / 'replay.mcap')}
     args = [str(node), '--config', str(PIPELINE)] + (['--supervise'] if supervise else [])
     started = time.monotonic()
     p = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,

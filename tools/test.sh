@@ -2,7 +2,7 @@
 # The whole test suite: install what is needed (system packages, Python venv), then the Swift tests,
 # then the Python interoperability tests in tools/tests (if any). Exits non-zero on any failure.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd -P "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"  # -P: also when called through a symlink
 cd "$root"
 tools/setup.sh
 # The tree stays formatted (.swift-format: 120 columns); `swift-format format -i -r Sources Tests` applies it.

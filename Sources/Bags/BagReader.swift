@@ -42,19 +42,47 @@ public final class BagReader: @unchecked Sendable {
         }
     }
 
+    /// The files of one recording split by rosbag2 (`NAME_0.mcap`, `NAME_1.mcap`, ...: one name, every
+    /// number from 0), in the order of their numbers; a lone file as it is; nil for files of
+    /// different recordings, which would otherwise be played as one.
+    static func splitParts(_ files: [String]) -> [String]? {
+        if files.count == 1 { return files }
+        var parts: [Int: String] = [:]
+        var stem: Substring?
+        for f in files {
+            let name = f[..<(f.lastIndex(of: ".") ?? f.endIndex)]
+            guard let underscore = name.lastIndex(of: "_"), let n = Int(name[name.index(after: underscore)...]),
+                n >= 0, stem == nil || stem == name[..<underscore]
+            else { return nil }
+            stem = name[..<underscore]
+            parts[n] = f
+        }
+        guard parts.count == files.count, parts.keys.max() == files.count - 1 else { return nil }
+        return (0..<files.count).map { parts[$0]! }
+    }
+
     /// rosbag2's metadata.yaml: storage identifier and relative file paths. Without one, the
-    /// directory's .mcap or .db3 files.
+    /// directory's .mcap or .db3 files: one, or the numbered parts of one split recording.
     static func readMetadata(directory: String) throws(BagError) -> (Storage, [String], [String: UInt64]) {
         let metaPath = directory + "/metadata.yaml"
         guard let text = YAMLParser.readFile(metaPath) else {
-            let entries = listDirectory(directory).sorted()
-            if let mcaps = Optional(entries.filter { $0.hasSuffix(".mcap") }), !mcaps.isEmpty {
-                return (.mcap, mcaps.map { directory + "/" + $0 }, [:])
+            let entries = listDirectory(directory)
+            let mcaps = entries.filter { $0.hasSuffix(".mcap") }, dbs = entries.filter { $0.hasSuffix(".db3") }
+            guard mcaps.isEmpty || dbs.isEmpty else {
+                throw .notABag(
+                    path: directory,
+                    reason: "no metadata.yaml, and both .mcap and .db3 files: name the file to read")
             }
-            if let dbs = Optional(entries.filter { $0.hasSuffix(".db3") }), !dbs.isEmpty {
-                return (.sqlite3, dbs.map { directory + "/" + $0 }, [:])
+            guard let (storage, files) = mcaps.isEmpty ? dbs.isEmpty ? nil : (Storage.sqlite3, dbs) : (.mcap, mcaps)
+            else { throw .notABag(path: directory, reason: "no metadata.yaml and no .mcap or .db3 file") }
+            guard let parts = splitParts(files) else {
+                throw .notABag(
+                    path: directory,
+                    reason: "no metadata.yaml, and \(files.count) files that are not the numbered parts of one "
+                        + "recording (\(files.sorted().prefix(4).joined(separator: ", "))"
+                        + "\(files.count > 4 ? ", ..." : "")): name the file to read")
             }
-            throw .notABag(path: directory, reason: "no metadata.yaml and no .mcap or .db3 file")
+            return (storage, parts.map { directory + "/" + $0 }, [:])
         }
         let root: YAMLNode?
         do { root = try YAMLParser.parse(text, file: metaPath) } catch {

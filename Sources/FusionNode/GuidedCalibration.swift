@@ -169,7 +169,12 @@ enum GuidedCalibration {
         let detector: MountingRotationDetector
         let samples: Int
 
-        var progress: String { "\(format(guide.progressPercent, 0)) %" }
+        /// "59 %" while collecting; "complete" once the fit passed (the directions then say how many
+        /// were covered: the fit needs `neededCount`, not all 32).
+        var progress: String { guide.isComplete ? "complete" : "\(format(guide.progressPercent, 0)) %" }
+        var directions: String {
+            "\(guide.coveredCount) of \(guide.directionCounts.count) directions covered, \(guide.neededCount) needed"
+        }
 
         var missing: String {
             let axes = guide.missingAxes
@@ -209,15 +214,13 @@ enum GuidedCalibration {
         }
 
         var plainLine: String {
-            "calibrate: \(progress) (\(guide.covered.filter { $0 }.count) of \(guide.directionCounts.count) "
-                + "directions, \(samples) readings); \(guide.isComplete ? "complete" : missing)"
+            "calibrate: \(progress) (\(directions), \(samples) readings)\(guide.isComplete ? "" : "; " + missing)"
                 + (guide.latest.map { _ in "; " + fitLines[0] } ?? "")
         }
 
         var summary: [String] {
             [
-                "directions:      \(progress), \(guide.covered.filter { $0 }.count) of 32 covered from \(samples) "
-                    + "readings"
+                "directions:      \(progress), \(directions), from \(samples) readings"
             ]
                 + fitLines.map { "                 " + $0 } + ["                 " + mounting]
         }

@@ -89,10 +89,11 @@ enum PipelineCommand {
                     + "\(names.joined(separator: ", ")))", command: "--config")
         }
         // A stage continuing after a restart (--resume) continues its own files.
-        if !a.has("--overwrite") && !a.has("--resume") {
-            try config.refuseExistingOutputs(only: a.string("--stage").map { [$0] })
+        if !a.has("--resume") {
+            try config.refuseExistingOutputs(only: a.string("--stage").map { [$0] }, overwriting: a.has("--overwrite"))
         }
         PipelineSignals.install()
+        endWithParent()
         if a.has("--supervise") {
             return try Supervisor(
                 configPath: path, config: config, maxRestarts: try a.integer("--max-restarts", minimum: 0) ?? 3,
@@ -101,9 +102,6 @@ enum PipelineCommand {
         }
         let reports: [StageReport]
         if let name = a.string("--stage") {
-            if let supervisor = getenv(Supervisor.pidVariable).flatMap({ pid_t(String(cString: $0)) }) {
-                Supervisor.stopWhenGone(supervisor)
-            }
             reports = [try await PipelineRunner.runStage(config, named: name, resuming: a.has("--resume"))]
         } else {
             reports = try await PipelineRunner.runAll(config)
@@ -111,6 +109,17 @@ enum PipelineCommand {
         for r in reports { writeStandardError("fusion-node: \(r)\n") }
         if PipelineSignals.interruptedBySignal { return .interrupted }
         return .finished(reports)
+    }
+}
+
+extension PipelineCommand {
+    /// In a run started by another fusion-node (a supervisor's stage, a benchmark's process): stop,
+    /// abandoning the run, once that process is no longer the parent (`PipelineSignals.endWith`), so no
+    /// stage outlives a parent that was killed and no sink renames a file holding part of the stream
+    /// onto its final name. A variable inherited from further up (the parent is another) is ignored.
+    static func endWithParent() {
+        guard let parent = getenv(parentPidVariable).flatMap({ pid_t(String(cString: $0)) }) else { return }
+        PipelineSignals.endWith(parent: parent) { writeStandardError("fusion-node: \($0)\n") }
     }
 }
 
@@ -123,25 +132,8 @@ struct Supervisor {
     /// The command line's overrides, passed on to every stage process.
     var extraArguments: [String] = []
 
-    /// The environment variable that tells a stage process which supervisor started it.
-    static let pidVariable = "GYROCOMPASS_SUPERVISOR_PID"
-
-    /// In a stage process: stop (as SIGTERM would) once `supervisor` is no longer its parent, so no
-    /// stage outlives a supervisor that was killed (SIGKILL leaves it no chance to stop them). Polls
-    /// the parent every 0.2 s on a thread of its own: the kernel's parent-death signal follows the
-    /// thread that spawned the child, and the supervisor spawns from pool threads that may exit.
-    static func stopWhenGone(_ supervisor: pid_t) {
-        let watcher = Thread {
-            while getppid() == supervisor { usleep(200_000) }
-            writeStandardError("fusion-node: the supervisor (pid \(supervisor)) is gone; stopping\n")
-            kill(getpid(), SIGTERM)
-        }
-        watcher.name = "supervisor-watch"
-        watcher.start()
-    }
-
     func spawn(_ stage: String, resuming: Bool = false) throws -> pid_t {
-        setenv(Self.pidVariable, String(getpid()), 1)
+        setenv(EndpointPolicy.runVariable, String(getpid()), 1)
         let pid = try spawnSelf(
             ["--config", configPath, "--stage", stage] + (resuming ? ["--resume"] : []) + extraArguments)
         writeStandardError("fusion-node: supervisor: started \(stage) (pid \(pid))\n")

@@ -156,8 +156,9 @@ enum ProcessingGraph {
     /// Outputs of a command's generated pipeline that exist are refused unless `--overwrite`: as a
     /// usage error naming the file (the generated pipeline's lines mean nothing to the user).
     static func refuseExistingOutputs(_ config: PipelineConfig, _ a: Arguments, command: String) throws {
-        guard !a.has("--overwrite") else { return }
-        do { try config.refuseExistingOutputs() } catch { throw UsageError(message: error.message, command: command) }
+        do { try config.refuseExistingOutputs(overwriting: a.has("--overwrite")) } catch {
+            throw UsageError(message: error.message, command: command)
+        }
     }
 
     /// What the source options set on the bag stage: `--extra-magnetometer` its `extra_magnetometers`,

@@ -114,7 +114,11 @@ enum ReportCommand {
         let skipped = reports.first { $0.stage == "fusion" }?.notes.first { $0.hasPrefix("filter skipped") } ?? "none"
         let lossNotes = reports.filter { $0.losses > 0 }.flatMap { r in
             r.notes.filter { $0.hasPrefix("warning") || $0.contains("skipped") || $0.contains("damage") }
-                .map { "\(r.stage): \($0)" }
+                .map { note in
+                    // The status already says "warning"; the report's own notes need no stage name.
+                    let text = note.hasPrefix("warning: ") ? String(note.dropFirst(9)) : note
+                    return r.stage == "report" ? text : "\(r.stage): \(text)"
+                }
         }
         let salvaged = a.has("--salvage")
         let status =

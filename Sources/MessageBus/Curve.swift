@@ -23,23 +23,48 @@ public struct CurveKeyPair: Sendable, Equatable {
             publicKey: text(ofNullTerminated: publicKey), secretKey: text(ofNullTerminated: secretKey))
     }
 
-    /// Writes NAME.key and NAME.key_secret; refuses to replace either.
+    /// Writes NAME.key and NAME.key_secret; refuses to replace either, and leaves neither behind when
+    /// it cannot write both (a public key without its secret would be handed out for nothing).
     public func write(name: String) throws(KeyError) {
-        try Self.writeNew(name + ".key", publicKey + "\n", mode: 0o644)
+        for path in [name + ".key", name + ".key_secret"] {
+            var st = stat()
+            if lstat(path, &st) == 0 { throw KeyError(message: "\(path) exists: keys are never replaced") }
+        }
         try Self.writeNew(name + ".key_secret", secretKey + "\n", mode: 0o600)
+        do { try Self.writeNew(name + ".key", publicKey + "\n", mode: 0o644) } catch {
+            unlink(name + ".key_secret")
+            throw error
+        }
     }
 
-    /// The pair named NAME (both files).
+    /// The pair named NAME (both files); the secret one must be private (see `loadKey`).
     public static func load(name: String) throws(KeyError) -> CurveKeyPair {
-        CurveKeyPair(publicKey: try loadKey(name + ".key"), secretKey: try loadKey(name + ".key_secret"))
+        CurveKeyPair(
+            publicKey: try loadKey(name + ".key"), secretKey: try loadKey(name + ".key_secret", secret: true))
     }
 
-    /// One Z85 key from a file (the first line that is not a comment).
-    public static func loadKey(_ path: String) throws(KeyError) -> String {
+    /// One Z85 key from a file (the first line that is not a comment). A `secret` key's file must be
+    /// this user's and closed to others, as ssh asks of a private key: one others can read is no longer
+    /// a secret, and one others can write lets them choose the server's identity.
+    public static func loadKey(_ path: String, secret: Bool = false) throws(KeyError) -> String {
         guard let f = fopen(path, "r") else {
             throw KeyError(message: "cannot read the key \(path): \(String(cString: strerror(errno)))")
         }
         defer { fclose(f) }
+        if secret {
+            var st = stat()
+            guard fstat(fileno(f), &st) == 0 else {
+                throw KeyError(message: "cannot read the key \(path): \(String(cString: strerror(errno)))")
+            }
+            guard st.st_uid == getuid() else {
+                throw KeyError(message: "the secret key \(path) belongs to another user: refused")
+            }
+            guard st.st_mode & 0o077 == 0 else {
+                throw KeyError(
+                    message: "the secret key \(path) is open to others (mode \(String(st.st_mode & 0o777, radix: 8))): "
+                        + "refused; make it private with chmod 600 \(path)")
+            }
+        }
         var buffer = [CChar](repeating: 0, count: 256)
         while fgets(&buffer, 256, f) != nil {
             let line = text(ofNullTerminated: buffer).trimmingWhitespace
@@ -56,6 +81,14 @@ public struct CurveKeyPair: Sendable, Equatable {
             throw KeyError(message: "cannot read the key directory \(directory): \(String(cString: strerror(errno)))")
         }
         defer { closedir(dir) }
+        // Whoever can add a file here chooses whom the servers admit.
+        var st = stat()
+        guard fstat(dirfd(dir), &st) == 0, st.st_mode & 0o022 == 0, st.st_uid == getuid() || st.st_uid == 0 else {
+            throw KeyError(
+                message: "the allowed-clients directory \(directory) can be changed by others (mode "
+                    + "\(String(st.st_mode & 0o777, radix: 8)), owner \(st.st_uid)): refused; anyone able to add a key "
+                    + "there would be admitted (chmod 755 \(directory))")
+        }
         var keys: [String] = []
         while let entry = readdir(dir) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) {

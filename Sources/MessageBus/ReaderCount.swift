@@ -159,6 +159,15 @@ public struct ReaderCount: Sendable {
         return (count, count == 1 ? sole : nil)
     }
 
+    /// The connections holding subscriptions; an inproc reader, which carries no source, counts once
+    /// per subscription.
+    public var connections: Int { held.count + inProcess.values.reduce(0, +) }
+
+    /// How many subscriptions name exactly `prefix`.
+    public func subscriptions(to prefix: [UInt8]) -> Int {
+        prefixes.first(where: { $0.bytes == prefix })?.count ?? 0
+    }
+
     /// The summary's line for refused subscriptions.
     public var refusalSummary: String {
         "\(refused) subscription(s) refused and \(connectionsAtCap) connection(s) cut for asking for more than "

@@ -400,3 +400,14 @@ struct BagsTests {
         }
     }
 }
+
+@Test("a directory's files are one recording only when they are its numbered parts, read in number order")
+func splitRecordingParts() {
+    #expect(BagReader.splitParts(["only.mcap"]) == ["only.mcap"])
+    let parts = (0...10).map { "run_\($0).mcap" }
+    #expect(BagReader.splitParts(parts.sorted()) == parts)
+    #expect(BagReader.splitParts(["monday.mcap", "tuesday.mcap"]) == nil)
+    #expect(BagReader.splitParts(["a_0.mcap", "b_1.mcap"]) == nil)
+    #expect(BagReader.splitParts(["run_0.mcap", "run_2.mcap"]) == nil)
+    #expect(BagReader.splitParts(["run_1.mcap", "run_2.mcap"]) == nil)
+}

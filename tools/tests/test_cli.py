@@ -335,8 +335,12 @@ def test_an_existing_recording_is_never_overwritten(node, bag, tmp_path, how):
     args = ['bag', 'convert', str(bag), str(out)] if how == 'convert' else \
         ['replay', str(bag), '--record', str(out), '--quiet']
     r = run(node, *args)
-    assert r.returncode == 1, r.stderr
-    assert 'already exists' in r.stderr and str(out) in r.stderr
+    if how == 'convert':
+        assert r.returncode == 1 and 'already exists' in r.stderr and str(out) in r.stderr, r.stderr
+    else:                                   # refused before the run, --overwrite or not
+        assert r.returncode == 2 and 'recordings are never replaced' in r.stderr and str(out) in r.stderr, r.stderr
+        r = run(node, *args, '--overwrite')
+        assert r.returncode == 2 and 'recordings are never replaced' in r.stderr, r.stderr
     assert out.read_bytes() == b'keep me'
 
 

@@ -58,6 +58,19 @@ def test_package_name_control_and_contents(deb, node):
         assert path in listing, path
     conffiles = subprocess.run(['dpkg-deb', '--ctrl-tarfile', str(deb)], capture_output=True, check=True).stdout
     assert b'conffiles' in conffiles
+    # Every picture the packaged README and docs show is in the package beside them.
+    import posixpath
+    doc = './usr/share/doc/gyrocompass/'
+    pages = [('README.md', ROOT / 'README.md')] + [(f'docs/{p.name}', p) for p in sorted((ROOT / 'docs').glob('*.md'))]
+    shown = 0
+    for name, page in pages:
+        for target in re.findall(r'!\[[^\]]*\]\(([^)\s]+)\)', page.read_text()):
+            if target.startswith('http'):
+                continue
+            packaged = posixpath.normpath(posixpath.join(doc + posixpath.dirname(name), target))
+            assert './' + packaged.lstrip('./') in listing or packaged in listing, (name, target)
+            shown += 1
+    assert shown >= 3
 
 
 def test_lintian_is_clean(deb):

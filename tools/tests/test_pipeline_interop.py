@@ -96,11 +96,11 @@ def run_pipeline(node, config, env, *extra, timeout=120):
 def test_one_process_and_one_process_per_stage_agree(node, bag, tmp_path, compression):
     config = ROOT / 'Pipelines' / 'replay-bag-multiprocess.yaml'
     single = run_pipeline(node, config, {'BAG': str(bag), 'CSV': str(tmp_path / 'one.csv'), 'RECORD': str(tmp_path / 'one'),
-                                         'RUNDIR': str(tmp_path)})
+                                         })
     assert single.returncode == 0, single.stderr
 
     # lz4: every batch between the stages compressed (auto leaves ipc plain).
-    env = {'BAG': str(bag), 'CSV': str(tmp_path / 'many.csv'), 'RECORD': str(tmp_path / 'many'), 'RUNDIR': str(tmp_path),
+    env = {'BAG': str(bag), 'CSV': str(tmp_path / 'many.csv'), 'RECORD': str(tmp_path / 'many'),
            'COMPRESSION': compression}
     stages = subprocess.run([str(node), '--config', str(config), '--list-stages'], env={**os.environ, **env},
                             capture_output=True, text=True, check=True).stdout.split()
@@ -129,7 +129,7 @@ def test_a_pass_through_stage_between_compressed_links_forwards_every_batch(node
     text = (ROOT / 'Pipelines' / 'replay-bag-multiprocess.yaml').read_text()
     config.write_text(text.replace('    online: true\n    prompt: false\n', ''))
     assert 'online' not in config.read_text()
-    env = {'BAG': str(bag), 'CSV': str(tmp_path / 'many.csv'), 'RECORD': str(tmp_path / 'many'), 'RUNDIR': str(tmp_path),
+    env = {'BAG': str(bag), 'CSV': str(tmp_path / 'many.csv'), 'RECORD': str(tmp_path / 'many'),
            'COMPRESSION': 'lz4'}
     stages = ['bag', 'calibration', 'fusion', 'csv', 'record']
     procs = [subprocess.Popen([str(node), '--config', str(config), '--stage', s], env={**os.environ, **env},
@@ -180,7 +180,7 @@ def test_a_stage_killed_three_times_under_supervise_changes_nothing(node, bag, t
     for byte, whichever stage is killed, however often, and the supervisor exits 0. With lz4 the
     frames sent again are dropped by their numbers before they are inflated."""
     config = ROOT / 'Pipelines' / 'replay-bag-multiprocess.yaml'
-    env = {'BAG': str(bag), 'RUNDIR': str(tmp_path), 'COMPRESSION': compression}
+    env = {'BAG': str(bag), 'COMPRESSION': compression}
     one = run_pipeline(node, config, {**env, 'CSV': str(tmp_path / 'one.csv'), 'RECORD': str(tmp_path / 'one')})
     assert one.returncode == 0, one.stderr
     # The bag at twice real time: 1500 samples at 100 Hz last 7.5 s.

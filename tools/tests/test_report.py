@@ -23,7 +23,7 @@ def test_the_report_renders_in_chromium_with_every_series(node, tmp_path):
     assert r.returncode == 0, r.stderr
     text = html.read_text()
     assert not re.search(r'(src|href)="(https?:)?//', text)               # nothing is fetched
-    for series in ['id="heading"', 'id="accuracy-band"', 'id="flag-at"', 'id="field-strength"', 'id="field-dip"',
+    for series in ['id="heading"', 'id="accuracy-band"', 'id="flag-at_rest"', 'id="flag-magnetometer_uncalibrated"', 'id="field-strength"', 'id="field-dip"',
                    'id="raw-x-y"', 'id="calibrated-y-z"']:
         assert series in text, series
     assert '<!--SKIPPED-->' not in text and 'skipped samples' in text
@@ -193,3 +193,67 @@ def test_compare_overlays_a_second_run_and_scores_both(node, simulated_with_trut
     r = subprocess.run([str(node), 'report', str(bag), '-o', str(tmp_path / 'x.html'), '--compare',
                         str(tmp_path / 'missing.csv')], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and 'missing.csv' in r.stderr
+
+
+MEASURE = """<script>
+const plots = [...document.querySelectorAll('rect.plot-area')].map(r => {
+  const box = r.getBoundingClientRect();
+  return {range: r.dataset.xRange, left: box.left, right: box.right,
+          title: r.closest('svg').querySelector('text').textContent};
+});
+const shade = [...document.querySelectorAll('text.shade-label')].map(t => {
+  const box = t.getBoundingClientRect();
+  return {text: t.textContent, width: box.width, left: box.left};
+});
+const pre = document.createElement('pre');
+pre.id = 'measured';
+pre.textContent = JSON.stringify({plots, shade, page: document.documentElement.scrollWidth});
+document.body.appendChild(pre);
+</script>"""
+
+
+def measured_in_chromium(html, width, tmp_path):
+    """The page laid out by headless Chromium `width` px wide: each plot area's left and right edge (CSS px)
+    and x range, the uncalibrated labels, the page's scroll width."""
+    import json
+    probe = tmp_path / f'probe-{width}.html'
+    probe.write_text(html.read_text().replace('</body>', MEASURE + '</body>'))
+    c = subprocess.run([CHROMIUM, '--headless', '--no-sandbox', '--disable-gpu', f'--window-size={width},2000',
+                        '--dump-dom', probe.as_uri()], capture_output=True, text=True, timeout=120)
+    found = re.search(r'<pre id="measured">(.*?)</pre>', c.stdout, re.S)
+    assert found, c.stderr[-2000:]
+    return json.loads(found.group(1).replace('&quot;', '"').replace('&amp;', '&'))
+
+
+def test_the_report_shares_one_time_axis_and_shows_the_uncalibrated_start(node, tmp_path):
+    """The simulator's sensor with hard iron and its truth: the report scores the calibrated part apart
+    from the uncalibrated start, shades and labels that start on every time plot, and in Chromium at
+    1400 and 800 px every time plot's axis spans the same pixels (within 2 px) and nothing is wider than
+    the window."""
+    truth_csv = tmp_path / 'truth.csv'
+    bag = simulated_bag(node, tmp_path, duration=60,
+                        extra=f'hard_iron_ut: [25, -30, 12]\ntruth_path: {truth_csv}')
+    html = tmp_path / 'report.html'
+    r = subprocess.run([str(node), 'report', str(bag), '-o', str(html), '--truth', str(truth_csv)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    text = html.read_text()
+    found = re.search(r'<b>([\d.]+) deg</b> calibrated \(\d+ samples\) / ([\d.]+) deg while uncalibrated', text)
+    assert found, 'the calibrated and uncalibrated parts are not scored apart'
+    calibrated, uncalibrated = map(float, found.groups())
+    assert calibrated < 5 < uncalibrated
+    assert 'heading-error-clipped' in text                # the uncalibrated errors leave the scaled axis
+    for series in ['uncalibrated-heading"', 'uncalibrated-heading-error"', 'uncalibrated-field-strength"']:
+        assert 'id="' + series in text, series
+    assert re.search(r'>90</text>.*>180</text>.*>270</text>.*>360</text>', text, re.S)   # heading ticks
+    for width in (1400, 800):
+        m = measured_in_chromium(html, width, tmp_path)
+        time_plots = [p for p in m['plots'] if p['range'].split()[0] in ('0', '0.0')]
+        assert len(time_plots) >= 7, m['plots']
+        lefts = [p['left'] for p in time_plots]
+        rights = [p['right'] for p in time_plots]
+        assert max(lefts) - min(lefts) <= 2 and max(rights) - min(rights) <= 2, (width, time_plots)
+        assert {p['range'] for p in time_plots} == {time_plots[0]['range']}
+        assert m['page'] <= width
+        labels = [s for s in m['shade'] if s['text'] == 'uncalibrated']
+        assert len(labels) >= 5 and all(s['width'] > 20 for s in labels), m['shade']

@@ -263,3 +263,21 @@ def test_watch_frozen_is_not_stale_and_ends_when_its_terminal_closes(node, live)
     while time.time() < deadline and any(os.path.exists(f'/proc/{p}') for p in pids):
         time.sleep(0.2)
     assert not any(os.path.exists(f'/proc/{p}') for p in pids), 'the watch outlived its terminal'
+
+
+def test_the_watch_ends_with_its_stream_and_leaves_the_last_line(node, tmp_path):
+    """`fusion-node --watch --duration 3` in a terminal: when the built-in run ends, the view stays a
+    moment, then ends (exit 0) and leaves the last heading line on the terminal."""
+    session = f'gc-ends-{os.getpid()}'
+    marker = tmp_path / 'rc'
+    subprocess.run(['tmux', 'new-session', '-d', '-s', session, '-x', '120', '-y', '32',
+                    f'"{node}" --watch --duration 3; echo $? > {marker}; sleep 30'], check=True)
+    try:
+        deadline = time.time() + 40
+        while time.time() < deadline and not marker.exists():
+            time.sleep(0.2)
+        assert marker.exists(), screen(session)
+        assert marker.read_text().strip() == '0'
+        assert re.search(r'heading \d+\.\d', screen(session)), screen(session)
+    finally:
+        subprocess.run(['tmux', 'kill-session', '-t', session], capture_output=True)

@@ -71,7 +71,13 @@ public struct CalibrationGuide: Sendable {
     public var covered: [Bool] { directionCounts.map { $0 >= settings.readingsPerDirection } }
 
     /// Share of the directions covered, 0...1.
-    public var coverage: Double { Double(covered.filter { $0 }.count) / Double(directionCounts.count) }
+    public var coverage: Double { Double(coveredCount) / Double(directionCounts.count) }
+
+    /// Directions covered, and how many the fit needs (`requiredCoverage` of them).
+    public var coveredCount: Int { covered.filter { $0 }.count }
+    public var neededCount: Int {
+        min(directionCounts.count, Int((settings.requiredCoverage * Double(directionCounts.count) - 1e-9).rounded(.up)))
+    }
 
     /// Progress toward a complete calibration, percent: the coverage against the coverage required,
     /// 100 only once a fit has passed.
@@ -128,9 +134,16 @@ public struct CalibrationGuide: Sendable {
         else { return }
         let c = sphere.calibration.hardIronOffsetMicrotesla
         if let old = centre, (old - c).norm < 1 { return }
+        // A centre that moved by under a tenth of the field turns each reading's direction by under
+        // 6 degrees, far less than the 35 degrees between test directions: what was covered stays
+        // covered (the person's progress does not go back for a better estimate of the hard iron).
+        // A larger move (the first estimates, or a new magnet) starts the count again.
+        let small = centre.map { (c - $0).norm < 0.1 * sphere.calibration.fieldRadiusMicrotesla } ?? false
+        let before = directionCounts
         centre = c
         directionCounts = [Int](repeating: 0, count: directionCounts.count)
         for r in readings { count(r, about: c) }
+        if small { directionCounts = zip(before, directionCounts).map { max($0, $1) } }
     }
 
     mutating func count(_ raw: Vector3, about centre: Vector3) {

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
     import Glibc
 #endif
+import Foundation
 import MessageBus
 import Pipeline
 import YAML
@@ -79,15 +80,47 @@ enum PipelineBench {
         return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
     }
 
+    /// Runs each stage in a process of its own and waits for all; the first that fails stops the
+    /// others (none is left running) and is named in the error.
     static func runProcesses(_ configPath: String, stages: [String]) throws -> Double {
         let t0 = Clocks.monotonicSeconds()
-        var pids: [pid_t] = []
-        for stage in stages.reversed() { pids.append(try spawnSelf(["--config", configPath, "--stage", stage])) }
-        for pid in pids {
-            var status: Int32 = 0
-            waitpid(pid, &status, 0)
-            guard status == 0 else { throw UsageError(message: "a stage process failed (status \(status))") }
+        var running: [pid_t: String] = [:]
+        var failure: String?
+        func stopAll() {
+            for pid in running.keys { kill(pid, SIGTERM) }
         }
+        for stage in stages.reversed() {
+            do { running[try spawnSelf(["--config", configPath, "--stage", stage])] = stage } catch {
+                failure = "\(error)"
+                stopAll()
+                break
+            }
+        }
+        var stopping = failure != nil
+        while !running.isEmpty {
+            if PipelineSignals.stopRequested && !stopping {
+                stopping = true
+                stopAll()
+            }
+            var status: Int32 = 0
+            let pid = waitpid(-1, &status, WNOHANG)
+            if pid <= 0 {
+                usleep(20_000)
+                continue
+            }
+            guard let stage = running.removeValue(forKey: pid) else { continue }
+            if status != 0 && failure == nil && !stopping {
+                let signaled = (status & 0x7f) != 0
+                failure =
+                    "stage '\(stage)' of \(configPath) "
+                    + (signaled
+                        ? "was killed by signal \(status & 0x7f)" : "exited with status \((status >> 8) & 0xff)")
+                stopping = true
+                stopAll()
+            }
+        }
+        if let failure { throw CommandFailure(message: "bench pipeline: \(failure); the other stages were stopped") }
+        if PipelineSignals.stopRequested { throw CommandFailure(message: "bench pipeline: stopped on request") }
         return Clocks.monotonicSeconds() - t0
     }
 
@@ -104,6 +137,7 @@ enum PipelineBench {
             throw UsageError(message: "cannot create a temporary folder")
         }
         let dir = String(cString: dirPointer)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
 
         let stages = ["source", "calibration", "fusion", "sink"]
         let multiPath = dir + "/multi.yaml", multiReport = dir + "/multi.json", oneReport = dir + "/one.json"
@@ -125,6 +159,8 @@ enum PipelineBench {
             let oneSeconds = Clocks.monotonicSeconds() - t0
             let fused = reports.first { $0.stage == "fusion" }!.published / 2
             let oneRate = sinkReport(oneReport).rate
+            // The previous round's report goes: a stage process refuses to replace an output.
+            unlink(multiReport)
             let multiSeconds = try runProcesses(multiPath, stages: stages)
             let multiRate = sinkReport(multiReport).rate
             rawInproc.append(inproc)

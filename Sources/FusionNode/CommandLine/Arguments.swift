@@ -1,6 +1,12 @@
 import MessageBus
 import Pipeline
 
+/// A command that was used correctly but could not do its work (exit 1); the message names why.
+struct CommandFailure: Error, CustomStringConvertible {
+    let message: String
+    var description: String { message }
+}
+
 /// A command-line error: printed to stderr with a hint where to find the usage, exit status 2.
 struct UsageError: Error, CustomStringConvertible {
     let message: String

@@ -61,7 +61,11 @@ enum WatchCommand {
         return socket
     }
 
-    /// Runs the view until q, Ctrl-C or (plain) the publisher's end of stream.
+    /// How long the terminal view stays after the publisher's end of stream.
+    static let endedViewSeconds = 2.0
+
+    /// Runs the view until q, Ctrl-C, SIGHUP or the publisher's end of stream (the terminal view 2 s
+    /// after it, leaving the last line on the terminal).
     static func view(_ socket: BusSocket, endpoint: String, plain: Bool) throws -> ExitCode {
         var readout = CompassReadout()
         readout.endpoint = endpoint
@@ -73,6 +77,7 @@ enum WatchCommand {
         screen?.start()
         defer { screen?.stop() }
         var lastDraw = 0.0
+        var endedAt: Double?
         while !PipelineSignals.stopRequested {
             // Everything queued, then the keys (the screen's getch waits up to 100 ms).
             // At most 100 ms of messages per pass, so a key is read at least every ~0.2 s however fast
@@ -105,6 +110,15 @@ enum WatchCommand {
                 if now - lastDraw >= 0.1 {
                     screen.draw(readout, at: frozenAt ?? now, frozen: frozen)
                     lastDraw = now
+                }
+                // The stream ended: its last view stays 2 s, then the terminal gets its last line.
+                if readout.ended {
+                    endedAt = endedAt ?? now
+                    if now - endedAt! >= Self.endedViewSeconds {
+                        screen.stop()
+                        print(readout.plainLine(at: now))
+                        return .complete
+                    }
                 }
             } else {
                 let text = readout.plainLine(at: now)

@@ -14,6 +14,35 @@ public enum EndpointPolicy {
         return "/tmp/gyrocompass-\(getuid())"
     }
 
+    /// Set by a supervisor for its stage processes (its process id): default ipc endpoints then carry
+    /// it, so each supervised run of a pipeline file has endpoints of its own.
+    public static let runVariable = "GYROCOMPASS_RUN_ID"
+
+    /// Whether a process is accepting connections on the ipc endpoint `endpoint` (a path, or `@name` in
+    /// the abstract namespace). libzmq binds an ipc path by replacing whatever socket file is there, so
+    /// a second run of the same pipeline would take the first one's endpoints and the two would read
+    /// each other's streams; a live listener is therefore refused before binding. A file nobody
+    /// listens on (left by a killed run) is not in use.
+    static func ipcEndpointInUse(_ endpoint: String) -> Bool {
+        guard endpoint.hasPrefix("ipc://") else { return false }
+        let path = Array(endpoint.dropFirst(6).utf8)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard !path.isEmpty, path.count < capacity else { return false }
+        withUnsafeMutableBytes(of: &address.sun_path) { bytes in
+            for (i, b) in path.enumerated() { bytes[i] = b }
+            if path[0] == UInt8(ascii: "@") { bytes[0] = 0 }  // abstract namespace, as libzmq spells it
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + path.count + (path[0] == UInt8(ascii: "@") ? 0 : 1))
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, length) == 0 }
+        }
+    }
+
     /// Creates the private directory (0700) or checks that an existing one is ours and private.
     static func preparePrivateDirectory(_ path: String) throws(StageFailure) {
         if mkdir(path, 0o700) != 0 && errno != EEXIST {
@@ -75,6 +104,12 @@ extension PipelineConfig {
         let mine = boundEndpoints.filter { stageNames.contains($0.stage) }
         if mine.contains(where: { $0.endpoint.hasPrefix("ipc://" + privateDirectory + "/") }) {
             try EndpointPolicy.preparePrivateDirectory(privateDirectory)
+        }
+        for (stage, endpoint) in mine where EndpointPolicy.ipcEndpointInUse(endpoint) {
+            throw StageFailure(
+                "stage '\(stage)': \(endpoint) is in use by another process (another run of this pipeline?): "
+                    + "binding it would take that run's stream; stop it, or give this run other endpoints (a "
+                    + "different top-level 'name', or different 'endpoint' settings)")
         }
         for (stage, endpoint) in mine where !EndpointPolicy.isLoopback(endpoint) && security == nil {
             log(

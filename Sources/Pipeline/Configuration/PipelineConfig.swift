@@ -72,6 +72,12 @@ public struct PipelineConfig: Sendable {
     public var compression: CompressionPolicy = .auto
     /// What publishers of live streams keep for readers that missed frames (top-level `retransmit`).
     public var retransmit = RetransmitSettings()
+    /// How long a stage waits for the stages reading it to connect, at the start or after one went
+    /// away, before it fails naming them (top-level `reader_timeout_s`, seconds). Long enough for a
+    /// process to start or a supervisor to restart a crashed one on a loaded machine.
+    public var readerTimeoutSeconds = PipelineConfig.defaultReaderTimeoutSeconds
+    public static let defaultReaderTimeoutSeconds = 60.0
+    public static let readerTimeoutRange = 1.0...86_400.0
 
     /// The packing for batches published on `endpoint`.
     public func compression(on endpoint: String) -> FrameCompression {
@@ -86,9 +92,26 @@ public struct PipelineConfig: Sendable {
     public func stage(named name: String) -> StageConfig? { stages.first { $0.name == name } }
 
     /// Refuses a run that would replace an existing regular file named by a setting declared to write one
-    /// (`SettingSpec.writesFile`), at that setting's line; `only` limits the check to some stages.
-    /// Devices and FIFOs (`/dev/stdout`) are written, not replaced, and pass.
-    public func refuseExistingOutputs(only: Set<String>? = nil) throws(PipelineConfigError) {
+    /// (`SettingSpec.writesFile`), unless `overwriting`, or an existing recording (`writesRecording`),
+    /// always; at that setting's line. `only` limits the check to some stages. Devices and FIFOs
+    /// (`/dev/stdout`) are written, not replaced, and pass. Recordings are checked first: no advice to
+    /// give --overwrite is followed by a refusal it cannot lift.
+    public func refuseExistingOutputs(only: Set<String>? = nil, overwriting: Bool = false)
+        throws(PipelineConfigError)
+    {
+        for stage in stages where only?.contains(stage.name) ?? true {
+            for spec in stage.type.settings where spec.writesRecording {
+                let path = stage.settings.string(spec.name)
+                var info = stat()
+                guard !path.isEmpty, lstat(path, &info) == 0 else { continue }
+                throw PipelineConfigError(
+                    file: file, mark: stage.settings.marks[spec.name] ?? stage.mark,
+                    message:
+                        "\(path) exists ('\(spec.name)' of stage '\(stage.name)'): recordings are never replaced, "
+                        + "--overwrite or not; remove it or choose another name")
+            }
+        }
+        guard !overwriting else { return }
         for stage in stages where only?.contains(stage.name) ?? true {
             for spec in stage.type.settings where spec.writesFile {
                 let path = stage.settings.string(spec.name)
@@ -104,7 +127,9 @@ public struct PipelineConfig: Sendable {
     }
 
     /// How many stages read each stage's output.
-    public func consumerCount(of name: String) -> Int { stages.filter { $0.inputs.contains(name) }.count }
+    public func consumerCount(of name: String) -> Int { consumers(of: name).count }
+    /// The stages that read stage `name`, in dependency order.
+    public func consumers(of name: String) -> [String] { stages.filter { $0.inputs.contains(name) }.map(\.name) }
 
     /// Reads, parses and validates a pipeline file, with command-line overrides applied.
     /// `requireSink: false` for a file a command takes a stage from (`calibrate --config`).

@@ -41,7 +41,7 @@ extension PipelineConfig {
             file: file, stages: ordered, cpus: top.cpus, insecure: top.insecure, security: top.security,
             maximumMessageBytes: top.maximumMessageBytes,
             privateDirectory: EndpointPolicy.privateDirectory(environment: environment), compression: top.compression,
-            retransmit: top.retransmit)
+            retransmit: top.retransmit, readerTimeoutSeconds: top.readerTimeoutSeconds)
         try config.checkRetransmitEndpoints()
         return config
     }
@@ -51,6 +51,7 @@ extension PipelineConfig {
 private struct TopLevel {
     static let keys = [
         "stages", "name", "cpus", "insecure", "max_message_bytes", "security", "compression", "retransmit",
+        "reader_timeout_s",
     ]
     var name: String
     var insecure = false
@@ -58,6 +59,7 @@ private struct TopLevel {
     var maximumMessageBytes = 2 * WireFrame.maximumBytes
     var compression = CompressionPolicy.auto
     var retransmit = RetransmitSettings()
+    var readerTimeoutSeconds = PipelineConfig.defaultReaderTimeoutSeconds
     var cpus: [Int] = []
 }
 
@@ -98,7 +100,7 @@ private struct FileReader {
                 k,
                 "unknown top-level key '\(k.scalar ?? "?")'\(didYouMean(k.scalar ?? "", in: TopLevel.keys)) "
                     + "(expected 'stages' and optionally 'name', 'cpus', 'insecure', 'max_message_bytes', "
-                    + "'security', 'compression' and 'retransmit')"
+                    + "'security', 'compression', 'retransmit' and 'reader_timeout_s')"
             )
         }
         let name =
@@ -148,6 +150,16 @@ private struct FileReader {
         }
         if let node = root["retransmit"] {
             result.retransmit = try RetransmitSettings.parse(node, file: file, environment: environment)
+        }
+        if let node = root["reader_timeout_s"] {
+            let range = PipelineConfig.readerTimeoutRange
+            guard let raw = node.scalar, let v = Double(try substituted(raw, node)), range.contains(v) else {
+                throw fail(
+                    node,
+                    "'reader_timeout_s' must be a number of seconds from \(format(range.lowerBound, 0)) to "
+                        + "\(format(range.upperBound, 0)), found '\(node.scalar ?? node.kind)'")
+            }
+            result.readerTimeoutSeconds = v
         }
         if let list = root["cpus"] { result.cpus = try cpus(list) }
         return result
@@ -248,7 +260,11 @@ private struct FileReader {
         -> String
     {
         guard let e = body["endpoint"] else {
-            return "ipc://\(EndpointPolicy.privateDirectory(environment: environment))/\(top.name)-\(name)"
+            // A supervisor names its run, so two supervised runs of one file do not share endpoints.
+            let run = environment[EndpointPolicy.runVariable].flatMap { id in
+                !id.isEmpty && id.count <= 20 && id.allSatisfy({ $0.isASCII && $0.isNumber }) ? "\(id)-" : nil
+            }
+            return "ipc://\(EndpointPolicy.privateDirectory(environment: environment))/\(top.name)-\(run ?? "")\(name)"
         }
         if type.isSink {
             let hint = type.settings.contains { $0.name == "bind" } ? " (its subscribers connect to 'bind')" : ""

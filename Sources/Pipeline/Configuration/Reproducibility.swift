@@ -9,10 +9,20 @@ extension PipelineConfig {
     /// Whether `stage`'s output is the same every time from its start: a reproducible source, or a
     /// transform with one input whose output is (with several inputs, the order frames arrive in
     /// depends on timing).
-    public func isReproducible(_ stage: String) -> Bool {
-        guard let s = self.stage(named: stage) else { return false }
-        if s.type.isSource { return Self.reproducibleSourceTypes.contains(s.type.name) }
-        return s.type.role == .transform && s.inputs.count == 1 && isReproducible(s.inputs[0])
+    public func isReproducible(_ stage: String) -> Bool { reproducibleStages().contains(stage) }
+
+    /// Every stage `isReproducible` is true of, in one pass over the stages in dependency order (the
+    /// order a validated pipeline keeps; linear, where asking stage by stage walked each chain again).
+    func reproducibleStages() -> Set<String> {
+        var reproducible = Set<String>()
+        for s in stages {
+            let yes =
+                s.type.isSource
+                ? Self.reproducibleSourceTypes.contains(s.type.name)
+                : s.type.role == .transform && s.inputs.count == 1 && reproducible.contains(s.inputs[0])
+            if yes { reproducible.insert(s.name) }
+        }
+        return reproducible
     }
 
     /// How `stage` reads the numbering of its inputs.

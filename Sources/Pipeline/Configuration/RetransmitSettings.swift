@@ -72,8 +72,9 @@ extension PipelineConfig {
     func checkRetransmitEndpoints() throws(PipelineConfigError) {
         var taken = Dictionary(boundEndpoints.map { ($0.endpoint, "the endpoint of stage '\($0.stage)'") }) { a, _ in a
         }
-        for s in stages where !s.type.isSink && retransmit.isOn && !isReproducible(s.name) {
-            guard let endpoint = retransmitEndpoint(of: s.name) else {
+        let reproducible = reproducibleStages()
+        for s in stages where !s.type.isSink && retransmit.isOn && !reproducible.contains(s.name) {
+            guard let endpoint = s.retransmitEndpoint ?? Retransmission.defaultEndpoint(for: s.endpoint) else {
                 throw PipelineConfigError(
                     file: file, mark: s.mark,
                     message: "stage '\(s.name)' publishes a live stream on \(s.endpoint), whose port gives no "

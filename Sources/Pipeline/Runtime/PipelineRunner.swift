@@ -23,8 +23,8 @@ public enum PipelineRunner {
                 wiring: StageWiring(
                     bind: s.type.isSink ? nil : prefix + s.name,
                     inputs: s.inputs.map { ($0, prefix + $0) },
-                    expectedSubscribers: config.consumerCount(of: s.name), security: config.security,
-                    inputNumbering: config.inputNumbering(of: s.name)),
+                    readers: config.consumers(of: s.name), readerTimeoutSeconds: config.readerTimeoutSeconds,
+                    security: config.security, inputNumbering: config.inputNumbering(of: s.name)),
                 context: context, cpus: config.cpus, maximumMessageBytes: config.maximumMessageBytes, log: log)
         }
         return try await runActors(actors)
@@ -54,8 +54,8 @@ public enum PipelineRunner {
             config: s,
             wiring: StageWiring(
                 bind: s.type.isSink ? nil : s.endpoint, inputs: inputs,
-                expectedSubscribers: config.consumerCount(of: s.name), security: config.security,
-                compression: config.compression(on: s.endpoint), resuming: resuming,
+                readers: config.consumers(of: s.name), readerTimeoutSeconds: config.readerTimeoutSeconds,
+                security: config.security, compression: config.compression(on: s.endpoint), resuming: resuming,
                 inputNumbering: config.inputNumbering(of: s.name),
                 recomputation: resuming ? config.recomputation(for: s.name) : nil,
                 retransmit: config.retransmitEndpoint(of: s.name).map { ($0, config.retransmit) },

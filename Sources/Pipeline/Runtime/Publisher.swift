@@ -27,8 +27,26 @@ extension ReaderCount {
 struct Publisher {
     let socket: BusSocket?
     let stage: String
-    /// The stages reading this one.
-    let expectedReaders: Int
+    /// The stages reading this one, and how long to wait for them to connect before failing.
+    let readerNames: [String]
+    var expectedReaders: Int { readerNames.count }
+    /// The expected readers connected: each subscribes to everything and to its mark, and only the
+    /// marks are counted, so a stray subscriber (an `echo` on the endpoint) neither starts nor un-pauses
+    /// a stage that waits for its real readers.
+    var connectedReaders: Int { readerMarks.filter { readers.subscriptions(to: $0) > 0 }.count }
+    /// `readerMark(of:)` of each reader, in the order of `readerNames` (asked for every batch a pausing
+    /// source publishes: made once).
+    let readerMarks: [[UInt8]]
+    /// The readers not connected.
+    var missingReaders: [String] {
+        zip(readerNames, readerMarks).filter { readers.subscriptions(to: $0.1) == 0 }.map(\.0)
+    }
+
+    /// The extra subscription a pipeline stage makes to each of its inputs: it names the stage. It
+    /// changes nothing the reader receives (its subscription to everything already matches every
+    /// message); it tells the publisher who is reading.
+    static func readerMark(of stage: String) -> [UInt8] { [0] + Array("gyrocompass reader \(stage)".utf8) }
+    let readerTimeoutSeconds: Double
     let endpoint: String
     let log: @Sendable (String) -> Void
     private(set) var readers = ReaderCount()
@@ -48,7 +66,8 @@ struct Publisher {
     static let maximumBatchBytes = 1 << 20
 
     init(
-        socket: BusSocket?, stage: String, expectedReaders: Int, endpoint: String,
+        socket: BusSocket?, stage: String, readers: [String],
+        readerTimeoutSeconds: Double = PipelineConfig.defaultReaderTimeoutSeconds, endpoint: String,
         compression: FrameCompression = .none, retained: RetransmitBuffer? = nil,
         log: @escaping @Sendable (String) -> Void
     ) {
@@ -56,7 +75,9 @@ struct Publisher {
         self.retained = retained
         self.compression = compression
         self.stage = stage
-        self.expectedReaders = expectedReaders
+        self.readerNames = readers
+        readerMarks = readers.map(Self.readerMark(of:))
+        self.readerTimeoutSeconds = readerTimeoutSeconds
         self.endpoint = endpoint
         self.log = log
     }
@@ -89,23 +110,43 @@ struct Publisher {
 
     /// Holds the stage until every expected reader is connected (or a stop is requested): at start,
     /// so nothing is published into the void, and, `pausing`, whenever a reader has gone. Returns
-    /// the seconds waited.
+    /// the seconds waited; throws, naming the readers and the endpoint, after `readerTimeoutSeconds`.
     @discardableResult
     mutating func waitForReaders(pausing: Bool) throws -> Double {
         guard let socket else { return 0 }
         defer { logReaderNotices() }
         try readers.read(socket, timeoutMilliseconds: 0)
-        guard readers.value < expectedReaders, !PipelineSignals.stopRequested else { return 0 }
+        guard connectedReaders < expectedReaders, !PipelineSignals.stopRequested else { return 0 }
         let started = Clocks.monotonicSeconds()
         if pausing {
             pauses += 1
-            log("\(stage): paused: \(readers.value) of \(expectedReaders) reader(s) connected on \(endpoint)")
+            log("\(stage): paused: \(connectedReaders) of \(expectedReaders) reader(s) connected on \(endpoint)")
         }
-        try readers.wait(socket, for: expectedReaders, logEveryPolls: 10) {
-            [stage, expectedReaders, endpoint, log] missing in
-            log("\(stage): waiting for \(missing) of \(expectedReaders) reader(s) on \(endpoint)")
+        let deadline = started + readerTimeoutSeconds
+        var quietPolls = 0
+        while connectedReaders < expectedReaders && !PipelineSignals.stopRequested
+            && Clocks.monotonicSeconds() < deadline
+        {
+            if try !readers.read(socket, timeoutMilliseconds: 500) {
+                quietPolls += 1
+                if quietPolls % 10 == 0 {
+                    let missing = missingReaders
+                    log(
+                        "\(stage): waiting for \(missing.joined(separator: ", ")) to connect to \(endpoint) "
+                            + "(\(connectedReaders) of \(expectedReaders) reader(s) connected); giving up "
+                            + "\(format(readerTimeoutSeconds, 0)) s after it began")
+                }
+            }
+            logReaderNotices()
         }
         let seconds = Clocks.monotonicSeconds() - started
+        if connectedReaders < expectedReaders && !PipelineSignals.stopRequested {
+            let missing = missingReaders
+            throw StageFailure(
+                "\(missing.joined(separator: ", ")) did not connect to \(endpoint) within "
+                    + "\(format(readerTimeoutSeconds, 0)) s (top-level reader_timeout_s): is the process running "
+                    + "\(missing.count == 1 ? "that stage" : "each of them") started, with this pipeline file?")
+        }
         if pausing {
             pausedSeconds += seconds
             log("\(stage): resumed after \(format(seconds, 2)) s")

@@ -6,8 +6,10 @@ import CZeroMQ
 struct StageWiring {
     var bind: String?
     var inputs: [(name: String, endpoint: String)]
-    /// Subscriptions to wait for before publishing (the stages reading this one).
-    var expectedSubscribers: Int
+    /// The stages reading this one: their subscriptions are waited for before publishing.
+    var readers: [String]
+    /// How long to wait for them before failing (`PipelineConfig.readerTimeoutSeconds`).
+    var readerTimeoutSeconds = PipelineConfig.defaultReaderTimeoutSeconds
     /// CURVE keys for tcp and ipc endpoints (inproc stays plain: it never leaves the process).
     var security: CurveSecurity? = nil
     /// How this stage packs the batches it publishes.
@@ -93,6 +95,7 @@ actor StageActor {
                 try s.makeCurveClient(serverPublicKey: security.server.publicKey, keys: security.client)
             }
             try s.subscribe([])
+            try s.subscribe(Publisher.readerMark(of: config.name))
             try s.connect(endpoint)
             inputs.append(s)
         }
@@ -107,8 +110,9 @@ actor StageActor {
         }
         defer { retransmitClients.forEach { $0?.close() } }
         var publisher = Publisher(
-            socket: output, stage: config.name, expectedReaders: wiring.expectedSubscribers,
-            endpoint: wiring.bind ?? "?", compression: wiring.compression, retained: retransmitServer?.buffer,
+            socket: output, stage: config.name, readers: wiring.readers,
+            readerTimeoutSeconds: wiring.readerTimeoutSeconds, endpoint: wiring.bind ?? "?",
+            compression: wiring.compression, retained: retransmitServer?.buffer,
             log: log)
         try publisher.waitForReaders(pausing: false)
 
@@ -157,9 +161,11 @@ actor StageActor {
                     + "\(retransmitServer!.endpoint)"
                     + (refused > 0 ? "; \(refused) request(s) refused: the client had used up its budget" : ""))
         }
-        // An incomplete input makes an incomplete output: the failure travels down the graph.
+        // An incomplete input makes an incomplete output: the failure travels down the graph. So does an
+        // abandoned run's: a source stopped because its parent died did not reach its end.
         try publisher.publish(
-            [WireFrame.endOfStream(from: config.name, failed: failedUpstream)], report: &report, counted: false)
+            [WireFrame.endOfStream(from: config.name, failed: failedUpstream || PipelineSignals.abandoned)],
+            report: &report, counted: false)
         if publisher.pauses > 0 {
             report.notes.append(
                 "paused \(publisher.pauses) time(s), \(format(publisher.pausedSeconds, 2)) s in all, while a "
@@ -262,7 +268,7 @@ struct InputReader {
                 if drained < 256 { try transform.inputDrained() }
             }
         }
-        transform.inputsComplete = upstreamFailed.isEmpty
+        transform.inputsComplete = upstreamFailed.isEmpty && !PipelineSignals.abandoned
         try transform.finish { try publisher.publish($0, report: &report) }
     }
 

@@ -60,10 +60,14 @@ public struct SettingSpec: Sendable {
     /// The value names a file the run writes: one that exists is refused before the run starts unless
     /// the run may overwrite (`--overwrite`).
     public let writesFile: Bool
+    /// The value names a recording the run creates: one that exists is refused before the run starts,
+    /// `--overwrite` or not (a recording is never replaced).
+    public let writesRecording: Bool
 
     init(
         _ name: String, _ kind: Kind, _ defaultValue: String?, _ help: String, unit: String = "",
-        choices: [String] = [], range: ClosedRange<Double>? = nil, namesTopics: Bool = false, writesFile: Bool = false
+        choices: [String] = [], range: ClosedRange<Double>? = nil, namesTopics: Bool = false, writesFile: Bool = false,
+        writesRecording: Bool = false
     ) {
         self.name = name
         self.kind = kind
@@ -74,6 +78,7 @@ public struct SettingSpec: Sendable {
         self.range = range
         self.namesTopics = namesTopics
         self.writesFile = writesFile
+        self.writesRecording = writesRecording
     }
 
     /// A rotation setting's value as it is stored: a rotation name, one of `choices` (tf), or

@@ -18,11 +18,11 @@ struct SettingEntry<Settings: DeclaredSettings>: @unchecked Sendable {
     private init(
         _ key: String, _ kind: SettingSpec.Kind, default text: String?, unit: String, help: String,
         choices: [String] = [], range: ClosedRange<Double>? = nil, namesTopics: Bool = false, writesFile: Bool = false,
-        read: @escaping (StageSettings, inout Settings) -> Void
+        writesRecording: Bool = false, read: @escaping (StageSettings, inout Settings) -> Void
     ) {
         spec = SettingSpec(
             key, kind, text, help, unit: unit, choices: choices, range: range, namesTopics: namesTopics,
-            writesFile: writesFile)
+            writesFile: writesFile, writesRecording: writesRecording)
         self.read = read
     }
 
@@ -69,11 +69,11 @@ struct SettingEntry<Settings: DeclaredSettings>: @unchecked Sendable {
     /// Text; `required` settings have no default (the file must give them).
     static func string(
         _ key: String, _ path: WritableKeyPath<Settings, String>, required: Bool = false, namesTopic: Bool = false,
-        choices: [String] = [], writesFile: Bool = false, _ help: String
+        choices: [String] = [], writesFile: Bool = false, writesRecording: Bool = false, _ help: String
     ) -> Self {
         Self(
             key, .string, default: required ? nil : defaults[keyPath: path], unit: "", help: help,
-            choices: choices, namesTopics: namesTopic, writesFile: writesFile
+            choices: choices, namesTopics: namesTopic, writesFile: writesFile, writesRecording: writesRecording
         ) { $1[keyPath: path] = $0.string(key) }
     }
 

@@ -13,6 +13,22 @@ struct SVGPlot {
     var annotations = ""
     /// Entries drawn above the plot area, right-aligned: label, colour, dashed.
     var legendEntries: [(label: String, color: String, dashed: Bool)] = []
+    /// The y ticks; nil: round values (`ticks`).
+    var yTickValues: [Double]?
+    /// Drawn beneath everything else in the plot area (shaded spans), and on top of everything
+    /// (their labels, notes), unclipped.
+    var underlay = "", overlay = ""
+
+    /// Left margin of every plot with time across: wide enough for the flags chart's row labels, so the
+    /// time axes of a report's plots line up.
+    static let timeAxisLeft = 200.0
+
+    /// A plot of `height` pixels with seconds `0...span` across, on the report's shared time axis.
+    static func timeSeries(height: Double, span: Double, y: ClosedRange<Double>) -> SVGPlot {
+        var p = SVGPlot(height: height, x: 0...span, y: y)
+        p.margin.left = timeAxisLeft
+        return p
+    }
 
     init(width: Double = 960, height: Double = 240, x: ClosedRange<Double>, y: ClosedRange<Double>) {
         self.width = width
@@ -199,6 +215,33 @@ struct SVGPlot {
         body += "<path id=\"\(id)\" d=\"\(d)\" stroke=\"\(color)\" stroke-opacity=\"0.35\" stroke-width=\"1\"/>\n"
     }
 
+    /// Time spans shaded over the plot's whole height, under the data, the first labelled at its top
+    /// left (the uncalibrated period).
+    mutating func shade(_ spans: [(Double, Double)], color: String, label: String, id: String) {
+        guard !spans.isEmpty else { return }
+        underlay += "<g id=\"\(id)\" fill=\"\(color)\">"
+        for (a, b) in spans {
+            let x0 = max(px(a), margin.left), x1 = min(max(px(b), x0 + 0.8), width - margin.right)
+            underlay +=
+                "<rect x=\"\(Self.n(x0))\" y=\"\(Self.n(margin.top))\" width=\"\(Self.n(x1 - x0))\" "
+                + "height=\"\(Self.n(plotHeight))\"/>"
+        }
+        underlay += "</g>\n"
+        let x = max(px(spans[0].0), margin.left) + 3
+        overlay +=
+            "<text class=\"shade-label\" x=\"\(Self.n(x))\" y=\"\(Self.n(margin.top + 11))\" font-size=\"10\" "
+            + "paint-order=\"stroke\" stroke=\"#fff\" stroke-width=\"3\" "
+            + "fill=\"#555\">\(label)</text>"
+    }
+
+    /// A note in the plot area's top right corner (what was clipped).
+    mutating func note(_ text: String, id: String) {
+        overlay +=
+            "<text id=\"\(id)\" x=\"\(Self.n(width - margin.right - 4))\" y=\"\(Self.n(margin.top + 11))\" "
+            + "font-size=\"10\" fill=\"#900\" text-anchor=\"end\" paint-order=\"stroke\" stroke=\"#fff\" "
+            + "stroke-width=\"3\">\(text)</text>"
+    }
+
     /// Shaded time spans (a flag being set), in one row of the plot's height band.
     mutating func spans(_ spans: [(Double, Double)], color: String, label: String, row: Int, rows: Int, id: String) {
         let h = plotHeight / Double(rows), y = margin.top + Double(row) * h
@@ -241,7 +284,8 @@ struct SVGPlot {
         var axes =
             "<clipPath id=\"\(clip)\"><rect x=\"\(margin.left)\" y=\"\(margin.top)\" width=\"\(Self.n(plotWidth))\" "
             + "height=\"\(Self.n(plotHeight))\"/></clipPath>"
-            + "<rect x=\"\(margin.left)\" y=\"\(margin.top)\" width=\"\(Self.n(plotWidth))\" "
+            + "<rect class=\"plot-area\" data-x-range=\"\(xRange.lowerBound) \(xRange.upperBound)\" "
+            + "x=\"\(margin.left)\" y=\"\(margin.top)\" width=\"\(Self.n(plotWidth))\" "
             + "height=\"\(Self.n(plotHeight))\" fill=\"none\" stroke=\"#999\"/>"
         for x in Self.ticks(xRange, count: width > 500 ? 8 : 4) {
             axes +=
@@ -251,7 +295,7 @@ struct SVGPlot {
                 + "text-anchor=\"middle\">\(Self.label(x))</text>"
         }
         if yTicks {
-            for y in Self.ticks(yRange, count: 5) {
+            for y in yTickValues ?? Self.ticks(yRange, count: 5) {
                 axes +=
                     "<line x1=\"\(Self.n(margin.left))\" x2=\"\(Self.n(width - margin.right))\" "
                     + "y1=\"\(Self.n(py(y)))\" y2=\"\(Self.n(py(y)))\" stroke=\"#eee\"/>"
@@ -274,6 +318,6 @@ struct SVGPlot {
         }
         return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width))\" height=\"\(Int(height))\" "
             + "viewBox=\"0 0 \(Int(width)) \(Int(height))\" font-family=\"sans-serif\">\(axes)\(annotations)\n"
-            + "<g clip-path=\"url(#\(clip))\">\n\(body)</g></svg>\n"
+            + "<g clip-path=\"url(#\(clip))\">\n\(underlay)\(body)</g>\(overlay)</svg>\n"
     }
 }

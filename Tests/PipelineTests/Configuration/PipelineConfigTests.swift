@@ -336,3 +336,43 @@ func existingOutputsRefused() throws {
     }
     #expect(try String(contentsOfFile: existing, encoding: .utf8) == "keep\n")
 }
+
+@Suite("Endpoints of concurrent runs and how long a stage waits for its readers")
+struct RunEndpointTests {
+    let text =
+        "name: p\nstages:\n  a:\n    type: simulator\n  b:\n    type: calibration\n    inputs: [a]\n"
+        + "  c:\n    type: csv\n    inputs: [b]\n    path: /dev/null\n"
+
+    @Test("a supervisor's run id gives default ipc endpoints of their own; anything else in it is ignored")
+    func runIdentity() throws {
+        let env = ["XDG_RUNTIME_DIR": "/run/user/7"]
+        #expect(try parse(text, env: env).stage(named: "b")?.endpoint == "ipc:///run/user/7/gyrocompass/p-b")
+        let run = env.merging([EndpointPolicy.runVariable: "4242"]) { a, _ in a }
+        #expect(try parse(text, env: run).stage(named: "b")?.endpoint == "ipc:///run/user/7/gyrocompass/p-4242-b")
+        let hostile = env.merging([EndpointPolicy.runVariable: "../../x"]) { a, _ in a }
+        #expect(try parse(text, env: hostile).stage(named: "b")?.endpoint == "ipc:///run/user/7/gyrocompass/p-b")
+    }
+
+    @Test("reader_timeout_s is read, bounded and defaults to a minute")
+    func readerTimeout() throws {
+        #expect(try parse(text).readerTimeoutSeconds == 60)
+        #expect(try parse("reader_timeout_s: 2.5\n" + text).readerTimeoutSeconds == 2.5)
+        for bad in ["0", "-1", "1e9", "soon"] {
+            let e = configError("reader_timeout_s: \(bad)\n" + text)
+            #expect(e?.message.contains("'reader_timeout_s' must be a number of seconds from 1 to 86400") == true)
+            #expect(e?.mark.line == 1)
+        }
+    }
+
+    @Test("reproducibility follows the chain from its source, for long chains too")
+    func reproducibleChains() throws {
+        var lines = ["stages:", "  s0: {type: simulator}", "  live: {type: lines}"]
+        for i in 1..<400 { lines.append("  s\(i): {type: calibration, inputs: [s\(i - 1)]}") }
+        lines.append("  both: {type: fusion, inputs: [s399, live]}")
+        lines.append("  c: {type: csv, inputs: [both], path: /dev/null}")
+        let config = try parse(lines.joined(separator: "\n") + "\n")
+        let reproducible = config.reproducibleStages()
+        #expect(reproducible.count == 400 && reproducible.contains("s399"))
+        #expect(!config.isReproducible("live") && !config.isReproducible("both") && !config.isReproducible("c"))
+    }
+}

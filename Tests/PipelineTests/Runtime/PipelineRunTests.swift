@@ -92,6 +92,7 @@ struct PipelineRunTests {
         try publisher.bind(upstream)
         let downstream = try BusSocket(context, .sub)
         try downstream.subscribe([])
+        try downstream.subscribe(Publisher.readerMark(of: "sink"))  // stands in for the stage 'sink'
         try downstream.connect(fusionEndpoint)
         let stage = Task { try await PipelineRunner.runStage(config, named: "fusion", log: log) }
         while try publisher.receive(timeoutMilliseconds: 100)?.first != 1 {}
@@ -278,6 +279,7 @@ struct PipelineRunTests {
             }
             var first = try BusSocket(context, .sub)
             try first.subscribe([])
+            try first.subscribe(Publisher.readerMark(of: "reader"))  // stands in for the stage 'reader'
             try first.connect(endpoint)
             var seen: [Double] = []
             while (seen.last ?? 0) - (seen.first ?? 0) < 0.3, let bytes = try first.receive(timeoutMilliseconds: 5000) {
@@ -287,6 +289,7 @@ struct PipelineRunTests {
             try await Task.sleep(for: .milliseconds(500))
             first = try BusSocket(context, .sub)
             try first.subscribe([])
+            try first.subscribe(Publisher.readerMark(of: "reader"))  // stands in for the stage 'reader'
             try first.connect(endpoint)
             var after: [Double] = []
             var ended = false

@@ -76,6 +76,52 @@ extension PipelineRunTests {
         PipelineSignals.requestStop(false)
     }
 
+    @Test("latest_only keeps the newest message of each topic: a slow reader still gets every status, then the end")
+    func latestOnlyKeepsEachTopic() async throws {
+        PipelineSignals.requestStop(false)
+        let endpoint = "ipc://\(dir)/latest"
+        let config = try PipelineConfig.parse(
+            """
+            stages:
+              sim: {type: simulator, rate_hz: 100, duration: 4, realtime: true, hard_iron_ut: [20, -10, 5]}
+              calibration: {type: calibration, inputs: [sim], online: true}
+              fusion: {type: fusion, inputs: [calibration]}
+              pub:
+                type: publish
+                inputs: [fusion]
+                bind: \(endpoint)
+                topics: [heading, calibration/status]
+                latest_only: true
+                wait_for_subscribers: 1
+            """, file: "t.yaml", environment: [:])
+        let context = BusContext()
+        let sub = try BusSocket(context, .sub)
+        try sub.subscribe(Array("heading\0".utf8))
+        try sub.subscribe(Array("calibration/status\0".utf8))
+        try sub.connect(endpoint)
+        async let run = PipelineRunner.runAll(config, log: { _ in })
+        var headings = 0, statuses = 0, ends: Set<String> = []
+        while ends.count < 2, let bytes = try sub.receive(timeoutMilliseconds: 3000) {
+            let frame = try WireFrame.decode(bytes)
+            if frame.isEndOfStream {
+                ends.insert(frame.topic)
+            } else if frame.topic == "heading" {
+                headings += 1
+            } else {
+                statuses += 1
+            }
+            usleep(20_000)  // 50 messages a second, half the headings' rate: they are superseded
+        }
+        let notes = try await run.first { $0.stage == "pub" }!.notes.joined()
+        // The calibration stage reports once a second (and when a fit is accepted): each status waits
+        // for the reader beside the newest heading instead of being replaced by it 10 ms later.
+        #expect(statuses >= 3, "\(statuses) statuses, \(headings) headings; \(notes)")
+        #expect(headings < 300 && notes.contains("superseded or dropped"), "\(headings); \(notes)")
+        #expect(ends == ["heading", "calibration/status"])
+        sub.close()
+        PipelineSignals.requestStop(false)
+    }
+
     @Test("the publish sink's diagnostics topic carries the health, changing as the run does")
     func publishDiagnostics() async throws {
         PipelineSignals.requestStop(false)

@@ -121,7 +121,15 @@ struct HealthDiagnostics {
         if flags.contains(.initialising) {
             (level, message) = (.warn, "initialising")
         } else if !accuracy.isFinite || accuracy > errorAccuracyDegrees {
-            (level, message) = (.error, "heading not usable: 95 % bound \(Self.text(accuracy, 1)) deg")
+            // The bound alone does not say why; the flags do, and what to do about it.
+            let why =
+                flags.contains(.magnetometerUncalibrated)
+                ? "the magnetometer is not calibrated yet, so the compass can be off by any angle; turn the "
+                    + "device through a figure eight"
+                : flags.contains(.gyroOnly) || flags.contains(.magnetometerRejected)
+                    ? "the magnetic field is disturbed and the gyro has held the heading too long"
+                    : "the filter has not settled"
+            (level, message) = (.error, "heading not usable: \(why) (95 % bound \(Self.text(accuracy, 1)) deg)")
         } else if accuracy > warnAccuracyDegrees {
             (level, message) = (.warn, "heading uncertain: 95 % bound \(format(accuracy, 1)) deg")
         } else if flags.contains(.gnssAided) {

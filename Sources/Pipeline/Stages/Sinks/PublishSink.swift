@@ -51,7 +51,7 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
             .choice("encoding", \.encoding, "payload encoding: ROS 2 CDR, or a JSON object"),
             .bool(
                 "latest_only", \.latestOnly,
-                "live use: never queue; a slow subscriber sees the newest message (drops counted)"),
+                "live use: never queue; a slow subscriber sees the newest message of each topic (drops counted)"),
             .choice(
                 "on_slow", \.onSlow,
                 "a subscriber whose queue is full: drop (it misses messages until it catches up; how often is "
@@ -95,7 +95,9 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
     let log: @Sendable (String) -> Void
     let stage: String
     var changeFilters: [String: HeadingChangeFilter] = [:]
-    var pending: [UInt8]?
+    /// latest_only: the newest message of each topic not sent yet, in the order they first waited (a
+    /// status sent once a second is not superseded by the next heading, only by the next status).
+    var pending: [(topic: String, bytes: [UInt8])] = []
     /// Frames on its topics; of those: sent, held back by min_change_deg, not sent while nobody
     /// subscribed, not sent because no subscription matched (on_slow: drop), superseded
     /// (latest_only) or dropped while stopping, not sent while the only subscriber they were for had
@@ -197,9 +199,9 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
         }
         guard subscribers.value > 0 else {
             withoutSubscriber += 1
-            if pending != nil {  // held for a subscriber who left
-                dropped += 1
-                pending = nil
+            if !pending.isEmpty {  // held for a subscriber who left
+                dropped += pending.count
+                pending.removeAll()
             }
             return false
         }
@@ -314,12 +316,13 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
         }
         let bytes = out.encoded()
         if settings.latestOnly {
-            if pending != nil { dropped += 1 }
-            pending = bytes
-            if try socket.send(pending!, blocking: false) {
-                pending = nil
-                sent += 1
+            if let i = pending.firstIndex(where: { $0.topic == out.topic }) {
+                dropped += 1
+                pending[i].bytes = bytes
+            } else {
+                pending.append((out.topic, bytes))
             }
+            try sendPending()
         } else {
             while try !socket.send(bytes, blocking: false) {
                 // Stopping: a subscriber that does not read must not hold the run (1 ms per frame would).
@@ -333,15 +336,20 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
         }
     }
 
+    /// latest_only: sends what waits, oldest first, until the subscriber's queue is full.
+    func sendPending() throws {
+        while let first = pending.first, try socket.send(first.bytes, blocking: false) {
+            pending.removeFirst()
+            sent += 1
+        }
+    }
+
     func close() throws {
         // The health at the end of the run, so a short replay reports at least once.
         if !settings.diagnosticsTopic.isEmpty, health.heading != nil { try? publishDiagnostics(final: true) }
-        if let p = pending, try socket.send(p, blocking: false) {
-            sent += 1
-            pending = nil
-        } else if pending != nil {
-            dropped += 1
-        }
+        try sendPending()
+        dropped += pending.count
+        pending.removeAll()
         // Subscribers learn that the stream ended: one end-of-stream frame per topic (they filter by
         // topic). The only subscriber, if its queue is full (the last frames may have filled it
         // without a refused send to say so), has room again once it has read what the socket buffers
@@ -352,14 +360,16 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
         // rather than held for.
         var stuckAtEnd = false
         if subscribers.value > 0 {
-            let lone = subscribers.value == 1  // full now, or filled by the last frames sent
+            // One connection, however many topics it subscribes to (a watch takes five): full now, or
+            // filled by the last frames sent. Several get a quarter of a second in all.
+            let lone = subscribers.connections == 1
             let now = Clocks.coarseMonotonicSeconds()
             let notReading = fullQueues.contains { now - $0.value.since > 1 || !readDown.contains($0.key) }
-            let deadline = Clocks.monotonicSeconds() + (lone ? (notReading ? 0.05 : 0.5) : 0)
+            let deadline = Clocks.monotonicSeconds() + (lone ? (notReading ? 0.05 : 0.5) : 0.25)
             for topic in settings.sentTopics where !stuckAtEnd {
                 let end = WireFrame(topic: topic, type: WireFrame.endOfStreamType, encoding: "none", payload: [])
                 while try !socket.send(end.encoded(), blocking: false) {
-                    guard lone, Clocks.monotonicSeconds() < deadline else {
+                    guard Clocks.monotonicSeconds() < deadline else {
                         stuckAtEnd = lone
                         break
                     }

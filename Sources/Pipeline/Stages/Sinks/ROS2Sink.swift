@@ -19,6 +19,9 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
         var namespace = "/"
         /// ROS topics ("" = not published).
         var imuTopic = "imu/data", headingTopic = "heading", quaternionTopic = "heading/quaternion"
+        /// The sensor readings as they arrive (imu/data_raw, imu/mag), for a ROS 2 graph fed by a simulated
+        /// or recorded sensor ("" = not published).
+        var rawImuTopic = "", magnetometerTopic = ""
         /// QoS of every writer, written the ROS 2 way (`ROS2QoS.syntax`).
         var qosText = "default"
         /// Publish fixed_frame -> IMU frame on /tf.
@@ -54,6 +57,14 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
             .string(
                 "quaternion_topic", \.quaternionTopic,
                 "ROS topic for the heading as geometry_msgs/msg/QuaternionStamped ('' = none)"),
+            .string(
+                "raw_imu_topic", \.rawImuTopic,
+                "ROS topic for the raw IMU readings it reads (imu/data_raw, sensor_msgs/msg/Imu) ('' = none): a "
+                    + "simulated or recorded sensor for a ROS 2 graph"),
+            .string(
+                "mag_topic", \.magnetometerTopic,
+                "ROS topic for the magnetometer readings it reads (imu/mag, sensor_msgs/msg/MagneticField) ('' = none)"
+            ),
             .string("qos", \.qosText, "QoS of every writer: " + ROS2QoS.syntax),
             .bool("publish_tf", \.publishTF, "publish fixed_frame -> IMU frame on /tf (tf2_msgs/msg/TFMessage)"),
             .string("fixed_frame", \.fixedFrame, "parent frame of the /tf transform"),
@@ -96,7 +107,9 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
 
     static let type = StageType(
         name: "ros2_sink", role: .sink,
-        summary: "the fused orientation and heading on ROS 2 topics over DDS (imu/data, heading, /tf)",
+        summary:
+            "the fused orientation and heading on ROS 2 topics over DDS (imu/data, heading, /tf), or the readings it "
+            + "reads (imu/data_raw, imu/mag)",
         settings: Settings.table, restart: .joinsLive,
         check: { settings, _ in
             ROS2Settings.check(
@@ -104,6 +117,7 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
                 topics: [
                     "imu_topic": settings.imuTopic, "heading_topic": settings.headingTopic,
                     "quaternion_topic": settings.quaternionTopic, "diagnostics_topic": settings.diagnosticsTopic,
+                    "raw_imu_topic": settings.rawImuTopic, "mag_topic": settings.magnetometerTopic,
                 ], namespace: settings.namespace)
         }
     ) { settings, context in try ROS2Sink(settings, stage: context.stage, log: context.log) }
@@ -115,8 +129,10 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
     let discovery: EndpointDiscovery
     var imuWriter: SerializedWriter?, headingWriter: SerializedWriter?, quaternionWriter: SerializedWriter?
     var tfWriter: SerializedWriter?, diagnosticsWriter: SerializedWriter?
+    var rawImuWriter: SerializedWriter?, magnetometerWriter: SerializedWriter?
     var writers: [SerializedWriter] {
-        [imuWriter, headingWriter, quaternionWriter, tfWriter, diagnosticsWriter].compactMap { $0 }
+        [imuWriter, headingWriter, quaternionWriter, tfWriter, diagnosticsWriter, rawImuWriter, magnetometerWriter]
+            .compactMap { $0 }
     }
     var health = HealthDiagnostics()
     var lastDiagnostics = 0.0
@@ -152,6 +168,8 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
             imuWriter = try writer(settings.imuTopic, ImuMessage.typeName, qos)
             headingWriter = try writer(settings.headingTopic, HeadingMessage.typeName, qos)
             quaternionWriter = try writer(settings.quaternionTopic, QuaternionStampedMessage.typeName, qos)
+            rawImuWriter = try writer(settings.rawImuTopic, ImuMessage.typeName, qos)
+            magnetometerWriter = try writer(settings.magnetometerTopic, MagneticFieldMessage.typeName, qos)
             // tf2's broadcaster QoS: reliable, volatile, keep last 100.
             var tfQoS = ROS2QoS.rosDefault
             tfQoS.history = .keepLast(100)
@@ -198,6 +216,14 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
     func consume(_ frame: consuming WireFrame) throws {
         if diagnosticsWriter != nil { try observeHealth(frame) }
         switch frame.topic {
+        case PipelineTopics.imuRaw:
+            guard rawImuWriter != nil else { return }
+            try requireCDR(frame, ImuMessage.typeName)
+            try write(frame.payload, rawImuWriter)
+        case PipelineTopics.magnetometer:
+            guard magnetometerWriter != nil else { return }
+            try requireCDR(frame, MagneticFieldMessage.typeName)
+            try write(frame.payload, magnetometerWriter)
         case PipelineTopics.imuFused:
             guard imuWriter != nil || tfWriter != nil else { return }
             try requireCDR(frame, ImuMessage.typeName)

@@ -28,7 +28,9 @@ final class RecordSink: StageLogic, SinkLogic, @unchecked Sendable {
         }
 
         static let table = SettingTable<Settings>([
-            .string("path", \.path, required: true, "rosbag2 directory (or .mcap / .db3 file) to create"),
+            .string(
+                "path", \.path, required: true, writesRecording: true,
+                "rosbag2 directory (or .mcap / .db3 file) to create"),
             .choice("storage", \.storage, "storage of a directory"),
             .choice("compression", \.compression, "MCAP chunk compression"),
             .strings("topics", \.topics, namesTopics: true, "topics to record"),

@@ -23,13 +23,25 @@ struct ReportPage {
             estimateTimes: sink.fusedT, estimates: sink.fused, boundTimes: boundTimes, bounds: sink.accuracy)
     }
 
-    static let flagRows: [(UInt16, String, String)] = [
-        (FusionFlags.initialising.rawValue, "initialising", "#999"),
-        (FusionFlags.atRest.rawValue, "at rest", "#4a9"),
-        (FusionFlags.accelerationRejected.rawValue, "acceleration rejected", "#e80"),
-        (FusionFlags.magnetometerRejected.rawValue, "disturbance (magnetometer rejected)", "#d33"),
-        (FusionFlags.gyroOnly.rawValue, "gyro only", "#a3c"),
+    /// Every flag the filter can raise, as the flags chart draws it: bit, label, colour, element id.
+    static let flagRows: [(UInt16, String, String, String)] = FusionFlags.names.map { flag, name in
+        let label = flagLabels[name] ?? name.replacingOccurrences(of: "_", with: " ")
+        return (flag.rawValue, label, flagColors[name] ?? "#888", "flag-" + name)
+    }
+    static let flagLabels = [
+        "magnetometer_rejected": "disturbance (magnetometer rejected)",
+        "magnetic_strength": "reason: field strength", "magnetic_dip": "reason: dip",
+        "magnetic_gyro_inconsistent": "reason: compass vs gyro", "magnetic_reference_changed": "new field reference",
+        "compass_gnss_disagree": "compass disagrees with GNSS",
     ]
+    static let flagColors = [
+        "initialising": "#999", "at_rest": "#4a9", "acceleration_rejected": "#e80", "magnetometer_rejected": "#d33",
+        "gyro_only": "#a3c", "magnetic_strength": "#e77", "magnetic_dip": "#e77", "magnetic_gyro_inconsistent": "#e77",
+        "magnetic_reference_changed": "#37a", "filter_reset": "#000", "magnetometer_uncalibrated": "#777",
+        "gnss_aided": "#2a9d3a", "compass_gnss_disagree": "#c0c",
+    ]
+    /// The shade of the uncalibrated period on every time plot.
+    static let uncalibratedShade = "#ececec"
 
     /// Series colours: the estimate blue, the truth orange, bounds light blue, errors red, the compared
     /// run green.
@@ -43,12 +55,45 @@ struct ReportPage {
 
     /// The comparison with the reference, computed once per page.
     let scoredOnce: Scored?
+    /// When no calibration was applied (the filter's `magnetometer_uncalibrated`), seconds from the
+    /// first heading: shaded on every time plot and scored apart.
+    let uncalibrated: [(Double, Double)]
 
     init(sink: ReportSink, relative: [Double], span: Double) {
         self.sink = sink
         self.relative = relative
         self.span = span
         scoredOnce = Self.score(sink)
+        uncalibrated = sink.spans(FusionFlags.magnetometerUncalibrated.rawValue)
+    }
+
+    /// A plot on the report's shared time axis, the uncalibrated period shaded.
+    func timePlot(height: Double, y: ClosedRange<Double>, id: String) -> SVGPlot {
+        var p = SVGPlot.timeSeries(height: height, span: span, y: y)
+        p.shade(uncalibrated, color: Self.uncalibratedShade, label: "uncalibrated", id: "uncalibrated-" + id)
+        return p
+    }
+
+    func isUncalibrated(at time: Double) -> Bool { uncalibrated.contains { time >= $0.0 && time <= $0.1 } }
+
+    /// The heading errors (signed, degrees) at `times` (seconds from the first heading), split into
+    /// those while uncalibrated and the rest.
+    func splitByCalibration(times: [Double], _ values: [Double]) -> (uncalibrated: [Double], calibrated: [Double]) {
+        var before: [Double] = [], after: [Double] = []
+        for (t, v) in zip(times, values) {
+            if isUncalibrated(at: t) { before.append(v) } else { after.append(v) }
+        }
+        return (before, after)
+    }
+
+    /// The comparison's times as seconds from the first heading.
+    func errorTimesFromStart(_ e: Scored) -> [Double] {
+        guard let t0 = sink.t.first else { return [] }
+        return e.errorTimes.map { $0 - (t0 - 1_700_000_000) }
+    }
+
+    static func rms(_ v: [Double]) -> Double {
+        v.isEmpty ? .nan : (v.reduce(0) { $0 + $1 * $1 } / Double(v.count)).squareRoot()
     }
 
     /// The value below which `fraction` of `sorted` lies (nearest rank).
@@ -92,9 +137,7 @@ struct ReportPage {
         if !accuracies.isEmpty {
             rows.append(("95 % accuracy, median", "\(format(Self.percentile(accuracies, 0.5), 2)) deg"))
         }
-        for (flag, name, _) in Self.flagRows + [
-            (FusionFlags.magneticGyroInconsistent.rawValue, "gyro-inconsistent field", "")
-        ] {
+        for (flag, name, _, _) in Self.flagRows {
             let share = Double(s.flags.filter { $0 & flag != 0 }.count) / Double(max(1, s.flags.count))
             rows.append(("time " + name, "\(format(100 * share, 1)) %"))
         }
@@ -108,9 +151,20 @@ struct ReportPage {
             rows.append(("magnetometer readings left out", shares.joined(separator: "; ")))
         }
         if let e = scoredOnce {
+            if !uncalibrated.isEmpty {
+                let split = splitByCalibration(times: errorTimesFromStart(e), e.signedHeadingErrors)
+                let seconds = uncalibrated.reduce(0) { $0 + $1.1 - $1.0 }
+                rows.append(
+                    (
+                        "heading RMSE, calibrated / uncalibrated",
+                        "<b>\(format(Self.rms(split.calibrated), 3)) deg</b> calibrated (\(split.calibrated.count) "
+                            + "samples) / \(format(Self.rms(split.uncalibrated), 3)) deg while uncalibrated "
+                            + "(\(format(seconds, 1)) s, shaded on the plots)"
+                    ))
+            }
             rows.append(
                 (
-                    "RMSE against the truth (BROAD's definition)",
+                    "RMSE against the truth over the whole run (BROAD's definition)",
                     "total \(format(e.total, 3)), heading \(format(e.heading, 3)), inclination "
                         + "\(format(e.inclination, 3)) deg"
                 ))
@@ -171,35 +225,47 @@ struct ReportPage {
     }
 
     /// Signed heading error with the reported bound as +-band, and the inclination error: scaled to the
-    /// data and the bound, with gaps in the truth left as gaps.
+    /// calibrated part (an uncalibrated start can be off by any angle; it is clipped and says so), with
+    /// gaps in the truth left as gaps.
     func errorPlots() -> String {
-        guard let e = scoredOnce, let t0 = sink.t.first else { return "" }
-        let offset = t0 - 1_700_000_000
-        let times = e.errorTimes.map { $0 - offset }
-        let absolute = e.headingErrors.sorted()
-        let bounds = sink.accuracy.filter { $0.isFinite && $0 < 180 }.sorted()
-        let top = min(180, max(1, Self.percentile(absolute, 0.99), Self.percentile(bounds, 0.5)) * 1.2)
-        var p = SVGPlot(height: 240, x: 0...span, y: -top...top)
+        guard let e = scoredOnce else { return "" }
+        let times = errorTimesFromStart(e)
+        let split = splitByCalibration(times: times, e.signedHeadingErrors)
+        let scaled = (split.calibrated.isEmpty ? split.uncalibrated : split.calibrated).map(abs).sorted()
+        let bounds = zip(relative, sink.accuracy).filter { $0.1.isFinite && $0.1 < 180 && !isUncalibrated(at: $0.0) }
+            .map(\.1).sorted()
+        let top = min(180, max(1, Self.percentile(scaled, 0.99), Self.percentile(bounds, 0.5)) * 1.2)
+        var p = timePlot(height: 240, y: -top...top, id: "heading-error")
         p.band(relative, low: sink.accuracy.map { -$0 }, high: sink.accuracy, color: Self.boundColor, id: "error-bound")
         p.horizontal(0, color: "#999")
         p.line(times, e.signedHeadingErrors, color: Self.errorColor, id: "heading-error", gap: 0.1)
         p.legend("heading error (estimate - truth)", color: Self.errorColor)
         p.legend("reported 95 % bound", color: Self.boundColor)
+        if let largest = e.signedHeadingErrors.map(abs).max(), largest > top {
+            p.note(
+                "clipped at +-\(format(top, 1)): errors reach \(format(largest, 1)) deg", id: "heading-error-clipped")
+        }
         var out = p.svg(
             title: "Heading error against the truth, signed, with the reported 95 % bound", xLabel: "s",
             yLabel: "deg", clip: "clip-heading-error")
         let inclinations = e.inclinationErrors.sorted()
         let inclinationTop = max(0.5, Self.percentile(inclinations, 0.99) * 1.2)
-        var q = SVGPlot(height: 200, x: 0...span, y: 0...inclinationTop)
+        var q = timePlot(height: 200, y: 0...inclinationTop, id: "inclination-error")
         q.line(times, e.inclinationErrors, color: "#7a3", id: "inclination-error", gap: 0.1)
         q.legend("inclination error (roll and pitch together)", color: "#7a3")
+        if let largest = inclinations.last, largest > inclinationTop {
+            q.note(
+                "clipped at \(format(inclinationTop, 1)): errors reach \(format(largest, 1)) deg",
+                id: "inclination-error-clipped")
+        }
         out += q.svg(
             title: "Inclination error against the truth", xLabel: "s", yLabel: "deg", clip: "clip-inclination-error")
         return out
     }
 
     func headingPlot() -> String {
-        var p = SVGPlot(height: 260, x: 0...span, y: 0...360)
+        var p = timePlot(height: 260, y: 0...360, id: "heading")
+        p.yTickValues = [0, 90, 180, 270, 360]
         p.circularBand(
             relative, centre: sink.heading, halfWidth: sink.accuracy, color: Self.boundColor, id: "accuracy-band")
         p.line(relative, sink.heading, color: Self.estimateColor, id: "heading", wrap: 180)
@@ -225,12 +291,9 @@ struct ReportPage {
     }
 
     func flagPlot() -> String {
-        var p = SVGPlot(height: 60 + 20 * Double(Self.flagRows.count), x: 0...span, y: 0...1)
-        p.margin.left = 200
-        for (row, (flag, name, color)) in Self.flagRows.enumerated() {
-            p.spans(
-                sink.spans(flag), color: color, label: name, row: row, rows: Self.flagRows.count,
-                id: "flag-" + name.split(separator: " ").first!.lowercased())
+        var p = SVGPlot.timeSeries(height: 60 + 18 * Double(Self.flagRows.count), span: span, y: 0...1)
+        for (row, (flag, name, color, id)) in Self.flagRows.enumerated() {
+            p.spans(sink.spans(flag), color: color, label: name, row: row, rows: Self.flagRows.count, id: id)
         }
         return p.svg(
             title: "What the filter was doing", xLabel: "s", yLabel: "flags", yTicks: false, clip: "clip-flags")
@@ -247,7 +310,7 @@ struct ReportPage {
             let lo = min(Self.percentile(finite, 0.005), expected ?? .infinity)
             let hi = max(Self.percentile(finite, 0.995), expected ?? -.infinity)
             let pad = max(1, (hi - lo) * 0.1)
-            var p = SVGPlot(height: 200, x: 0...span, y: (lo.isFinite ? lo - pad : 0)...(hi.isFinite ? hi + pad : 1))
+            var p = timePlot(height: 200, y: (lo.isFinite ? lo - pad : 0)...(hi.isFinite ? hi + pad : 1), id: id)
             p.line(relative, values, color: color, id: id)
             p.legend("measured", color: color)
             if let e = expected {
@@ -331,7 +394,7 @@ struct ReportPage {
         let rel = sink.biasT.map { $0 - t0 }
         let values = sink.bias.flatMap { [$0.x, $0.y, $0.z] }.map { $0 * 1000 }.filter(\.isFinite)
         let lo = values.min() ?? -1, hi = values.max() ?? 1, pad = max(0.05, (hi - lo) * 0.1)
-        var p = SVGPlot(height: 200, x: 0...span, y: (lo - pad)...(hi + pad))
+        var p = timePlot(height: 200, y: (lo - pad)...(hi + pad), id: "bias")
         for (i, (color, axis)) in [("#d33", "x"), ("#3a3", "y"), ("#36c", "z")].enumerated() {
             p.line(rel, sink.bias.map { 1000 * (i == 0 ? $0.x : i == 1 ? $0.y : $0.z) }, color: color, id: "bias-\(i)")
             p.legend(axis, color: color)
@@ -423,7 +486,8 @@ struct ReportPage {
         <html lang="en"><head><meta charset="utf-8"><title>\(escape(sink.settings.title))</title>
         <style>body{font-family:sans-serif;margin:24px;max-width:1000px}table{border-collapse:collapse;margin:8px 0}
         th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px}
-        svg{display:block;margin:14px 0}.incomplete{background:#fdd;border:2px solid #c00;padding:8px;font-weight:bold}
+        svg{display:block;margin:14px 0;max-width:100%;height:auto}
+        .incomplete{background:#fdd;border:2px solid #c00;padding:8px;font-weight:bold}
         </style>
         </head><body>
         <!--STATUS-->
