@@ -23,3 +23,13 @@
 
 /// Standard gravity, m/s^2 (CGPM 1901).
 public let standardGravity = 9.80665
+
+/// The earth's field where nothing better is known yet (no site, no reference learned): mid-latitude
+/// values, where most users are, used only to size allowances and first guesses until the site's own
+/// field is known. The field is 25-65 uT and its dip 0-90 degrees over the globe.
+public enum TypicalEarthField {
+    /// Strength, microtesla (Europe and North America: 45-55).
+    public static let strengthMicrotesla = 50.0
+    /// Dip below the horizon, degrees (the same latitudes: 60-70).
+    public static let dipDegrees = 60.0
+}

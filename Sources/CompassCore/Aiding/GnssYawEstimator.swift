@@ -12,7 +12,7 @@ public struct GnssYawEstimatorSettings: Sendable, Equatable {
     public var hypotheses = 8
     /// Error of the horizontal specific force each hypothesis integrates, m/s^2 per root hertz: the
     /// accelerometer's noise and vibration, and the tilt error's share of gravity (a degree of tilt is
-    /// 0.17 m/s^2). Default 0.5.
+    /// 0.17 m/s^2). Default 0.2.
     public var forceNoiseDensity = 0.2
     /// How fast the true heading can leave the filter's gyro-carried heading, rad/s per root hertz:
     /// the gyro bias the filter has not learned (0.3 deg/s is 0.005 rad/s). Default 0.01.

@@ -70,7 +70,8 @@ public struct CalibrationCheck: Sendable {
         guard finding == nil, let fit, fit.model != .asIs, fit.model != .gravityAided else { return nil }
         let shift =
             headingChangeDegrees(fit.calibration)
-            ?? Self.headingShiftDegrees(fit.calibration, dipDegrees: calibrator.calibratedDipDegrees ?? 60)
+            ?? Self.headingShiftDegrees(
+                fit.calibration, dipDegrees: calibrator.calibratedDipDegrees ?? TypicalEarthField.dipDegrees)
         guard shift > settings.maximumHeadingShiftDegrees else { return nil }
         finding = Finding(fit: fit, headingShiftDegrees: shift, time: time)
         return finding

@@ -175,7 +175,7 @@ public enum GravityAidedHardIronFit {
         } else {
             let mean = readings.reduce(Vector3.zero) { $0 + $1.field } / n
             let up = (readings.reduce(Vector3.zero) { $0 + $1.up } / n).normalized ?? Vector3(0, 0, 1)
-            c = mean + up * (b0 * sin(60 * radiansPerDegree))
+            c = mean + up * (b0 * sin(TypicalEarthField.dipDegrees * radiansPerDegree))
         }
         var strength = b0
         var vertical = readings.reduce(0.0) { $0 + ($1.field - c).dot($1.up) } / n

@@ -104,7 +104,8 @@ public struct ComplementaryFilter: Sendable {
     @inline(__always)
     mutating func refreshUnseenVariance() {
         unseen.refresh(
-            fraction: settings.unseenDisturbanceFraction, dipDegrees: magneticGate.referenceDipDegrees ?? 60)
+            fraction: settings.unseenDisturbanceFraction,
+            dipDegrees: magneticGate.referenceDipDegrees ?? TypicalEarthField.dipDegrees)
     }
 
     /// The part of the uncertainty that grows while the compass is not used (bias and scale errors),

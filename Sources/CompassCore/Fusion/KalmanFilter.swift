@@ -664,7 +664,7 @@ public struct KalmanFilter: Sendable {
     mutating func refreshUnseenVariance() {
         unseen.refresh(
             fraction: settings.useMagnetometer ? settings.unseenDisturbanceFraction : 0,
-            dipDegrees: magneticGate.referenceDipDegrees ?? 60)
+            dipDegrees: magneticGate.referenceDipDegrees ?? TypicalEarthField.dipDegrees)
     }
 
     /// Always inlined: as a call it copied the whole filter (1.5 KB) per sample.

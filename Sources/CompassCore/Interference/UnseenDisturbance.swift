@@ -120,7 +120,7 @@ public enum UnseenDisturbance {
         mutating func refreshSensorFixed() {
             let noise = UnseenDisturbance.compassNoiseRadians
             let steepest = UnseenDisturbance.steepestDipDegrees
-            let cosDip = cos(min(abs(dip.isFinite ? dip : 60), steepest) * radiansPerDegree)
+            let cosDip = cos(min(abs(dip.isFinite ? dip : TypicalEarthField.dipDegrees), steepest) * radiansPerDegree)
             sensorFixed.refresh(
                 priorSigmaRadians: priorDegrees2.squareRoot() * radiansPerDegree,
                 headingNoiseRadians: noise, fieldNoiseRadians: noise / cosDip)

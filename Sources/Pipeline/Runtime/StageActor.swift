@@ -1,6 +1,5 @@
 import Foundation
 import MessageBus
-import CZeroMQ
 
 /// Where a stage publishes and what it connects to.
 struct StageWiring {
@@ -89,7 +88,7 @@ actor StageActor {
         defer { inputs.forEach { $0.close() } }
         for (_, endpoint) in wiring.inputs {
             let s = try BusSocket(context, .sub)
-            try s.setOption(ZMQ_RCVHWM, Self.highWaterMark)
+            try s.set(.receiveHighWaterMark, Self.highWaterMark)
             try s.limitMessages(toBytes: maximumMessageBytes)
             if let security = wiring.security, !endpoint.hasPrefix("inproc://") {
                 try s.makeCurveClient(serverPublicKey: security.server.publicKey, keys: security.client)

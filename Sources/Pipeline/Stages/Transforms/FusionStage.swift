@@ -322,12 +322,12 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         // turn the compass a little renew it once their sum matters, and not at every refit.
         var shift = 0.0
         if let p = previous {
-            let radius = c.fieldStrength.isFinite ? c.fieldStrength : 50
+            let radius = c.fieldStrength.isFinite ? c.fieldStrength : TypicalEarthField.strengthMicrotesla
             func moved(from a: CalibrationStatusMessage) -> Double { CalibrationShift.moved(from: a, to: c) }
             let sameStrength = p.fieldStrength == c.fieldStrength || (p.fieldStrength.isNaN && c.fieldStrength.isNaN)
             if calibrated == wasCalibrated && !(moved(from: p) > 1e-9) && sameStrength { return }
             let distance = moved(from: renewedFor ?? p)
-            let dip = (gate.referenceDipDegrees ?? 60) * radiansPerDegree
+            let dip = (gate.referenceDipDegrees ?? TypicalEarthField.dipDegrees) * radiansPerDegree
             let horizontal = max(radius * cos(dip), 1e-3)
             shift = distance.isFinite ? min(Double.pi, distance / horizontal) : .pi
         }
@@ -441,7 +441,10 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
                 magnetometer: index)
             return
         }
-        guard let shift = CalibrationShift.radians(from: p, to: c, dipDegrees: gate.referenceDipDegrees ?? 60) else {
+        guard
+            let shift = CalibrationShift.radians(
+                from: p, to: c, dipDegrees: gate.referenceDipDegrees ?? TypicalEarthField.dipDegrees)
+        else {
             return
         }
         filter.noteCalibration(
@@ -828,7 +831,7 @@ enum CalibrationShift {
     /// How far the calibrated field can have moved, microtesla: the offset change plus the soft-iron
     /// change (Frobenius) times the radius.
     static func moved(from a: CalibrationStatusMessage, to c: CalibrationStatusMessage) -> Double {
-        let radius = c.fieldStrength.isFinite ? c.fieldStrength : 50
+        let radius = c.fieldStrength.isFinite ? c.fieldStrength : TypicalEarthField.strengthMicrotesla
         let softIronChange = zip(a.softIron.array, c.softIron.array).reduce(0.0) { $0 + ($1.0 - $1.1) * ($1.0 - $1.1) }
         return (a.hardIron - c.hardIron).norm + softIronChange.squareRoot() * radius
     }
@@ -840,7 +843,7 @@ enum CalibrationShift {
         let sameStrength = p.fieldStrength == c.fieldStrength || (p.fieldStrength.isNaN && c.fieldStrength.isNaN)
         let distance = moved(from: p, to: c)
         if applied(p) == applied(c) && !(distance > 1e-9) && sameStrength { return nil }
-        let radius = c.fieldStrength.isFinite ? c.fieldStrength : 50
+        let radius = c.fieldStrength.isFinite ? c.fieldStrength : TypicalEarthField.strengthMicrotesla
         let horizontal = max(radius * cos(dipDegrees * radiansPerDegree), 1e-3)
         return distance.isFinite ? min(Double.pi, distance / horizontal) : .pi
     }
