@@ -42,6 +42,14 @@ enum ROS2Command {
         ],
         examples: ["fusion-node ros2 list --wait 2"])
 
+    /// Why nothing arrives on `topic`, with the nearest topic discovery sees when one is close ("did you
+    /// mean '/heading'?" for /headings).
+    static func whyNothing(_ discovery: EndpointDiscovery, _ topic: ROS2Topic, domain: UInt32) -> String {
+        let why = discovery.whyNoPublisher(for: topic, domainId: domain)
+        let seen = Set(discovery.all.compactMap { ROS2Names.rosTopic(ofDDSTopic: $0.ddsTopic) })
+        return why + didYouMean(topic.name, in: seen.filter { $0 != topic.name }.sorted())
+    }
+
     static func run(_ args: [String]) throws -> ExitCode {
         switch args.first {
         case "echo": return try echo(Array(args.dropFirst()))
@@ -109,7 +117,7 @@ enum ROS2Command {
                 warnedAt = now
                 let anyType = try ROS2Topic(name, type: "unknown/msg/Unknown", qos: qos)
                 writeStandardError(
-                    "fusion-node: \(discovery.whyNoPublisher(for: anyType, domainId: domain)); "
+                    "fusion-node: \(whyNothing(discovery, anyType, domain: domain)); "
                         + "waiting (--type TYPE subscribes without waiting)\n")
             }
             usleep(20_000)
@@ -137,7 +145,7 @@ enum ROS2Command {
                         reader.matchedWriters > 0
                         ? "\(name): \(reader.matchedWriters) publisher(s) matched, nothing sent for "
                             + "\(format(now - lastArrival, 0)) s"
-                        : discovery.whyNoPublisher(for: topic, domainId: domain)
+                        : whyNothing(discovery, topic, domain: domain)
                     writeStandardError("fusion-node: \(why)\n")
                 }
                 continue

@@ -528,3 +528,20 @@ stages:
     assert len(headings) == 4000, len(headings)
     rmse = heading_rmse(headings, truth, skip=500)
     assert rmse < 1.0, rmse
+
+
+def test_ros2_echo_of_a_misspelt_topic_suggests_the_one_published(node):
+    """`ros2 echo /imu/mags` beside a publisher of /imu/mag: the wait names the nearest topic discovery sees,
+    then gives up at --timeout (exit 1)."""
+    domain = next(DOMAINS)
+    sensor = subprocess.Popen([str(node), '--config', str(ROOT / 'Pipelines' / 'ros2-simulated-sensor.yaml')],
+                              env={**os.environ, 'ROS_DOMAIN_ID': str(domain), 'DURATION': '15'},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        r = subprocess.run([str(node), 'ros2', 'echo', '/imu/mags', '--domain-id', str(domain), '--timeout', '7'],
+                           capture_output=True, text=True, timeout=60)
+    finally:
+        sensor.terminate()
+        sensor.wait(timeout=30)
+    assert r.returncode == 1, r.stderr
+    assert "(did you mean '/imu/mag'?)" in r.stderr and 'giving up' in r.stderr, r.stderr
