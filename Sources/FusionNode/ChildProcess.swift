@@ -12,13 +12,9 @@ func spawnSelf(_ arguments: [String], stdout: Int32? = nil) throws -> pid_t {
     let argv: [String] = [CommandLine.arguments[0]] + arguments
     var cArgs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
     defer { cArgs.forEach { free($0) } }
-    var cEnvironment: [UnsafeMutablePointer<CChar>?] = []
-    var p = environ
-    while let entry = p.pointee {
-        if !String(cString: entry).hasPrefix(parentPidVariable + "=") { cEnvironment.append(strdup(entry)) }
-        p += 1
-    }
-    cEnvironment += [strdup("\(parentPidVariable)=\(getpid())"), nil]
+    var environment = PipelineCommand.environment
+    environment[parentPidVariable] = String(getpid())
+    var cEnvironment: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
     defer { cEnvironment.forEach { free($0) } }
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)

@@ -391,19 +391,8 @@ def test_stage_processes_end_when_their_supervisor_is_killed(node):
     assert len(children) == 6
     p.kill()
     p.wait()
-
-    def running(pid):                             # neither gone nor a zombie waiting for init to reap it
-        try:
-            return Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[0] != 'Z'
-        except (FileNotFoundError, ProcessLookupError):
-            return False
-
-    deadline = time.monotonic() + 15
-    alive = children
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.2)
-        alive = [c for c in alive if running(c)]
-    assert alive == []
+    from test_hostile_surfaces import processes_gone
+    assert processes_gone(children)
 
 
 def test_rotate_bag_and_mounting_options_undo_each_other(node, tmp_path):
