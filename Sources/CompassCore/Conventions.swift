@@ -32,4 +32,6 @@ public enum TypicalEarthField {
     public static let strengthMicrotesla = 50.0
     /// Dip below the horizon, degrees (the same latitudes: 60-70).
     public static let dipDegrees = 60.0
+    /// Strengths the earth's field takes anywhere on the surface (22-67 uT), with a margin, microtesla.
+    public static let plausibleStrengthMicrotesla: ClosedRange<Double> = 20...70
 }

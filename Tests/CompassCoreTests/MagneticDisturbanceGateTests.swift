@@ -35,7 +35,8 @@ struct MagneticDisturbanceGateTests {
     static func feed(
         _ gate: inout MagneticDisturbanceGate, from start: Double = 0, seconds: Double,
         strength: (Double) -> Double = { _ in 50 }, dip: (Double) -> Double = { _ in 60 },
-        heading: (Double) -> Double = { _ in 0 }, rotation: Double = 0
+        heading: (Double) -> Double = { _ in 0 }, rotation: Double = 0, verticalBiasSigma: Double = 0,
+        tiltSigma: Double = 0
     ) -> [Verdict] {
         var out: [Verdict] = []
         for k in 0..<Int((seconds / dt).rounded()) {
@@ -43,7 +44,7 @@ struct MagneticDisturbanceGateTests {
             gate.noteRotation(radians: rotation)
             let (use, flags) = gate.assess(
                 strengthMicrotesla: strength(t), dipDegrees: dip(t), headingInnovation: heading(t) * radiansPerDegree,
-                headingVariance: 1e-6, dt: dt)
+                headingVariance: 1e-6, verticalBiasSigma: verticalBiasSigma, tiltSigma: tiltSigma, dt: dt)
             if use { gate.noteApplied() }
             out.append(Verdict(t: t, use: use, flags: flags))
         }
@@ -119,5 +120,55 @@ struct MagneticDisturbanceGateTests {
         #expect(adopted.map { $0.t > 21 && $0.t < 23 } == true, "\(adopted?.t ?? -1)")
         #expect(abs(g.referenceFieldMicrotesla! - 57) < 0.5)
         #expect(Self.all(v) { $0.t <= 24 || $0.use })
+    }
+
+    @Test("a gyro drifting within its stated bias uncertainty is never locked out, however long the rejection")
+    func driftWithinTheBiasUncertaintyRecovers() {
+        // 1 deg/s of drift against a bias uncertainty of 0.5 deg/s (1 sigma): the first seconds exceed the
+        // allowance of a moving baseline, but the frozen baseline's allowance grows with the rejection.
+        var g = Self.gate { $0.startupSeconds = 0 }
+        let v = Self.feed(&g, seconds: 60, heading: { 1.0 * $0 }, verticalBiasSigma: 0.5 * radiansPerDegree)
+        #expect(Self.all(v) { $0.t < 30 || $0.use })
+        // Without the growing allowance the same drift stays locked out for the rest of the run: the
+        // frozen baseline falls further behind with every second of rejection.
+        var confident = Self.gate { $0.startupSeconds = 0 }
+        let locked = Self.feed(
+            &confident, seconds: 60, heading: { 1.0 * $0 }, verticalBiasSigma: 0.05 * radiansPerDegree)
+        #expect(Self.all(locked) { $0.t < 30 || !$0.use })
+    }
+
+    @Test("a disturbance that turns the compass by 20 degrees and stays is kept out by a sure gyro")
+    func stepStaysRejected() {
+        // A bias uncertainty of 0.02 deg/s widens the allowance by 0.06 degrees per second of rejection:
+        // the 16 degrees beyond the floor are not reached within the run.
+        var g = Self.gate { $0.startupSeconds = 0 }
+        let v = Self.feed(&g, seconds: 40, heading: { $0 >= 4 ? 20 : 0 }, verticalBiasSigma: 0.02 * radiansPerDegree)
+        #expect(!v.contains { $0.flags.contains(.magneticReferenceChanged) })
+        #expect(Self.all(v) { $0.t < 5 || !$0.use })
+    }
+
+    @Test("a reference learned low in a walker's swing of the field is renewed to the field's average")
+    func learnedReferenceFollowsTheAverage() {
+        // The first second reads 37 uT; afterwards the field swings 44 +- 6 uT once a second (a phone in a
+        // swinging hand). Judged on the fast low-pass it is never steady; on the 3-s average it is.
+        var g = MagneticDisturbanceGate()
+        let v = Self.feed(&g, seconds: 60, strength: { $0 < 1 ? 37 : 44 + 6 * sin(2 * .pi * $0) }, dip: { _ in 60 })
+        #expect(g.referenceFieldMicrotesla.map { abs($0 - 44) < 2 } == true, "\(g.referenceFieldMicrotesla ?? 0)")
+        #expect(Double(v.filter { $0.t > 40 && $0.use }.count) > 0.5 * 20 / Self.dt)
+        // A reference given (the World Magnetic Model's) stays what it is.
+        var given = Self.gate()
+        _ = Self.feed(&given, seconds: 60, strength: { 44 + 6 * sin(2 * .pi * $0) })
+        #expect(given.referenceFieldMicrotesla == 50)
+    }
+
+    @Test("the dip tolerance widens by three sigma of the filter's tilt uncertainty")
+    func dipToleranceFollowsTheTilt() {
+        var sure = Self.gate()
+        let rejected = Self.feed(&sure, seconds: 3, dip: { _ in 67 })
+        #expect(rejected.contains { $0.flags.contains(.magneticDipDisturbed) })
+        // 3 x 2 degrees with 5 degrees: sqrt(25 + 36) = 7.8 degrees.
+        var unsure = Self.gate()
+        let passed = Self.feed(&unsure, seconds: 3, dip: { _ in 67 }, tiltSigma: 2 * radiansPerDegree)
+        #expect(Self.all(passed) { $0.use })
     }
 }

@@ -606,7 +606,8 @@ public struct KalmanFilter: Sendable {
         let alpha = atan2Small(earth.x, earth.y)
         let verdict = magneticGate.assess(
             strengthMicrotesla: strength, dipDegrees: dip, headingInnovation: alpha,
-            headingVariance: headingVariance, verticalBiasSigma: verticalBiasSigma(rotation: r), dt: dt)
+            headingVariance: headingVariance, verticalBiasSigma: verticalBiasSigma(rotation: r),
+            tiltSigma: max(attitudeCovariance.m00, attitudeCovariance.m11, 0).squareRoot(), dt: dt)
         if verdict.flags.contains(.magneticReferenceChanged) { unseen.forgetTurns() }
         if let offset = magneticGate.adoptedHeadingOffset {
             // The heading started from a compass that was off by about this much: as wide as that.

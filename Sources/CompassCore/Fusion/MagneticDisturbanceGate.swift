@@ -43,6 +43,11 @@ public struct MagneticGateSettings: Sendable, Equatable {
     /// the start's heading was wrong, not the field. More than twice the short average's time constant.
     /// Default 5.
     public var startupAdoptionSeconds = 5.0
+    /// Time constant, seconds, of the strength and dip average a new field is judged steady on while the
+    /// reference was learned from the readings (not given, not a calibration's): a device swung or
+    /// carried by a walker sees a field that swings by 10-20 % with each step or swing (about 1 s), and
+    /// one second of learning can land anywhere in that swing. Three such cycles. Default 3.
+    public var learnedFieldAverageSeconds = 3.0
 
     public init() {}
 }
@@ -58,7 +63,8 @@ public struct MagneticGateSettings: Sendable, Equatable {
 /// quickly. A rejected magnetometer is used again once every check has passed for
 /// `recoverySeconds`; a steady new field is adopted after `newFieldSeconds`, and, within
 /// `startupSeconds` of the check's start, a steady new heading offset after `startupAdoptionSeconds`
-/// (the start's heading, not the field, was wrong).
+/// (the start's heading, not the field, was wrong). A long rejection does not lock a drifting gyro in: the
+/// heading check's allowance for the bias uncertainty grows with the time the baseline has been frozen.
 public struct MagneticDisturbanceGate: Sendable {
     public var settings: MagneticGateSettings
     public private(set) var referenceFieldMicrotesla: Double?
@@ -73,6 +79,11 @@ public struct MagneticDisturbanceGate: Sendable {
     var strengthGiven = false
     var learnedStrengthSum = 0.0, learnedDipSum = 0.0, learnedCount = 0
     var strengthLowPass = 0.0, dipLowPass = 0.0
+    /// The strength and dip averaged over `learnedFieldAverageSeconds` (the fast low-pass otherwise), and
+    /// whether the reference strength was learned from the readings.
+    var strengthSlow = 0.0, dipSlow = 0.0
+    var strengthLearned = false
+    var slowWeight = LowPassWeight()
     /// Sum of the heading corrections the filter applied, rad: innovation + this = compass minus
     /// gyro-only heading.
     var appliedCorrection = 0.0
@@ -85,6 +96,8 @@ public struct MagneticDisturbanceGate: Sendable {
     /// readings the heading check has seen since it started (or started afresh after a calibration).
     var headingCandidate = 0.0, headingCandidateSeconds = 0.0
     var checkedSeconds = 0.0
+    /// Seconds the baseline has been frozen by the current rejection.
+    var rejectedSeconds = 0.0
     /// The offset the latest such adoption moved the baseline by, radians: how far the heading the filter
     /// holds can be off (the filter widens its heading variance by it).
     public internal(set) var adoptedHeadingOffset: Double?
@@ -94,8 +107,14 @@ public struct MagneticDisturbanceGate: Sendable {
         self.settings = settings
         referenceFieldMicrotesla = settings.referenceFieldMicrotesla
         referenceDipDegrees = settings.referenceDipDegrees
-        if let s = referenceFieldMicrotesla { strengthLowPass = s }
-        if let d = referenceDipDegrees { dipLowPass = d }
+        if let s = referenceFieldMicrotesla {
+            strengthLowPass = s
+            strengthSlow = s
+        }
+        if let d = referenceDipDegrees {
+            dipLowPass = d
+            dipSlow = d
+        }
         dipGiven = referenceDipDegrees != nil
         strengthGiven = referenceFieldMicrotesla != nil
         hadReference = !isLearning
@@ -122,12 +141,15 @@ public struct MagneticDisturbanceGate: Sendable {
     ///   - headingVariance: the filter's own heading variance, rad^2.
     ///   - verticalBiasSigma: 1-sigma uncertainty of the gyro bias about the earth's vertical, rad/s: a
     ///     bias error drifts the gyro-only heading at that rate, which the short average follows
-    ///     `consistencyBaselineSeconds - consistencyLowPassSeconds` ahead of the baseline.
+    ///     `consistencyBaselineSeconds - consistencyLowPassSeconds` ahead of the baseline, and for as long
+    ///     as a rejection has frozen the baseline.
+    ///   - tiltSigma: 1-sigma uncertainty of the filter's tilt, rad: the dip is measured in its earth
+    ///     frame, so the dip tolerance widens by 3 sigma (root sum of squares: independent errors).
     ///   - dt: seconds since the previous reading.
     /// - Returns: whether to use the reading, and the flags explaining a rejection or a new reference.
     public mutating func assess(
         strengthMicrotesla strength: Double, dipDegrees dip: Double, headingInnovation: Double,
-        headingVariance: Double, verticalBiasSigma: Double = 0, dt: Double
+        headingVariance: Double, verticalBiasSigma: Double = 0, tiltSigma: Double = 0, dt: Double
     ) -> (use: Bool, flags: FusionFlags) {
         guard let refStrength = referenceFieldMicrotesla, let refDip = referenceDipDegrees else {
             // Learns whichever value is missing; a known one (the model's, a calibration's) is kept.
@@ -137,11 +159,16 @@ public struct MagneticDisturbanceGate: Sendable {
             learningSeconds += dt
             strengthLowPass = strength
             dipLowPass = dip
+            strengthSlow = strength
+            dipSlow = dip
             if learningSeconds >= settings.learningSeconds {
+                if referenceFieldMicrotesla == nil { strengthLearned = true }
                 referenceFieldMicrotesla = referenceFieldMicrotesla ?? learnedStrengthSum / Double(learnedCount)
                 referenceDipDegrees = referenceDipDegrees ?? learnedDipSum / Double(learnedCount)
                 strengthLowPass = referenceFieldMicrotesla!
                 dipLowPass = referenceDipDegrees!
+                strengthSlow = strengthLowPass
+                dipSlow = dipLowPass
                 hadReference = true
             }
             return (true, [])
@@ -149,6 +176,17 @@ public struct MagneticDisturbanceGate: Sendable {
         let w = checkWeight(dt, tau: settings.checkLowPassSeconds)
         strengthLowPass += (strength - strengthLowPass) * w
         dipLowPass += (dip - dipLowPass) * w
+        // An uncalibrated sensor's field (hundreds of microtesla) is no earth field to refine.
+        if settings.learnedFieldAverageSeconds > 0, strengthLearned,
+            TypicalEarthField.plausibleStrengthMicrotesla.contains(refStrength)
+        {
+            let ws = slowWeight(dt, tau: settings.learnedFieldAverageSeconds)
+            strengthSlow += (strength - strengthSlow) * ws
+            dipSlow += (dip - dipSlow) * ws
+        } else {
+            strengthSlow = strengthLowPass
+            dipSlow = dipLowPass
+        }
         // Compass minus gyro-only heading, unwrapped against the baseline.
         let raw = headingInnovation + appliedCorrection
         if !compassMinusGyroPrimed {
@@ -170,14 +208,18 @@ public struct MagneticDisturbanceGate: Sendable {
         let deviations = InterferenceCheck.deviations(
             strengthMicrotesla: strengthLowPass, dipDegrees: dipLowPass, expectedStrengthMicrotesla: refStrength,
             expectedDipDegrees: refDip, strengthTolerance: settings.strengthTolerance,
-            dipToleranceDegrees: settings.dipToleranceDegrees)
+            dipToleranceDegrees: (settings.dipToleranceDegrees * settings.dipToleranceDegrees
+                + 9 * tiltSigma * tiltSigma * degreesPerRadian * degreesPerRadian).squareRoot())
         if deviations.contains(.strength) { reasons.insert(.magneticStrengthDisturbed) }
         if deviations.contains(.dip) { reasons.insert(.magneticDipDisturbed) }
         // gate = max(floor, 3 sigma) + scale and bias allowances; the square root only when the floor is
         // not enough. A ramp of slope e (an unknown bias) keeps the two low-passes (tau_b - tau_s) e apart.
         let deviation = abs(compassMinusGyroShort - compassMinusGyroBaseline)
         let lag = max(0, settings.consistencyBaselineSeconds - settings.consistencyLowPassSeconds)
-        let allowance = settings.gyroScaleErrorBound * radiansTurnedSinceAccepted + 3 * verticalBiasSigma * lag
+        // While rejecting, the baseline is frozen and a bias error drifts the two apart for that long, too.
+        let allowance =
+            settings.gyroScaleErrorBound * radiansTurnedSinceAccepted
+            + 3 * verticalBiasSigma * (lag + rejectedSeconds)
         if deviation > settings.consistencyGateDegrees * radiansPerDegree + allowance
             && deviation > 3 * headingVariance.squareRoot() + allowance
         {
@@ -211,6 +253,7 @@ public struct MagneticDisturbanceGate: Sendable {
             isRejecting = false
             compassMinusGyroBaseline = compassMinusGyroShort
         }
+        rejectedSeconds = isRejecting ? rejectedSeconds + dt : 0
         if isRejecting { return (false, flags.union(reasons).union(.magnetometerRejected)) }
         return (true, flags)
     }
@@ -220,8 +263,11 @@ public struct MagneticDisturbanceGate: Sendable {
     public mutating func setReference(strengthMicrotesla: Double, dipDegrees: Double) {
         referenceFieldMicrotesla = strengthMicrotesla
         referenceDipDegrees = dipDegrees
+        strengthLearned = false
         strengthLowPass = strengthMicrotesla
         dipLowPass = dipDegrees
+        strengthSlow = strengthMicrotesla
+        dipSlow = dipDegrees
         dipGiven = true
         hadReference = true
     }
@@ -234,7 +280,11 @@ public struct MagneticDisturbanceGate: Sendable {
     public mutating func renewReference(strengthMicrotesla: Double?) {
         if !strengthGiven {
             referenceFieldMicrotesla = strengthMicrotesla
-            if let s = strengthMicrotesla { strengthLowPass = s }
+            strengthLearned = false
+            if let s = strengthMicrotesla {
+                strengthLowPass = s
+                strengthSlow = s
+            }
         }
         if !dipGiven { referenceDipDegrees = nil }
         learningSeconds = 0
@@ -256,6 +306,7 @@ public struct MagneticDisturbanceGate: Sendable {
     public mutating func refineReference(strengthMicrotesla: Double) {
         guard !strengthGiven else { return }
         referenceFieldMicrotesla = strengthMicrotesla
+        strengthLearned = false
     }
 
     /// Follows a change of the calibration applied to the readings. One that can have turned the compass
@@ -308,16 +359,16 @@ public struct MagneticDisturbanceGate: Sendable {
     mutating func trackCandidate(dt: Double) -> Bool {
         let steady =
             candidateSeconds > 0
-            && abs(strengthLowPass / candidateStrength - 1) <= settings.strengthTolerance
-            && abs(dipLowPass - candidateDip) <= settings.dipToleranceDegrees
+            && abs(strengthSlow / candidateStrength - 1) <= settings.strengthTolerance
+            && abs(dipSlow - candidateDip) <= settings.dipToleranceDegrees
         if steady {
             let c = dt / (2 + dt)
-            candidateStrength += (strengthLowPass - candidateStrength) * c
-            candidateDip += (dipLowPass - candidateDip) * c
+            candidateStrength += (strengthSlow - candidateStrength) * c
+            candidateDip += (dipSlow - candidateDip) * c
             candidateSeconds += dt
         } else {
-            candidateStrength = strengthLowPass
-            candidateDip = dipLowPass
+            candidateStrength = strengthSlow
+            candidateDip = dipSlow
             candidateSeconds = dt
         }
         return candidateSeconds >= settings.newFieldSeconds

@@ -137,6 +137,9 @@ extension FusionStage {
                 "gyro_bias_random_walk", \.kalmanModel.gyroBiasRandomWalk, unit: "rad/s/sqrt(s)", range: 0...0.01,
                 "kalman: gyro bias instability"),
             .number(
+                "initial_gyro_bias_sigma", \.kalmanModel.initialGyroBiasSigma, unit: "rad/s", range: 1e-5...0.5,
+                "kalman: 1-sigma gyro bias uncertainty at start (a phone's uncalibrated gyro: up to 0.09)"),
+            .number(
                 "accelerometer_low_pass_s", \.kalmanModel.accelerometerLowPassSeconds, unit: "s", range: 0.05...60,
                 "kalman: time constant of the earth-frame specific force low-pass"),
             .number(
