@@ -34,7 +34,7 @@ stages:
   sim:
     type: simulator
     rate_hz: 285
-    duration: {seconds}
+    duration_s: {seconds}
     realtime: false
   record:
     type: record

@@ -46,7 +46,7 @@ def record(node, name, directory):
     scenario: {scenario}
     seed: 1
     rate_hz: 100
-    duration: {seconds}
+    duration_s: {seconds}
     realtime: false
     {extra}
   rec:

@@ -3,7 +3,7 @@
 
 For each value of one fusion-stage setting (`fusion-node stages fusion` lists them: the Kalman
 model's parameters among them), every trial bag is replayed through Pipelines/replay-broad-sensor.yaml
-with `--set fusion.NAME=VALUE` (and `--set fusion.sensor_latency=...`, 0 by default: the filter's
+with `--set fusion.NAME=VALUE` (and `--set fusion.sensor_latency_s=...`, 0 by default: the filter's
 defaults) and scored with the shared BROAD scorer. The value is chosen on the tuning trials only; the
 table shows what it does on the held-out trials, which it was not chosen on.
 
@@ -47,7 +47,7 @@ def main():
                 out.unlink(missing_ok=True)  # the previous value's: fusion-node never replaces an output unasked
                 r = subprocess.run(
                     [a.node, '--config', str(ROOT / 'Pipelines' / 'replay-broad-sensor.yaml'),
-                     '--set', f'fusion.{a.name}={value}', '--set', f'fusion.sensor_latency={a.latency}'],
+                     '--set', f'fusion.{a.name}={value}', '--set', f'fusion.sensor_latency_s={a.latency}'],
                     env={**os.environ, 'BAG': str(bag), 'CSV': str(out)}, capture_output=True, text=True)
                 if r.returncode != 0:
                     sys.exit(f'{bag.name} with {a.name}={value}: {r.stderr.strip()}')

@@ -15,7 +15,7 @@ stages:
     type: simulator
     scenario: default
     rate_hz: 100
-    duration: 120
+    duration_s: 120
     realtime: false
     hard_iron_ut: [12, -20, 6]
     truth_path: $work/truth.csv

@@ -51,7 +51,7 @@ enum PipelineCommand {
         if let d = a.string("--duration") {
             out.append(
                 SettingOverride(
-                    stage: SettingOverride.everySource, setting: "duration", value: d, origin: "--duration \(d)"))
+                    stage: SettingOverride.everySource, setting: "duration_s", value: d, origin: "--duration \(d)"))
         }
         for text in a.strings("--set") { out.append(try SettingOverride(parsing: text, origin: "--set \(text)")) }
         return out
@@ -73,6 +73,7 @@ enum PipelineCommand {
         }
         let config = try PipelineConfig.load(
             path: path, environment: environment, overrides: try overrides(a))
+        warnOfFormerNames(config)
         if a.has("--check") {
             print("\(path): valid, \(config.stages.count) stages: \(config.stages.map(\.name).joined(separator: ", "))")
             return .complete
@@ -231,4 +232,11 @@ struct Supervisor {
         if finishedWithLoss { return .finishedWithLoss }
         return finishedWithWarning ? .finishedWithWarning : .complete
     }
+}
+
+/// Warns once per run of every setting a pipeline gave under its former name; a process a run started
+/// (which loads the same file) leaves that to the one that started it.
+func warnOfFormerNames(_ config: PipelineConfig) {
+    guard PipelineCommand.environment[parentPidVariable] == nil else { return }
+    for d in config.deprecations { writeStandardError("fusion-node: warning: \(d)\n") }
 }

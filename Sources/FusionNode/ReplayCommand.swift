@@ -103,14 +103,14 @@ enum ReplayCommand {
         }
         for (option, setting) in [
             ("--imu-topic", "imu_topic"), ("--mag-topic", "mag_topic"), ("--current-topic", "current_topic"),
-            ("--rate", "rate"), ("--start", "start"), ("--duration", "duration"), ("--time", "time"),
+            ("--rate", "rate"), ("--start", "start_s"), ("--duration", "duration_s"), ("--time", "time"),
         ] { set("bag", setting, option) }
         overrides += try ProcessingGraph.gnssOverrides(a, command: help.path)
         flag("bag", "loop", "--loop")
         flag("bag", "salvage", "--salvage")
         flag("bag", "progress", "--quiet", "false")
         set("fusion", "filter", "--filter")
-        set("fusion", "sensor_latency", "--sensor-latency")
+        set("fusion", "sensor_latency_s", "--sensor-latency")
         flag("fusion", "smooth", "--smooth")
         let fromFusion: (String, YAMLValue) = ("inputs", .sequence([.string("fusion")]))
         var outputs: [String] = []
@@ -177,6 +177,7 @@ enum ReplayCommand {
         let text = try YAMLEmitter.emit(.mapping(top + [("stages", .mapping(stages))]))
         let config = try PipelineConfig.parse(
             text, file: "<replay command line>", environment: [:], overrides: overrides)
+        warnOfFormerNames(config)
         try ProcessingGraph.refuseExistingOutputs(config, a, command: help.path)
         if let out = a.string("--print-config") {
             let w = try BufferedFileWriter(path: out)

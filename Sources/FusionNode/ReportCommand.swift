@@ -76,7 +76,8 @@ enum ReportCommand {
         var overrides: [SettingOverride] = ProcessingGraph.sourceOverrides(a)
         for (option, stage, setting) in [
             ("--filter", "fusion", "filter"), ("--imu-topic", "bag", "imu_topic"), ("--mag-topic", "bag", "mag_topic"),
-            ("--current-topic", "bag", "current_topic"), ("--start", "bag", "start"), ("--duration", "bag", "duration"),
+            ("--current-topic", "bag", "current_topic"), ("--start", "bag", "start_s"),
+            ("--duration", "bag", "duration_s"),
             ("--truth", "report", "truth"), ("--compare", "report", "compare"),
             ("--compare-label", "report", "compare_label"),
         ] {

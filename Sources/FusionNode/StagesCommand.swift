@@ -37,10 +37,11 @@ enum StagesCommand {
                 for s in type.settings + type.shorthandSettings {
                     let d = s.defaultValue.map { $0.isEmpty ? "\"\"" : "`\($0)`" } ?? "required"
                     let accepted = s.acceptedValues.isEmpty ? "" : "`\(s.acceptedValues)`"
+                    let former = s.formerNames.map { " (formerly `\($0)`, still read with a warning)" }.joined()
                     print(
                         "| `\(s.name)` | \(s.kind.referenceName) | \(s.unit) | \(d) | "
                             + "\(accepted.replacingOccurrences(of: "|", with: "\\|")) | "
-                            + "\(s.help.replacingOccurrences(of: "|", with: "\\|")) |"
+                            + "\(s.help.replacingOccurrences(of: "|", with: "\\|"))\(former) |"
                     )
                 }
                 if (type.settings + type.shorthandSettings).contains(where: { $0.kind == .rotation }) {

@@ -81,7 +81,7 @@ def test_a_calibration_from_the_guide_needs_no_calibration_phase(node, tmp_path)
     assert shown and all(b >= a for a, b in zip(shown, shown[1:])), shown
     # The same device, recorded doing something else, replayed with the file from the start.
     bag, truth = tmp_path / 'walk.mcap', tmp_path / 'truth.csv'
-    record = device(tmp_path, scenario='default', extra=f"""    duration: 40
+    record = device(tmp_path, scenario='default', extra=f"""    duration_s: 40
     truth_path: {truth}
   record:
     type: record

@@ -84,7 +84,7 @@ def test_config_errors_say_why(node, tmp_path):
     folder = run(node, '--config', tmp_path)
     assert folder.returncode == 2 and 'is a directory' in folder.stderr
     pipe = tmp_path / 'p.yaml'
-    pipe.write_text('stages:\n  s:\n    type: simulator\n    duration: 1\n    realtime: false\n'
+    pipe.write_text('stages:\n  s:\n    type: simulator\n    duration_s: 1\n    realtime: false\n'
                     '  out:\n    type: stdout\n    inputs: [s]\n    topics: [headings]\n')
     r = run(node, '--config', pipe)
     assert r.returncode == 2 and 'p.yaml:9:' in r.stderr and "'headings'" in r.stderr
@@ -102,6 +102,26 @@ def test_config_overrides_are_checked_like_the_file_and_named(node, tmp_path):
                '--set', 'headings.bind=tcp://127.0.0.1:%d' % free_port())
     assert good.returncode == 0, good.stderr
     assert len(good.stdout.splitlines()) >= 25        # 0.3 s at 100 Hz, every update printed
+
+
+def test_a_former_setting_name_still_runs_and_the_warning_names_the_new_one(node, tmp_path):
+    pipe = tmp_path / 'old.yaml'
+    pipe.write_text('stages:\n  s:\n    type: simulator\n    duration: 0.2\n    realtime: false\n'
+                    '  f:\n    type: fusion\n    inputs: [s]\n    status_seconds: 0.5\n'
+                    '  out:\n    type: stdout\n    inputs: [f]\n    min_change_deg: 0\n')
+    r = run(node, '--config', pipe)
+    assert r.returncode == 0, r.stderr
+    assert "old.yaml:4: 'duration' of stage 's' is now 'duration_s'" in r.stderr, r.stderr
+    assert "old.yaml:9: 'status_seconds' of stage 'f' is now 'status_period_s'" in r.stderr, r.stderr
+    assert r.stderr.count('warning:') == 2
+    assert len(r.stdout.splitlines()) >= 10          # 0.2 s of headings: the old name was read
+    # --duration replaces the file's old name rather than adding a second value.
+    again = run(node, '--config', pipe, '--duration', '0.1', '--check')
+    assert again.returncode == 0 and "'duration'" not in again.stderr, again.stderr
+    both = tmp_path / 'both.yaml'
+    both.write_text(pipe.read_text().replace('    duration: 0.2\n', '    duration: 0.2\n    duration_s: 1\n'))
+    twice = run(node, '--config', both, '--check')
+    assert twice.returncode == 2 and 'given twice' in twice.stderr and 'both.yaml:5:' in twice.stderr, twice.stderr
 
 
 def test_replay_errors_name_the_cause_and_keep_existing_outputs(node, bag, tmp_path):
@@ -205,7 +225,7 @@ def test_echo_says_what_it_waits_for_and_ends_at_the_end_of_stream(node, bag):
 
 def test_json_headings_respect_min_change_deg(node, tmp_path):
     pipe = tmp_path / 'j.yaml'
-    pipe.write_text('stages:\n  s:\n    type: simulator\n    scenario: rest\n    duration: 3\n    realtime: false\n'
+    pipe.write_text('stages:\n  s:\n    type: simulator\n    scenario: rest\n    duration_s: 3\n    realtime: false\n'
                     '  f:\n    type: fusion\n    inputs: [s]\n'
                     '  out:\n    type: stdout\n    inputs: [f]\n    format: json\n    min_change_deg: 5\n')
     r = run(node, '--config', pipe)
@@ -429,7 +449,7 @@ def test_outputs_are_partial_until_complete_and_never_replaced_unasked(node, tmp
     def config(realtime):
         path = tmp_path / f'sim-{realtime}.yaml'
         path.write_text(f"""stages:
-  sim: {{type: simulator, duration: 30, realtime: {realtime}}}
+  sim: {{type: simulator, duration_s: 30, realtime: {realtime}}}
   fusion: {{type: fusion, inputs: [sim]}}
   csv: {{type: csv, inputs: [fusion], path: '{out}'}}
 """)
@@ -465,7 +485,7 @@ def test_replay_takes_the_mounting_from_the_bags_tf_static(node, tmp_path):
     straight = simulated_bag(node, tmp_path / 'straight', duration=20)
     config = tmp_path / 'tf.yaml'
     config.write_text(f"""stages:
-  sim: {{type: simulator, scenario: default, duration: 20, realtime: false, hard_iron_ut: [25, -30, 12],
+  sim: {{type: simulator, scenario: default, duration_s: 20, realtime: false, hard_iron_ut: [25, -30, 12],
          imu_rotation: roll_180, mag_rotation: [0, 90, -90], publish_tf: true}}
   rec: {{type: record, inputs: [sim], path: '{tmp_path}/tf.mcap', topics: [imu/data_raw, imu/mag, tf_static]}}
 """)
@@ -522,7 +542,7 @@ def test_replay_fuses_an_extra_magnetometer_turned_into_the_body(node, tmp_path)
     bag = tmp_path / 'two.mcap'
     (tmp_path / 'rec.yaml').write_text(f"""
 stages:
-  sim: {{type: simulator, scenario: figure_eight, duration: 60, realtime: false, extra_magnetometers: [mast=yaw_90],
+  sim: {{type: simulator, scenario: figure_eight, duration_s: 60, realtime: false, extra_magnetometers: [mast=yaw_90],
         hard_iron_ut: [10, -5, 3], extra_hard_iron_ut: [4, 6, -2]}}
   rec: {{type: record, inputs: [sim], path: '{bag}', topics: [imu/data_raw, imu/mag, imu/mag/mast]}}
 """)
@@ -574,7 +594,7 @@ def test_calibrate_learns_online_from_a_recording_too_one_sided_for_a_whole_set_
     fit (refused, and said so); `calibrate` then runs the recording through the online calibrator, whose
     gyro-aided fit needs no coverage, and saves its best fit: the hard iron within 0.5 uT."""
     import numpy as np
-    _, bag = recorded_simulation(node, tmp_path, 'duration: 90, realtime: false, hard_iron_ut: [12, -8, 5]')
+    _, bag = recorded_simulation(node, tmp_path, 'duration_s: 90, realtime: false, hard_iron_ut: [12, -8, 5]')
     out = tmp_path / 'cal.json'
     r = run(node, 'calibrate', bag, '-o', out, timeout=180)
     assert r.returncode == 0, r.stderr
@@ -586,7 +606,7 @@ def test_calibrate_learns_online_from_a_recording_too_one_sided_for_a_whole_set_
 def test_calibrate_says_why_a_recording_gave_no_calibration(node, tmp_path):
     """A walking recording (turning about the vertical, little else): neither the whole-set fit nor the online calibrator can
     calibrate it; nothing is written, exit 1, and the message says how little the gyro-aided fit saw turn."""
-    _, bag = recorded_simulation(node, tmp_path, 'scenario: walking, duration: 40, realtime: false')
+    _, bag = recorded_simulation(node, tmp_path, 'scenario: walking, duration_s: 40, realtime: false')
     out = tmp_path / 'cal.json'
     r = run(node, 'calibrate', bag, '-o', out, timeout=180)
     assert r.returncode == 1 and not out.exists(), r.stdout + r.stderr
@@ -600,7 +620,7 @@ def test_a_wrong_mounting_or_iron_nothing_removes_ends_the_replay_with_exit_4(no
     --mag-rotation, and readings with hard iron replayed with --no-calibration. Both run to the end
     (the CSV is complete), name the cause and the remedy, and exit 4; told right, they exit 0."""
     _, bag = recorded_simulation(
-        node, tmp_path, 'duration: 120, realtime: false, hard_iron_ut: [25, -30, 12], mag_rotation: yaw_90')
+        node, tmp_path, 'duration_s: 120, realtime: false, hard_iron_ut: [25, -30, 12], mag_rotation: yaw_90')
     cases = ((['--mag-rotation', 'yaw_90'], 0, None),
              ([], 4, '--mag-rotation yaw_90 (or auto)'),
              (['--mag-rotation', 'yaw_90', '--no-calibration'], 4, 'drop --no-calibration'))
@@ -617,7 +637,7 @@ def test_calibrate_never_saves_a_fit_no_better_than_none(node, tmp_path):
     readings no better than the readings as they come, so nothing is written, exit 1, and the message
     gives both spreads."""
     _, bag = recorded_simulation(
-        node, tmp_path, 'scenario: figure_eight, duration: 60, realtime: false, hard_iron_ut: [0, 0, 0]')
+        node, tmp_path, 'scenario: figure_eight, duration_s: 60, realtime: false, hard_iron_ut: [0, 0, 0]')
     out = tmp_path / 'cal.json'
     r = run(node, 'calibrate', bag, '-o', out, timeout=180)
     assert r.returncode == 1 and not out.exists(), r.stdout + r.stderr
@@ -631,7 +651,7 @@ def test_calibrate_refits_a_recording_and_replay_uses_it_from_the_start(node, tm
     import numpy as np
     truth = tmp_path / 'truth.csv'
     config, bag = recorded_simulation(
-        node, tmp_path, "scenario: figure_eight, duration: 60, realtime: false, hard_iron_ut: [25, -30, 12],\n"
+        node, tmp_path, "scenario: figure_eight, duration_s: 60, realtime: false, hard_iron_ut: [25, -30, 12],\n"
         f"         soft_iron: [1.1, 0.03, 0, 0.03, 0.95, 0, 0, 0, 1.0], truth_path: '{truth}'")
     out = tmp_path / 'cal.json'
     r = run(node, 'calibrate', bag, '-o', out, timeout=120)
@@ -708,16 +728,16 @@ def test_a_mistyped_stage_type_setting_or_stage_name_gets_a_suggestion(node, tmp
     """Every error that names a name suggests the nearest: a stage type, a setting, `--stage NAME` (a usage
     error, exit 2, before anything runs)."""
     config = tmp_path / 'p.yaml'
-    config.write_text('stages:\n  sim: {type: simulator, duration: 1, realtime: false}\n'
+    config.write_text('stages:\n  sim: {type: simulator, duration_s: 1, realtime: false}\n'
                       '  fusion: {type: fuson, inputs: [sim]}\n')
     r = run(node, '--config', config)
     assert r.returncode == 2 and "unknown stage type 'fuson'" in r.stderr and "did you mean 'fusion'" in r.stderr
-    config.write_text('stages:\n  sim: {type: simulator, duration: 1, realtime: false}\n'
+    config.write_text('stages:\n  sim: {type: simulator, duration_s: 1, realtime: false}\n'
                       '  fusion: {type: fusion, inputs: [sim], fliter: kalman}\n'
                       '  out: {type: summary, inputs: [fusion]}\n')
     r = run(node, '--config', config)
     assert r.returncode == 2 and "unknown setting 'fliter'" in r.stderr and "did you mean 'filter'" in r.stderr
-    config.write_text('stages:\n  sim: {type: simulator, duration: 1, realtime: false}\n'
+    config.write_text('stages:\n  sim: {type: simulator, duration_s: 1, realtime: false}\n'
                       '  fusion: {type: fusion, inputs: [sim]}\n  out: {type: summary, inputs: [fusion]}\n')
     r = run(node, '--config', config, '--stage', 'fuson')
     assert r.returncode == 2 and "no such stage" in r.stderr and "did you mean 'fusion'" in r.stderr, r.stderr

@@ -21,7 +21,7 @@ stages:
   sim:
     type: simulator
     scenario: default
-    duration: {duration}
+    duration_s: {duration}
     realtime: false{settings}
   rec:
     type: record

@@ -83,7 +83,7 @@ def test_deep_and_explosive_yaml_are_refused_quickly(node, tmp_path):
         assert time.monotonic() - started < 5
 
 
-@pytest.mark.parametrize('setting', ['rate_hz: 1e300', 'duration: 1e300', 'seed: 99999999999999999999999'])
+@pytest.mark.parametrize('setting', ['rate_hz: 1e300', 'duration_s: 1e300', 'seed: 99999999999999999999999'])
 def test_huge_numbers_are_refused_with_their_position(node, tmp_path, setting):
     f = tmp_path / 'n.yaml'
     f.write_text(f'stages:\n  s:\n    type: simulator\n    {setting}\n')
@@ -409,7 +409,7 @@ def live_publish(node, tmp_path, subscribe, *, rate_hz, topics, queue='', stall_
   sim:
     type: simulator
     rate_hz: {rate_hz}
-    duration: 3
+    duration_s: 3
     realtime: true
   fusion:
     type: fusion

@@ -42,7 +42,7 @@ def test_a_ten_megabyte_subscription_costs_no_memory(node, tmp_path):
     config = tmp_path / 'pub.yaml'
     config.write_text(f"""
 stages:
-  sim: {{type: simulator, duration: 6, realtime: true}}
+  sim: {{type: simulator, duration_s: 6, realtime: true}}
   fusion: {{type: fusion, inputs: [sim]}}
   pub: {{type: publish, inputs: [fusion], bind: 'tcp://127.0.0.1:{port}'}}
 """)
@@ -61,7 +61,7 @@ def calibration_pipeline(tmp_path, file):
     config = tmp_path / 'cal.yaml'
     config.write_text(f"""
 stages:
-  sim: {{type: simulator, scenario: figure_eight, duration: 40, realtime: false, hard_iron_ut: [20, -10, 15]}}
+  sim: {{type: simulator, scenario: figure_eight, duration_s: 40, realtime: false, hard_iron_ut: [20, -10, 15]}}
   calibration: {{type: calibration, inputs: [sim], online: true, prompt: false, file: '{file}'}}
   fusion: {{type: fusion, inputs: [calibration]}}
   summary: {{type: summary, inputs: [fusion]}}
@@ -163,7 +163,7 @@ def test_a_supervisor_killed_with_sigkill_leaves_partial_files_not_complete_look
     config = tmp_path / 'csv.yaml'
     config.write_text(f"""
 stages:
-  sim: {{type: simulator, duration: 60, realtime: true}}
+  sim: {{type: simulator, duration_s: 60, realtime: true}}
   fusion: {{type: fusion, inputs: [sim]}}
   csv: {{type: csv, inputs: [fusion], path: '{tmp_path / "out.csv"}'}}
 """)
@@ -314,7 +314,7 @@ def test_keys_open_to_others_and_a_key_directory_others_can_write_are_refused(no
     config.write_text(f"""
 security: {{server_key: {keys}/server, client_key: {keys}/pipeline, allowed_clients: {keys}/allowed}}
 stages:
-  sim: {{type: simulator, duration: 1}}
+  sim: {{type: simulator, duration_s: 1}}
   fusion: {{type: fusion, inputs: [sim]}}
   csv: {{type: csv, inputs: [fusion], path: /dev/null}}
 """)
@@ -333,12 +333,12 @@ def test_a_recording_that_exists_is_refused_before_anything_is_written_overwrite
     --overwrite advice could not help), and with --overwrite nothing is written either: no truth
     replaced, no empty .partial left."""
     config = ROOT / 'Pipelines' / 'simulate-bag.yaml'
-    r = subprocess.run([str(node), '--config', str(config), '--set', 'source.duration=5'], cwd=tmp_path,
+    r = subprocess.run([str(node), '--config', str(config), '--set', 'source.duration_s=5'], cwd=tmp_path,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     truth = (tmp_path / 'sim-truth.csv').read_bytes()
     for extra in ([], ['--overwrite']):
-        r = subprocess.run([str(node), '--config', str(config), '--set', 'source.duration=5', *extra], cwd=tmp_path,
+        r = subprocess.run([str(node), '--config', str(config), '--set', 'source.duration_s=5', *extra], cwd=tmp_path,
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and 'sim.mcap exists' in r.stderr and 'never replaced' in r.stderr, r.stderr
         assert '--overwrite to allow' not in r.stderr

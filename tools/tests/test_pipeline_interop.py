@@ -204,7 +204,7 @@ def test_a_killed_stage_of_a_simulated_run_is_rebuilt_exactly(node, tmp_path):
 stages:
   sim:
     type: simulator
-    duration: 4
+    duration_s: 4
     rate_hz: 200
     endpoint: ipc://{tmp_path}/sim
   calibration:

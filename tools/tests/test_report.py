@@ -150,7 +150,7 @@ def test_a_truth_from_another_recording_is_warned_about(node, simulated_with_tru
     config = tmp_path / 'walk.yaml'
     config.write_text(f"""
 stages:
-  sim: {{type: simulator, scenario: walking, duration: 60, realtime: false, truth_path: '{other_truth}'}}
+  sim: {{type: simulator, scenario: walking, duration_s: 60, realtime: false, truth_path: '{other_truth}'}}
   out: {{type: csv, inputs: [sim], path: '{tmp_path / 'ignored.csv'}'}}
 """)
     r = subprocess.run([str(node), '--config', str(config)], capture_output=True, text=True, timeout=120)

@@ -102,7 +102,7 @@ stages:
     type: ros2_source
     domain_id: {domain}
     qos: {source_qos}
-    end_after_idle: 3
+    end_after_idle_s: 3
   fusion:
     type: fusion
     inputs: [dds]
@@ -337,10 +337,10 @@ def test_health_reaches_diagnostics_as_diagnostic_array(node, tmp_path, python_p
     config = tmp_path / 'health.yaml'
     config.write_text(f"""
 stages:
-  sim: {{type: simulator, scenario: figure_eight, duration: 12, realtime: true, hard_iron_ut: [12, -20, 6]}}
+  sim: {{type: simulator, scenario: figure_eight, duration_s: 12, realtime: true, hard_iron_ut: [12, -20, 6]}}
   calibration: {{type: calibration, inputs: [sim], online: true}}
   fusion: {{type: fusion, inputs: [calibration]}}
-  out: {{type: ros2_sink, inputs: [fusion], domain_id: {domain}, diagnostics_period: 0.5}}
+  out: {{type: ros2_sink, inputs: [fusion], domain_id: {domain}, diagnostics_period_s: 0.5}}
 """)
     fusion = subprocess.Popen([str(node), '--config', str(config)], stderr=subprocess.PIPE, text=True)
     arrays, deadline = [], time.time() + 45
@@ -391,7 +391,7 @@ def test_the_mounting_comes_from_a_live_tf_static(node, recording, tmp_path, pyt
     config.write_text(f"""name: ros2-tf
 stages:
   dds: {{type: ros2_source, domain_id: {domain}, qos: 'reliable, keep_all', tf_topic: /tf_static,
-         end_after_idle: 3}}
+         end_after_idle_s: 3}}
   mount: {{type: mount, inputs: [dds], imu_rotation: tf, mag_rotation: tf}}
   fusion: {{type: fusion, inputs: [mount]}}
   out: {{type: ros2_sink, inputs: [fusion], domain_id: {domain}, qos: 'reliable, keep_all'}}
@@ -444,7 +444,7 @@ def test_gnss_velocity_aids_the_heading_over_dds(node, tmp_path, python_particip
     config.write_text(f"""name: ros2-gnss
 stages:
   dds: {{type: ros2_source, domain_id: {domain}, qos: 'reliable, keep_all', velocity_topic: gnss/velocity,
-         end_after_idle: 3}}
+         end_after_idle_s: 3}}
   fusion: {{type: fusion, inputs: [dds]}}
   out: {{type: ros2_sink, inputs: [fusion], domain_id: {domain}, qos: 'reliable, keep_all'}}
 """)
@@ -494,8 +494,8 @@ def test_a_second_magnetometer_over_dds_outvotes_a_disturbed_primary(node, tmp_p
     record = tmp_path / 'record.yaml'
     record.write_text(f"""
 stages:
-  sim: {{type: simulator, scenario: figure_eight, duration: 40, realtime: false, extra_magnetometers: [mast],
-         magnet_ut: [8, 4, 0], magnet_start: 10, magnet_seconds: 60, truth_path: '{truth}'}}
+  sim: {{type: simulator, scenario: figure_eight, duration_s: 40, realtime: false, extra_magnetometers: [mast],
+         magnet_ut: [8, 4, 0], magnet_start_s: 10, magnet_duration_s: 60, truth_path: '{truth}'}}
   rec: {{type: record, inputs: [sim], path: '{bag}', topics: [imu/data_raw, imu/mag, imu/mag/mast]}}
 """)
     r = subprocess.run([str(node), '--config', str(record)], capture_output=True, text=True, timeout=120)
@@ -504,7 +504,7 @@ stages:
     config.write_text(f"""name: ros2-two-magnetometers
 stages:
   dds: {{type: ros2_source, domain_id: {domain}, qos: 'reliable, keep_all', extra_magnetometers: [mast=imu/mag/mast],
-         end_after_idle: 3}}
+         end_after_idle_s: 3}}
   fusion: {{type: fusion, inputs: [dds]}}
   out: {{type: ros2_sink, inputs: [fusion], domain_id: {domain}, qos: 'reliable, keep_all'}}
 """)

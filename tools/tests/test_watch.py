@@ -26,7 +26,7 @@ stages:
   sim:
     type: simulator
     scenario: rest
-    duration: 60
+    duration_s: 60
   fusion:
     type: fusion
     inputs: [sim]
@@ -180,7 +180,7 @@ def test_watch_names_what_it_waits_for_and_what_it_cannot_read_in_80_columns(nod
     config = tmp_path / 'json.yaml'
     config.write_text(f"""
 stages:
-  sim: {{type: simulator, scenario: rest, duration: 30}}
+  sim: {{type: simulator, scenario: rest, duration_s: 30}}
   fusion: {{type: fusion, inputs: [sim]}}
   pub: {{type: publish, inputs: [fusion], bind: '{endpoint}', topics: [heading], encoding: json, min_change_deg: 0}}
 """)
@@ -216,9 +216,9 @@ def test_watch_says_which_magnetometers_steer(node, tmp_path):
     config = tmp_path / 'two.yaml'
     config.write_text(f"""
 stages:
-  sim: {{type: simulator, scenario: figure_eight, duration: 16, extra_magnetometers: [mast],
-         magnet_ut: [8, 4, 0], magnet_start: 4, magnet_seconds: 30}}
-  fusion: {{type: fusion, inputs: [sim], status_seconds: 0.5}}
+  sim: {{type: simulator, scenario: figure_eight, duration_s: 16, extra_magnetometers: [mast],
+         magnet_ut: [8, 4, 0], magnet_start_s: 4, magnet_duration_s: 30}}
+  fusion: {{type: fusion, inputs: [sim], status_period_s: 0.5}}
   pub: {{type: publish, inputs: [fusion], bind: {endpoint}, topics: [heading, interference/status, interference/status/mast],
          min_change_deg: 0}}
 """)

@@ -24,7 +24,7 @@ enum PipelineBench {
               source:
                 type: simulator
                 rate_hz: \(rate)
-                duration: \(Double(samples) / rate)
+                duration_s: \(Double(samples) / rate)
                 realtime: \(realtime)
                 hard_iron_ut: [1, -2, 0.5]
                 stamp: \(realtime ? "wall" : "simulated")\(endpoint("source"))
@@ -197,7 +197,7 @@ enum PipelineBench {
                   source:
                     type: simulator
                     rate_hz: 1000
-                    duration: 11
+                    duration_s: 11
                     realtime: true
                     stamp: wall
                     endpoint: ipc://\(dir)/l/hop-source

@@ -185,7 +185,7 @@ enum ROS2Bench {
             imu_topic: bench/imu/data_raw
             mag_topic: bench/imu/mag
             qos: reliable, keep_all
-            end_after_idle: 2
+            end_after_idle_s: 2
           fusion:
             type: fusion
             inputs: [dds]

@@ -21,7 +21,7 @@ public enum BuiltInPipelines {
                     scenario: tour
                     seed: \(seed)
                     rate_hz: 100
-                    duration: \(duration)
+                    duration_s: \(duration)
                     realtime: true
                     hard_iron_ut: [25, -30, 12]    # the sensor's own iron: the calibration finds it
                     publish_truth: true            # the true orientation, for the summary's error

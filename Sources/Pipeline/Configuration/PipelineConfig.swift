@@ -164,3 +164,8 @@ public struct PipelineConfig: Sendable {
         }
     }
 }
+
+extension PipelineConfig {
+    /// Settings the file (or an override) gave under a former name, in file order.
+    public var deprecations: [SettingDeprecation] { stages.flatMap(\.settings.deprecations) }
+}

@@ -47,7 +47,7 @@ public struct SettingOverride: Sendable {
             if o.stage == everySource {
                 for i in entries.indices {
                     guard let typeName = entries[i].value["type"]?.scalar, let type = StageType.named(typeName),
-                        type.isSource, type.settings.contains(where: { $0.name == o.setting })
+                        type.isSource, type.settings.contains(where: { $0.accepts(o.setting) })
                     else { continue }
                     set(o, index: index, in: &entries[i])
                 }
@@ -80,8 +80,12 @@ public struct SettingOverride: Sendable {
             value = YAMLNode(value: .scalar(o.value, plain: !o.value.isEmpty), mark: at)
         }
         let key = YAMLNode(value: .scalar(o.setting, plain: true), mark: at)
-        if let j = body.firstIndex(where: { $0.key.scalar == o.setting }) {
+        // The file may give the setting under its former name (or the override may): one replaces the other.
+        let spec = entry.value["type"]?.scalar.flatMap(StageType.named)?.settings.first { $0.accepts(o.setting) }
+        let names = spec.map { [$0.name] + $0.formerNames } ?? [o.setting]
+        if let j = body.firstIndex(where: { names.contains($0.key.scalar ?? "") }) {
             body[j] = (key, value)
+            body.removeAll { names.contains($0.key.scalar ?? "") && $0.key.mark != at }
         } else {
             body.append((key, value))
         }

@@ -63,6 +63,12 @@ public struct SettingSpec: Sendable {
     /// The value names a recording the run creates: one that exists is refused before the run starts,
     /// `--overwrite` or not (a recording is never replaced).
     public let writesRecording: Bool
+    /// Names the setting had before (a duration gained its `_s`): a file or `--set` may still use them,
+    /// with a warning naming the new one.
+    public internal(set) var formerNames: [String] = []
+
+    /// True when `key` names this setting, by its name or a former one.
+    public func accepts(_ key: String) -> Bool { key == name || formerNames.contains(key) }
 
     init(
         _ name: String, _ kind: Kind, _ defaultValue: String?, _ help: String, unit: String = "",

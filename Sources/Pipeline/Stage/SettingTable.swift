@@ -11,7 +11,7 @@ protocol DeclaredSettings: SendableMetatype {
 /// is the property's value in `Settings()`. Validation, the factory, `fusion-node stages` and
 /// docs/stages.md all read the spec built from it.
 struct SettingEntry<Settings: DeclaredSettings>: @unchecked Sendable {
-    let spec: SettingSpec
+    private(set) var spec: SettingSpec
     /// Writes the validated value of `spec.name` into the settings.
     let read: (StageSettings, inout Settings) -> Void
 
@@ -27,6 +27,13 @@ struct SettingEntry<Settings: DeclaredSettings>: @unchecked Sendable {
     }
 
     private static var defaults: Settings { Settings() }
+
+    /// The same setting, also accepted under the names it had before (with a warning).
+    func formerly(_ names: String...) -> Self {
+        var copy = self
+        copy.spec.formerNames += names
+        return copy
+    }
 
     /// A number, in `unit`, within `range`.
     static func number(

@@ -10,6 +10,8 @@ public struct StageSettings: Sendable {
     var lists: [String: [String]] = [:]
     /// Where each setting given in the file is (for errors found by a stage type's own check).
     var marks: [String: YAMLMark] = [:]
+    /// Settings given under a former name.
+    public private(set) var deprecations: [SettingDeprecation] = []
 
     public func string(_ key: String) -> String { strings[key] ?? "" }
     public func number(_ key: String) -> Double { numbers[key] ?? 0 }
@@ -27,12 +29,22 @@ public struct StageSettings: Sendable {
         let specs = type.settings
         var given: [String: YAMLNode] = [:]
         for (k, v) in nodes {
-            guard let name = k.scalar, specs.contains(where: { $0.name == name }) else {
+            guard let key = k.scalar, let spec = specs.first(where: { $0.accepts(key) }) else {
                 throw PipelineConfigError(
                     file: file, mark: k.mark,
                     message: "unknown setting '\(k.scalar ?? k.kind)' for \(type.name) stage '\(stage)'"
                         + didYouMean(k.scalar ?? "", in: specs.map(\.name))
                         + " (accepted: \(specs.map(\.name).joined(separator: ", ")))")
+            }
+            let name = spec.name
+            if given[name] != nil {
+                throw PipelineConfigError(
+                    file: file, mark: k.mark,
+                    message: "'\(name)' of stage '\(stage)' is given twice ('\(key)' is its former name)")
+            }
+            if key != name {
+                deprecations.append(
+                    SettingDeprecation(file: file, mark: k.mark, stage: stage, former: key, current: name))
             }
             given[name] = v
             marks[name] = v.mark
@@ -187,5 +199,19 @@ private struct SettingValue {
             guard let s = node.scalar, !node.isNull else { throw bad() }
             text = try substitute(s, node, environment, file)
         }
+    }
+}
+
+/// A setting given under the name it had before: accepted, and worth a warning that names the new one.
+public struct SettingDeprecation: Sendable, Equatable, CustomStringConvertible {
+    public let file: String
+    public let mark: YAMLMark
+    public let stage: String
+    public let former: String
+    public let current: String
+
+    public var description: String {
+        let place = mark.line > 0 ? "\(file):\(mark.line): " : file.isEmpty ? "" : "\(file): "
+        return "\(place)'\(former)' of stage '\(stage)' is now '\(current)'; the old name still works but will go"
     }
 }

@@ -31,7 +31,7 @@ struct PipelineConfigTests {
                 inputs: [src]
               src:
                 type: simulator
-                duration: 2
+                duration_s: 2
             """)
         #expect(config.stages.map(\.name) == ["src", "fusion", "out"])
         #expect(config.stage(named: "src")!.settings.number("rate_hz") == 100)

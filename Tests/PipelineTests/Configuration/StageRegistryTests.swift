@@ -37,14 +37,14 @@ struct StageRegistryTests {
         "each setting's choices and range are checked when the file loads, with its position",
         arguments: [
             ("simulator", "rate_hz: 1e300", "between 0.1 and 100000"),
-            ("simulator", "duration: -1", "between 0 and 1000000"),
+            ("simulator", "duration_s: -1", "between 0 and 1000000"),
             ("simulator", "seed: -3", "between 0 and"),
             ("fusion", "latitude: 91", "between -90 and 90"),
             ("fusion", "latitude: 52.5", "needs a longitude"),
             ("fusion", "date: 1492", "between 1900 and 2200"),
             ("stdout", "format: yaml", "one of text, json"),
             ("record", "path: x\n    compression: brotli", "one of zstd, lz4, none"),
-            ("calibration", "status_seconds: 0", "between 0.001 and 86400"),
+            ("calibration", "status_period_s: 0", "between 0.001 and 86400"),
             ("publish", "high_water_mark: 0", "between 1 and"),
         ])
     func validated(_ type: String, _ setting: String, _ message: String) throws {
@@ -79,5 +79,44 @@ struct StageRegistryTests {
             BuiltInPipelines.defaultText(durationSeconds: 0, filter: "kalman", seed: 1, watch: true), file: "w",
             environment: [:])
         #expect(watched.stages.map(\.name) == ["source", "calibration", "fusion", "headings"])
+    }
+
+    @Test("every duration is named for its unit: seconds end in _s, milliseconds in _ms")
+    func durationNames() {
+        for type in StageRegistry.types {
+            for spec in type.settings {
+                // A rate's "_s" is "per second" (vertical_turn_deg_s, in deg/s).
+                let named = spec.name.hasSuffix("_s")
+                #expect(spec.unit != "s" || named, "\(type.name).\(spec.name) [\(spec.unit)]")
+                #expect(
+                    !named || spec.unit == "s" || spec.unit.hasSuffix("/s"), "\(type.name).\(spec.name) [\(spec.unit)]")
+                #expect((spec.unit == "ms") == spec.name.hasSuffix("_ms"), "\(type.name).\(spec.name) [\(spec.unit)]")
+            }
+        }
+    }
+
+    @Test("a setting's former name is still read, and the file is told the new one with the line")
+    func formerNames() throws {
+        let text =
+            "stages:\n  sim:\n    type: simulator\n    duration: 2\n  f:\n    type: fusion\n    inputs: [sim]\n"
+            + "  out:\n    type: stdout\n    inputs: [f]\n"
+        let config = try PipelineConfig.parse(text, file: "t.yaml", environment: [:])
+        #expect(config.stage(named: "sim")?.settings.number("duration_s") == 2)
+        #expect(config.deprecations.count == 1)
+        let warning = try #require(config.deprecations.first).description
+        #expect(warning.contains("t.yaml:4:") && warning.contains("'duration'") && warning.contains("'duration_s'"))
+        // The new name and the old together are one setting given twice.
+        let twice = text.replacingOccurrences(of: "duration: 2\n", with: "duration: 2\n    duration_s: 3\n")
+        let e = try #require(configError(twice))
+        #expect(e.message.contains("given twice"), "\(e)")
+        // An override by the new name replaces the file's old one (the command line's --duration).
+        let overridden = try PipelineConfig.parse(
+            text, file: "t.yaml", environment: [:],
+            overrides: [SettingOverride(stage: "sim", setting: "duration_s", value: "3", origin: "--duration 3")])
+        #expect(overridden.stage(named: "sim")?.settings.number("duration_s") == 3)
+        #expect(overridden.deprecations.isEmpty)
+        // Files written with the new names have nothing to warn of.
+        let current = text.replacingOccurrences(of: "duration: 2", with: "duration_s: 2")
+        #expect(try PipelineConfig.parse(current, file: "t.yaml", environment: [:]).deprecations.isEmpty)
     }
 }

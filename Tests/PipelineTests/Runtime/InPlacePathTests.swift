@@ -15,7 +15,7 @@ struct InPlacePathTests {
           sim:
             type: simulator
             scenario: figure_eight
-            duration: 12
+            duration_s: 12
             realtime: false
             hard_iron_ut: [22, -27, 14]
             motor_current_a: 20
@@ -181,7 +181,8 @@ struct InPlacePathTests {
     func pinnedPipelineRuns() async throws {
         PipelineSignals.requestStop(false)
         let config = try PipelineConfig.parse(
-            "cpus: [0]\n" + Self.config.replacingOccurrences(of: "duration: 12", with: "duration: 2"), file: "t.yaml",
+            "cpus: [0]\n" + Self.config.replacingOccurrences(of: "duration_s: 12", with: "duration_s: 2"),
+            file: "t.yaml",
             environment: [:])
         let reports = try await PipelineRunner.runAll(config, log: { _ in })
         #expect(reports.first { $0.stage == "measure" }?.received == reports.first { $0.stage == "fusion" }?.published)

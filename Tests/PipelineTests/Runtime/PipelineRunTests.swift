@@ -24,7 +24,7 @@ struct PipelineRunTests {
             stages:
               sim:
                 type: simulator
-                duration: 5
+                duration_s: 5
                 realtime: false
               cal:
                 type: calibration
@@ -255,7 +255,7 @@ struct PipelineRunTests {
                     type: simulator
                     scenario: rest
                     rate_hz: 100
-                    duration: 1.5
+                    duration_s: 1.5
                     realtime: true
                     pause_without_subscribers: \(pausing)
                     endpoint: \(endpoint)

@@ -17,7 +17,7 @@ extension PipelineRunTests {
               sim:
                 type: simulator
                 scenario: figure_eight
-                duration: 21
+                duration_s: 21
                 realtime: false
                 hard_iron_ut: [22, -27, 14]
               calibration:
@@ -191,7 +191,7 @@ struct SharedCalibrationFileTests {
         func run() throws -> [String] {
             let text = """
                 stages:
-                  sim: {type: simulator, scenario: default, seed: 4, duration: 60, realtime: false,
+                  sim: {type: simulator, scenario: default, seed: 4, duration_s: 60, realtime: false,
                         extra_magnetometers: [mast], extra_hard_iron_ut: [5, -8, 3]}
                   cal: {type: calibration, inputs: [sim], online: true, prompt: false, file: \(file)}
                   cal_mast: {type: calibration, inputs: [cal], magnetometer: mast, online: true, prompt: false,

@@ -15,7 +15,7 @@ extension PipelineRunTests {
               sim:
                 type: simulator
                 scenario: plausible_disturbance
-                duration: 40
+                duration_s: 40
                 realtime: false
                 rate_hz: 100
               fusion:

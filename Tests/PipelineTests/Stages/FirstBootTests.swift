@@ -65,7 +65,7 @@ struct FirstBootTests {
                 type: simulator
                 scenario: \(scenario)
                 seed: \(seed)
-                duration: \(seconds)
+                duration_s: \(seconds)
                 realtime: false
                 hard_iron_ut: \(list([sensor.hardIron.x, sensor.hardIron.y, sensor.hardIron.z]))
                 soft_iron: \(list(sensor.softIron))

@@ -15,7 +15,7 @@ extension PipelineRunTests {
               sim:
                 type: simulator
                 scenario: rest
-                duration: 4
+                duration_s: 4
                 realtime: false
               fusion:
                 type: fusion
@@ -71,7 +71,7 @@ extension PipelineRunTests {
                   sim:
                     type: simulator
                     scenario: figure_eight
-                    duration: 30
+                    duration_s: 30
                     realtime: false
                     truth_path: \(dir)/\(name)-truth.csv
                   fusion:
@@ -125,7 +125,7 @@ extension PipelineRunTests {
         #expect(plain.settings.kalman == KalmanFilterSettings())
         let tuned =
             try stageLogic(
-                "fusion", "    accelerometer_low_pass_s: 5\n    gyro_rate_noise: 0\n    sensor_latency: 0.01\n")
+                "fusion", "    accelerometer_low_pass_s: 5\n    gyro_rate_noise: 0\n    sensor_latency_s: 0.01\n")
             as! FusionStage
         var expected = KalmanFilterSettings()
         expected.accelerometerLowPassSeconds = 5

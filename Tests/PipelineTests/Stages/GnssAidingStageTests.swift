@@ -25,7 +25,7 @@ struct GnssAidingStageTests {
                 type: simulator
                 scenario: drive
                 seed: 2
-                duration: 240
+                duration_s: 240
                 realtime: false
                 gnss_rate_hz: \(gnssRate)
             \(extra)
@@ -90,7 +90,7 @@ struct GnssAidingStageTests {
               sim:
                 type: simulator
                 scenario: drive
-                duration: 5
+                duration_s: 5
                 realtime: false
                 gnss_rate_hz: 5
               record:
@@ -133,7 +133,7 @@ struct DualAntennaStageTests {
     @Test("a heading message without an orientation is counted unusable, not blamed on the filter")
     func noOrientationIsUnusable() throws {
         let config = try PipelineConfig.parse(
-            "stages:\n  sim: {type: simulator, scenario: rest, duration: 2, realtime: false}\n"
+            "stages:\n  sim: {type: simulator, scenario: rest, duration_s: 2, realtime: false}\n"
                 + "  fusion: {type: fusion, inputs: [sim]}\n", file: "dual.yaml", environment: [:])
         let source = try config.stage(named: "sim")!.makeLogic(log: { _ in }) as! SimulatorSource
         let stage = try config.stage(named: "fusion")!.makeLogic(log: { _ in }) as! FusionStage

@@ -8,7 +8,7 @@ struct MeasureSinkTests {
     @Test("counts its topic and measures latency from wall-clock stamps; the report file is one JSON line")
     func measures() throws {
         let report = temporaryPath("m.json")
-        let sink = try stageLogic("measure", "    skip_seconds: 0\n    report_path: \(report)\n") as! MeasureSink
+        let sink = try stageLogic("measure", "    skip_s: 0\n    report_path: \(report)\n") as! MeasureSink
         let now = Clocks.wallNow().seconds
         _ = try processed(
             [SinkFrames.heading(now - 0.002, 1), SinkFrames.fused(now), SinkFrames.heading(now - 0.001, 2)], by: sink)

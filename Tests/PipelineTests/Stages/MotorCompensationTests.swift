@@ -17,7 +17,7 @@ struct MotorCompensationTests {
               sim:
                 type: simulator
                 seed: 3
-                duration: 120
+                duration_s: 120
                 realtime: false
                 hard_iron_ut: [25, -30, 12]
                 motor_current_a: \(amperes)
@@ -67,7 +67,7 @@ struct MotorCompensationTests {
                     type: simulator
                     scenario: drive
                     seed: 1
-                    duration: 240
+                    duration_s: 240
                     realtime: false
                     motor_current_a: \(amperes)
                     motor_field_ut_per_a: [1, 0, 0]

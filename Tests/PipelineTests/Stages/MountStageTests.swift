@@ -18,7 +18,7 @@ extension PipelineRunTests {
               sim:
                 type: simulator
                 scenario: default
-                duration: 30
+                duration_s: 30
                 realtime: false
                 hard_iron_ut: [12, -20, 6]
             \(simulator)

@@ -30,7 +30,7 @@ struct MountingDetectionStageTests {
                 type: simulator
                 scenario: \(name)
                 seed: 3
-                duration: \(duration)
+                duration_s: \(duration)
                 realtime: false
                 hard_iron_ut: [25, -30, 12]
                 mag_rotation: \(mounting)
@@ -132,7 +132,7 @@ extension MountingDetectionStageTests {
         func run(_ detect: Bool) throws -> (calibration: [String], fusion: [String]) {
             let text = """
                 stages:
-                  sim: {type: simulator, scenario: default, seed: 3, duration: 120, realtime: false,
+                  sim: {type: simulator, scenario: default, seed: 3, duration_s: 120, realtime: false,
                         extra_magnetometers: [mast], extra_mag_rotation: yaw_90, extra_hard_iron_ut: [5, -8, 3]}
                   calibration:
                     type: calibration

@@ -17,7 +17,7 @@ extension PipelineRunTests {
               sim:
                 type: simulator
                 rate_hz: 100
-                duration: 2
+                duration_s: 2
                 realtime: false
               fusion:
                 type: fusion
@@ -83,7 +83,7 @@ extension PipelineRunTests {
         let config = try PipelineConfig.parse(
             """
             stages:
-              sim: {type: simulator, rate_hz: 100, duration: 4, realtime: true, hard_iron_ut: [20, -10, 5]}
+              sim: {type: simulator, rate_hz: 100, duration_s: 4, realtime: true, hard_iron_ut: [20, -10, 5]}
               calibration: {type: calibration, inputs: [sim], online: true}
               fusion: {type: fusion, inputs: [calibration]}
               pub:
@@ -131,11 +131,11 @@ extension PipelineRunTests {
         let config = try PipelineConfig.parse(
             """
             stages:
-              sim: {type: simulator, rate_hz: 100, duration: 4.5, realtime: true, magnet_ut: [300, 0, 0],
-                    magnet_start: 2.5, magnet_seconds: 10}
+              sim: {type: simulator, rate_hz: 100, duration_s: 4.5, realtime: true, magnet_ut: [300, 0, 0],
+                    magnet_start_s: 2.5, magnet_duration_s: 10}
               fusion: {type: fusion, inputs: [sim]}
               pub: {type: publish, inputs: [fusion], bind: "\(endpoint)", topics: [heading],
-                    diagnostics_topic: diagnostics, diagnostics_period: 0.2, wait_for_subscribers: 1}
+                    diagnostics_topic: diagnostics, diagnostics_period_s: 0.2, wait_for_subscribers: 1}
             """, file: "t.yaml", environment: [:])
         let context = BusContext()
         let sub = try BusSocket(context, .sub)
@@ -211,7 +211,7 @@ extension PipelineRunTests {
         let config = try PipelineConfig.parse(
             """
             stages:
-              sim: {type: simulator, duration: 20, realtime: false, motor_current_a: 20,
+              sim: {type: simulator, duration_s: 20, realtime: false, motor_current_a: 20,
                     motor_field_ut_per_a: [1, 0, 0]}
               calibration: {type: calibration, inputs: [sim], online: true, prompt: false, learn_motor: false,
                             motor_ut_per_a: [1, 0, 0]}

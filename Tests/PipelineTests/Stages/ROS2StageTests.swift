@@ -114,7 +114,7 @@ import ROS2DDS
             try stageLogic(
                 "ros2_source",
                 "    domain_id: \(Self.domain)\n    imu_topic: \(stem)/raw\n    mag_topic: \(stem)/mag\n"
-                    + "    qos: reliable, keep_all\n    end_after_idle: 1\n    order_window_ms: 50\n",
+                    + "    qos: reliable, keep_all\n    end_after_idle_s: 1\n    order_window_ms: 50\n",
                 log: { log.append($0) }) as! SourceLogic
         let participant = try DomainParticipant(domainId: UInt32(Self.domain))
         let qos = ROS2QoS(reliability: .reliable, history: .keepAll)

@@ -37,14 +37,14 @@ extension PipelineRunTests {
                   sim:
                     type: simulator
                     scenario: figure_eight
-                    duration: 120
+                    duration_s: 120
                     realtime: false
                     truth_path: \(dir)/\(name)-truth.csv
                     extra_magnetometers: [\(extra.joined(separator: ", "))]
                     extra_hard_iron_ut: [10, -5, 3]
                     magnet_ut: [\(magnet.x), \(magnet.y), \(magnet.z)]
-                    magnet_start: 30
-                    magnet_seconds: 30
+                    magnet_start_s: 30
+                    magnet_duration_s: 30
                     mag_noise_ut: \(noise)
                 \(calibrations)
                   fusion:
@@ -138,7 +138,7 @@ extension PipelineRunTests {
             let config = try PipelineConfig.parse(
                 """
                 stages:
-                  sim: {type: simulator, scenario: figure_eight, duration: 30, realtime: false,
+                  sim: {type: simulator, scenario: figure_eight, duration_s: 30, realtime: false,
                         extra_magnetometers: [mast], extra_mag_rotation: yaw_90}
                   mount: {type: mount, inputs: [sim], extra_mag_rotations: [\(rotations)]}
                   fusion: {type: fusion, inputs: [mount]}
@@ -165,7 +165,7 @@ extension PipelineRunTests {
         // Refused at its line: not NAME=ROTATION.
         #expect {
             _ = try PipelineConfig.parse(
-                "stages:\n  sim: {type: simulator, duration: 1}\n"
+                "stages:\n  sim: {type: simulator, duration_s: 1}\n"
                     + "  mount: {type: mount, inputs: [sim], extra_mag_rotations: [mast]}\n",
                 file: "t.yaml", environment: [:])
         } throws: { error in
@@ -181,7 +181,7 @@ extension PipelineRunTests {
             try PipelineConfig.parse(
                 """
                 stages:
-                  sim: {type: simulator, scenario: figure_eight, duration: 30, realtime: false,
+                  sim: {type: simulator, scenario: figure_eight, duration_s: 30, realtime: false,
                         extra_magnetometers: [mast=yaw_90]}
                   record: {type: record, inputs: [sim], path: \(bag), topics: [imu/data_raw, imu/mag, imu/mag/mast]}
                 """, file: "rec.yaml", environment: [:]), log: { _ in })
@@ -286,7 +286,7 @@ extension PipelineRunTests {
         let gps = Quaternion(rotationVector: Vector3(0, 0, 2 * Double.pi / 3)).rotate(h)
         func stages(_ name: String, motorAmperes: Double, extras: Bool) -> String {
             let sim = """
-                  sim: {type: simulator, scenario: figure_eight, duration: 120, realtime: false,
+                  sim: {type: simulator, scenario: figure_eight, duration_s: 120, realtime: false,
                         truth_path: \(dir)/\(name)-truth.csv, motor_current_a: \(motorAmperes),
                         motor_field_ut_per_a: [0.4, 0.2, 0]\(extras ? ", extra_magnetometers: [mast=yaw_90, gps]" : ""),
                         extra_hard_iron_ut: [\(h.x), \(h.y), \(h.z)]}
@@ -323,8 +323,8 @@ extension PipelineRunTests {
         let config = try PipelineConfig.parse(
             """
             stages:
-              sim: {type: simulator, scenario: figure_eight, duration: 60, realtime: false, extra_magnetometers: [mast],
-                    magnet_ut: [8, 4, 0], magnet_start: 20, magnet_seconds: 20}
+              sim: {type: simulator, scenario: figure_eight, duration_s: 60, realtime: false, extra_magnetometers: [mast],
+                    magnet_ut: [8, 4, 0], magnet_start_s: 20, magnet_duration_s: 20}
               fusion: {type: fusion, inputs: [sim]}
               report: {type: report, inputs: [fusion], path: \(dir)/two.html}
             """, file: "t.yaml", environment: [:])
@@ -351,7 +351,7 @@ extension PipelineRunTests {
             _ = try PipelineConfig.parse(
                 """
                 stages:
-                  sim: {type: simulator, duration: 1, realtime: false, extra_magnetometers: [mast/2]}
+                  sim: {type: simulator, duration_s: 1, realtime: false, extra_magnetometers: [mast/2]}
                   fusion: {type: fusion, inputs: [sim]}
                 """, file: "t.yaml", environment: [:])
         } throws: { error in

@@ -8,7 +8,7 @@ struct SimulatorSourceTests {
     @Test(
         "emits one Imu and one MagneticField frame per sample, stamped in simulation time, the same for the same seed")
     func samples() throws {
-        let settings = "    duration: 2\n    rate_hz: 50\n    realtime: false\n    seed: 7\n"
+        let settings = "    duration_s: 2\n    rate_hz: 50\n    realtime: false\n    seed: 7\n"
         let frames = try emitted(by: try stageLogic("simulator", settings) as! SourceLogic)
         #expect(frames.count == 200)
         #expect(frames.filter { $0.topic == PipelineTopics.imuRaw }.allSatisfy { $0.type == ImuMessage.typeName })
@@ -27,9 +27,9 @@ struct SimulatorSourceTests {
     @Test("the hard iron it is given shows in the field")
     func hardIron() throws {
         let plain = try emitted(
-            by: try stageLogic("simulator", "    duration: 0.1\n    realtime: false\n") as! SourceLogic)
+            by: try stageLogic("simulator", "    duration_s: 0.1\n    realtime: false\n") as! SourceLogic)
         let offset = try emitted(
-            by: try stageLogic("simulator", "    duration: 0.1\n    realtime: false\n    hard_iron_ut: [10, 0, 0]\n")
+            by: try stageLogic("simulator", "    duration_s: 0.1\n    realtime: false\n    hard_iron_ut: [10, 0, 0]\n")
                 as! SourceLogic)
         let a = try MagneticFieldMessage(cdrBytes: plain[1].payload).magneticField
         let b = try MagneticFieldMessage(cdrBytes: offset[1].payload).magneticField

@@ -13,7 +13,7 @@ struct UncalibratedReadingsTests {
     static func run(hardIron: String) throws -> (rmse: Double, covered: Double, notes: [String], warnings: Int) {
         let text = """
             stages:
-              sim: {type: simulator, scenario: default, seed: 3, duration: 120, realtime: false,
+              sim: {type: simulator, scenario: default, seed: 3, duration_s: 120, realtime: false,
                     hard_iron_ut: \(hardIron)}
               fusion: {type: fusion, inputs: [sim]}
             """

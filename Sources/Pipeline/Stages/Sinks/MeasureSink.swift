@@ -18,8 +18,9 @@ final class MeasureSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
                 "topic", \.topic, namesTopic: true,
                 "topic to count; with wall-clock stamps, latency = arrival - header stamp"),
             .number(
-                "skip_seconds", \.skipSeconds, unit: "s", range: SettingSpec.secondsRange,
-                "leave the first seconds (connection warm-up) out of the latency statistics"),
+                "skip_s", \.skipSeconds, unit: "s", range: SettingSpec.secondsRange,
+                "leave the first seconds (connection warm-up) out of the latency statistics"
+            ).formerly("skip_seconds"),
             .string(
                 "report_path", \.reportPath, writesFile: true, "also write the summary as one JSON line to this file"),
         ])

@@ -71,8 +71,9 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
                     + "/diagnostics: heading, calibration and interference status, from the heading, "
                     + "calibration/status and interference/status its inputs carry ('' = none)"),
             .number(
-                "diagnostics_period", \.diagnosticsPeriodSeconds, unit: "s", range: 0.01...3600,
-                "publish the health this often, by the wall clock (diagnostic_updater's default: 1 s)"),
+                "diagnostics_period_s", \.diagnosticsPeriodSeconds, unit: "s", range: 0.01...3600,
+                "publish the health this often, by the wall clock (diagnostic_updater's default: 1 s)"
+            ).formerly("diagnostics_period"),
         ])
 
         var json: Bool { encoding == .json }

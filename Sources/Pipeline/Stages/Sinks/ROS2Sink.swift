@@ -11,7 +11,7 @@ import ROS2DDS
 ///                       vertical (true north when known), for users without gyrocompass_msgs
 ///   /tf                 tf2_msgs/msg/TFMessage fixed_frame -> the IMU frame (publish_tf)
 ///   /diagnostics        diagnostic_msgs/msg/DiagnosticArray: heading, calibration and interference
-///                       health once per diagnostics_period (wall clock), and once at the end
+///                       health once per diagnostics_period_s (wall clock), and once at the end
 /// With world_frame enu and no offsets the Imu bytes go out exactly as the fusion stage made them.
 final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
     struct Settings: DeclaredSettings {
@@ -85,8 +85,9 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
                 "diagnostics_topic", \.diagnosticsTopic,
                 "ROS topic for the health as diagnostic_msgs/msg/DiagnosticArray ('' = none)"),
             .number(
-                "diagnostics_period", \.diagnosticsPeriodSeconds, unit: "s", range: 0.01...3600,
-                "publish the health this often (diagnostic_updater's default: 1 s)"),
+                "diagnostics_period_s", \.diagnosticsPeriodSeconds, unit: "s", range: 0.01...3600,
+                "publish the health this often (diagnostic_updater's default: 1 s)"
+            ).formerly("diagnostics_period"),
             .number(
                 "diagnostics_warn_accuracy_deg", \.diagnosticsWarnAccuracyDegrees, unit: "deg",
                 range: SettingSpec.degreesRange, "a 95 % heading bound above this makes the heading status WARN"),

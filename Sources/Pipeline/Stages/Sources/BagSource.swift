@@ -54,8 +54,12 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
             .number(
                 "rate", \.rate, unit: "x real time", range: 0...10_000,
                 "playback speed: 1 = real time, 2 = twice, 0 = as fast as possible"),
-            .number("start", \.startSeconds, unit: "s", range: SettingSpec.secondsRange, "time to skip from the start"),
-            .number("duration", \.durationSeconds, unit: "s", range: SettingSpec.secondsRange, "time to play; 0 = all"),
+            .number(
+                "start_s", \.startSeconds, unit: "s", range: SettingSpec.secondsRange, "time to skip from the start"
+            ).formerly("start"),
+            .number(
+                "duration_s", \.durationSeconds, unit: "s", range: SettingSpec.secondsRange, "time to play; 0 = all"
+            ).formerly("duration"),
             .bool("loop", \.loop, "start again at the end"),
             .bool("salvage", \.salvage, "read past damage, reporting it"),
             .choice("time", \.time, "header: keep the header stamps; log: stamp each message with its log time"),

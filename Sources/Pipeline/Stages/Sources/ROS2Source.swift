@@ -94,11 +94,13 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
                 "order_window_ms", \.orderWindowMilliseconds, unit: "ms", range: 0...1000,
                 "how long a sample waits for one of another topic stamped before it (0 = arrival order)"),
             .number(
-                "duration", \.durationSeconds, unit: "s", range: SettingSpec.secondsRange,
-                "how long to run; 0 = until stopped"),
+                "duration_s", \.durationSeconds, unit: "s", range: SettingSpec.secondsRange,
+                "how long to run; 0 = until stopped"
+            ).formerly("duration"),
             .number(
-                "end_after_idle", \.idleEndSeconds, unit: "s", range: SettingSpec.secondsRange,
-                "end the stream after this long without data, once data came (0 = never)"),
+                "end_after_idle_s", \.idleEndSeconds, unit: "s", range: SettingSpec.secondsRange,
+                "end the stream after this long without data, once data came (0 = never)"
+            ).formerly("end_after_idle"),
             .pauseWithoutSubscribers(\.pauseWithoutSubscribers),
         ])
 

@@ -76,8 +76,9 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
             .integer("seed", \.seed, range: 0...Int(UInt32.max), "simulator seed"),
             .number("rate_hz", \.rateHz, unit: "Hz", range: 0.1...100_000, "samples per second"),
             .number(
-                "duration", \.durationSeconds, unit: "s", range: SettingSpec.secondsRange,
-                "how long to run; 0 = until stopped"),
+                "duration_s", \.durationSeconds, unit: "s", range: SettingSpec.secondsRange,
+                "how long to run; 0 = until stopped"
+            ).formerly("duration"),
             .bool("realtime", \.realtime, "pace samples to the wall clock; false = as fast as possible"),
             .choice(
                 "stamp", \.stamp,
@@ -125,13 +126,15 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
             .vector(
                 "magnet_ut", \.magnetDisturbanceMicrotesla, unit: "uT", range: -5000...5000,
                 "a magnet fixed near the primary magnetometer (turns with the vehicle), body axes; fades in over 5 s "
-                    + "at magnet_start and stays magnet_seconds; 0 = none"),
+                    + "at magnet_start_s and stays magnet_duration_s; 0 = none"),
             .number(
-                "magnet_start", \.magnetDisturbanceStartSeconds, unit: "s", range: 0...1e6,
-                "when the magnet starts to fade in, seconds from the start"),
+                "magnet_start_s", \.magnetDisturbanceStartSeconds, unit: "s", range: 0...1e6,
+                "when the magnet starts to fade in, seconds from the start"
+            ).formerly("magnet_start"),
             .number(
-                "magnet_seconds", \.magnetDisturbanceSeconds, unit: "s", range: 0...1e6,
-                "how long the magnet stays fully present"),
+                "magnet_duration_s", \.magnetDisturbanceSeconds, unit: "s", range: 0...1e6,
+                "how long the magnet stays fully present"
+            ).formerly("magnet_seconds"),
             .string(
                 "truth_path", \.truthPath, writesFile: true,
                 "also write the true orientation here: t,qw,qx,qy,qz,movement per sample"),

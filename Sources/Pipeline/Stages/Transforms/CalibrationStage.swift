@@ -43,8 +43,9 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
                     + "stages of several magnetometers may share one (each under its name)"),
             .bool("prompt", \.prompt, "allow the status to ask for the figure-eight motion"),
             .number(
-                "status_seconds", \.statusSeconds, unit: "s", range: 0.001...86_400,
-                "publish calibration/status this often (and on every change)"),
+                "status_period_s", \.statusSeconds, unit: "s", range: 0.001...86_400,
+                "publish calibration/status this often (and on every change)"
+            ).formerly("status_seconds"),
             .vector(
                 "motor_ut_per_a", \.motorMicroteslaPerAmpere, unit: "uT/A", range: -100...100,
                 "field the motors add per ampere drawn (from motor/current), removed from every reading; "

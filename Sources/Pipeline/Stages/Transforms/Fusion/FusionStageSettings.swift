@@ -44,8 +44,9 @@ extension FusionStage {
             [
                 .choice("filter", \.filter, "the fusion filter"),
                 .number(
-                    "sensor_latency", \.sensorLatencySeconds, unit: "s", range: 0...1,
-                    "IMU output latency to predict over"),
+                    "sensor_latency_s", \.sensorLatencySeconds, unit: "s", range: 0...1,
+                    "IMU output latency to predict over"
+                ).formerly("sensor_latency"),
                 .number(
                     "reference_offset_deg", \.referenceOffsetDegrees, unit: "deg", range: -360...360,
                     "subtracted from the heading ('this direction is zero')"),
@@ -68,8 +69,9 @@ extension FusionStage {
                     "dip_tolerance_deg", \.dipToleranceDegrees, unit: "deg", range: 0.01...180,
                     "a reading whose dip differs from the expected by more is disturbed"),
                 .number(
-                    "status_seconds", \.statusSeconds, unit: "s", range: 0.001...86_400,
-                    "publish interference/status this often (and on every change)"),
+                    "status_period_s", \.statusSeconds, unit: "s", range: 0.001...86_400,
+                    "publish interference/status this often (and on every change)"
+                ).formerly("status_seconds"),
                 .optionalNumber(
                     "latitude", \.latitudeDegrees, unit: "deg", range: SettingSpec.latitudeRange,
                     "the site: WGS-84 latitude for the declination (true heading) and the expected field; "
