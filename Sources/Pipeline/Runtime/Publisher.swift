@@ -33,7 +33,12 @@ struct Publisher {
     /// The expected readers connected: each subscribes to everything and to its mark, and only the
     /// marks are counted, so a stray subscriber (an `echo` on the endpoint) neither starts nor un-pauses
     /// a stage that waits for its real readers.
-    var connectedReaders: Int { readerMarks.filter { readers.subscriptions(to: $0) > 0 }.count }
+    /// Counted without building an array: a pausing source asks before every frame it publishes.
+    var connectedReaders: Int {
+        var count = 0
+        for mark in readerMarks where readers.subscriptions(to: mark) > 0 { count += 1 }
+        return count
+    }
     /// `readerMark(of:)` of each reader, in the order of `readerNames` (asked for every batch a pausing
     /// source publishes: made once).
     let readerMarks: [[UInt8]]
