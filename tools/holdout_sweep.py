@@ -28,7 +28,7 @@ def main():
     ap.add_argument('--tune', default='02,07,11,27,33', help='trials the value is chosen on')
     ap.add_argument('--data', default=str(ROOT.parent / 'shared' / 'data' / 'broad'))
     ap.add_argument('--bench', default=str(ROOT.parent / 'shared' / 'bench'))
-    ap.add_argument('--latency', default='0', help='fusion.sensor_latency, seconds (0: the defaults)')
+    ap.add_argument('--latency', default='0', help='fusion.sensor_latency_s, seconds (0: the defaults)')
     ap.add_argument('--node', default=str(ROOT / '.build' / 'release' / 'fusion-node'))
     a = ap.parse_args()
     scorer = load_scorer(a.bench)
