@@ -323,8 +323,8 @@ extension PipelineRunTests {
         let config = try PipelineConfig.parse(
             """
             stages:
-              sim: {type: simulator, scenario: figure_eight, duration_s: 60, realtime: false, extra_magnetometers: [mast],
-                    magnet_ut: [8, 4, 0], magnet_start_s: 20, magnet_duration_s: 20}
+              sim: {type: simulator, scenario: figure_eight, duration_s: 60, realtime: false,
+                    extra_magnetometers: [mast], magnet_ut: [8, 4, 0], magnet_start_s: 20, magnet_duration_s: 20}
               fusion: {type: fusion, inputs: [sim]}
               report: {type: report, inputs: [fusion], path: \(dir)/two.html}
             """, file: "t.yaml", environment: [:])
