@@ -11,8 +11,16 @@ public struct MagnetometerCalibrationNotice: Sendable, Equatable {
     /// calibrated field over its horizontal part (pi when nothing bounds it).
     public var headingShiftRadians: Double
 
-    public init(calibrated: Bool, fieldStrengthMicrotesla: Double?, headingShiftRadians: Double) {
+    /// True while no calibration is applied only because one is still being learned: nothing says the
+    /// readings are wrong (a mounting they contradict, iron found that nothing removes), so what they
+    /// show as the device turns may bound the heading (`UncalibratedHeadingEvidence`).
+    public var learning: Bool
+
+    public init(
+        calibrated: Bool, fieldStrengthMicrotesla: Double?, headingShiftRadians: Double, learning: Bool = false
+    ) {
         self.calibrated = calibrated
+        self.learning = learning
         self.fieldStrengthMicrotesla = fieldStrengthMicrotesla
         self.headingShiftRadians = min(Double.pi, max(0, headingShiftRadians))
     }
@@ -24,11 +32,15 @@ public struct MagnetometerCalibrationNotice: Sendable, Equatable {
     public static let uncalibratedVarianceDegrees2 =
         (uncalibratedBoundDegrees / 1.96) * (uncalibratedBoundDegrees / 1.96)
 
-    /// A filter's own heading variance as reported, degrees^2: while no calibration is applied, at
-    /// least that of the 180-degree bound. It is the filter's own part (the disturbance parts add to
-    /// it), so the accuracy parts add up to the reported bound.
+    /// A filter's own heading variance as reported, degrees^2: while no calibration is applied, the
+    /// state's plus that of the bound the uncalibrated readings allow (`uncalibratedBoundRadians`, pi
+    /// when nothing bounds them: at least the 180-degree bound's). It is the filter's own part (the
+    /// disturbance parts add to it), so the accuracy parts add up to the reported bound.
     @inline(__always)
-    static func ownVarianceDegrees2(_ varianceDegrees2: Double, uncalibrated: Bool) -> Double {
-        uncalibrated ? max(varianceDegrees2, uncalibratedVarianceDegrees2) : varianceDegrees2
+    static func ownVarianceDegrees2(_ varianceDegrees2: Double, uncalibratedBoundRadians: Double?) -> Double {
+        guard let bound = uncalibratedBoundRadians else { return varianceDegrees2 }
+        if bound >= .pi { return max(varianceDegrees2, uncalibratedVarianceDegrees2) }
+        let sigma = bound * degreesPerRadian / 1.96
+        return varianceDegrees2 + sigma * sigma
     }
 }

@@ -37,12 +37,18 @@ public struct ComplementaryFilter: Sendable {
 
     /// True while the calibration owner says no calibration is applied to the readings.
     public private(set) var magnetometerUncalibrated = false
+    /// While they are uncalibrated, what the readings show of how far the compass can be off.
+    public private(set) var uncalibratedEvidence = UncalibratedHeadingEvidence()
+    /// Whether that evidence may bound the heading (see `MagnetometerCalibrationNotice.learning`).
+    var uncalibratedButLearning = false
 
     /// The calibration applied to the readings changed (see `KalmanFilter.noteCalibration(_:)`). A
     /// change that can have turned the compass by more than the filter's own uncertainty makes the
     /// next usable reading set the heading whole.
     public mutating func noteCalibration(_ notice: MagnetometerCalibrationNotice) {
+        if notice.calibrated || !magnetometerUncalibrated { uncalibratedEvidence.reset() }
         magnetometerUncalibrated = !notice.calibrated
+        uncalibratedButLearning = notice.learning
         guard notice.calibrated else { return }
         _ = magneticGate.follow(notice)
         if notice.headingShiftRadians * degreesPerRadian > 3 * ownHeadingSigmaDegrees { headingFixed = false }
@@ -84,11 +90,16 @@ public struct ComplementaryFilter: Sendable {
         return (compass * compass + drift * drift).squareRoot()
     }
 
-    /// The filter's own part of the reported heading variance, degrees^2: raised to the 180-degree
-    /// bound's while no calibration is applied.
+    /// The filter's own part of the reported heading variance, degrees^2: widened while no
+    /// calibration is applied by as far as the uncalibrated readings can turn the compass.
     var reportedOwnVarianceDegrees2: Double {
         let own = ownHeadingSigmaDegrees
-        return MagnetometerCalibrationNotice.ownVarianceDegrees2(own * own, uncalibrated: magnetometerUncalibrated)
+        return MagnetometerCalibrationNotice.ownVarianceDegrees2(
+            own * own,
+            uncalibratedBoundRadians: !magnetometerUncalibrated
+                ? nil
+                : uncalibratedButLearning
+                    ? uncalibratedEvidence.headingBoundRadians(eastRow: orientation.rotationMatrix.row0) : .pi)
     }
 
     /// Where the reported heading accuracy comes from now.
@@ -158,6 +169,9 @@ public struct ComplementaryFilter: Sendable {
         // Heading: a bounded pull toward the compass while the gate trusts it.
         if let m = field {
             let magneticDt = validator.magneticStep(at: imu.timestamp, fallback: dt)
+            if magnetometerUncalibrated {
+                uncalibratedEvidence.add(m, rotation: orientation.rotationMatrix, at: imu.timestamp)
+            }
             let earth = orientation.rotate(m)
             let horizontal = (earth.x * earth.x + earth.y * earth.y).squareRoot()
             if horizontal > 1e-3 * m.norm {
@@ -212,10 +226,10 @@ public struct ComplementaryFilter: Sendable {
     mutating func restarted(at imu: ImuSample) -> FusionOutput? {
         var checks = validator
         checks.countReset()
-        let uncalibrated = magnetometerUncalibrated
+        let uncalibrated = (magnetometerUncalibrated, uncalibratedEvidence, uncalibratedButLearning)
         self = ComplementaryFilter(settings: settings)
         validator = checks
-        magnetometerUncalibrated = uncalibrated
+        (magnetometerUncalibrated, uncalibratedEvidence, uncalibratedButLearning) = uncalibrated
         return output(imu.timestamp, flags: [.initialising, .filterReset])
     }
 

@@ -102,6 +102,10 @@ public struct KalmanFilter: Sendable {
 
     /// True while the calibration owner says no calibration is applied to the readings.
     public private(set) var magnetometerUncalibrated = false
+    /// While they are uncalibrated, what the readings show of how far the compass can be off.
+    public private(set) var uncalibratedEvidence = UncalibratedHeadingEvidence()
+    /// Whether that evidence may bound the heading (see `MagnetometerCalibrationNotice.learning`).
+    var uncalibratedButLearning = false
 
     /// The calibration applied to the readings changed. Uncalibrated readings still steer the heading
     /// (nothing better is known) but the accuracy says 180 degrees. A new calibration renews the
@@ -109,7 +113,9 @@ public struct KalmanFilter: Sendable {
     /// the heading uncertainty by as far as the change can have turned the compass, so the next
     /// readings correct a heading taken from the old calibration.
     public mutating func noteCalibration(_ notice: MagnetometerCalibrationNotice) {
+        if notice.calibrated || !magnetometerUncalibrated { uncalibratedEvidence.reset() }
         magnetometerUncalibrated = !notice.calibrated
+        uncalibratedButLearning = notice.learning
         guard notice.calibrated else { return }
         agreement?.noteCalibration(0, radiusMicrotesla: notice.fieldStrengthMicrotesla)
         // A refinement is within what the heading measurements average out anyway: no reason to trust
@@ -339,11 +345,11 @@ public struct KalmanFilter: Sendable {
     mutating func restarted(at imu: ImuSample) -> FusionOutput? {
         var checks = validator
         checks.countReset()
-        let uncalibrated = magnetometerUncalibrated
+        let uncalibrated = (magnetometerUncalibrated, uncalibratedEvidence, uncalibratedButLearning)
         let kept = (others: others, agreement: agreement)
         self = KalmanFilter(settings: settings)
         validator = checks
-        magnetometerUncalibrated = uncalibrated
+        (magnetometerUncalibrated, uncalibratedEvidence, uncalibratedButLearning) = uncalibrated
         // The magnetometers stay, their gates start afresh with the filter; the counts go on.
         others = kept.others.map { OtherMagnetometer(name: $0.name, gate: settings.magneticGate) }
         agreement = kept.agreement
@@ -371,11 +377,15 @@ public struct KalmanFilter: Sendable {
     /// 1-sigma heading uncertainty from the state alone, degrees.
     public var headingSigmaDegrees: Double { headingVariance.squareRoot() * degreesPerRadian }
 
-    /// The filter's own part of the reported heading variance, degrees^2: the state's, raised to the
-    /// 180-degree bound's while no calibration is applied.
+    /// The filter's own part of the reported heading variance, degrees^2: the state's, widened while
+    /// no calibration is applied by as far as the uncalibrated readings can turn the compass.
     var reportedOwnVarianceDegrees2: Double {
         MagnetometerCalibrationNotice.ownVarianceDegrees2(
-            headingVariance * degreesPerRadian * degreesPerRadian, uncalibrated: magnetometerUncalibrated)
+            headingVariance * degreesPerRadian * degreesPerRadian,
+            uncalibratedBoundRadians: !magnetometerUncalibrated
+                ? nil
+                : uncalibratedButLearning
+                    ? uncalibratedEvidence.headingBoundRadians(eastRow: orientation.rotationMatrix.row0) : .pi)
     }
 
     /// Where the reported heading accuracy comes from now (the bound of the latest output, whatever
@@ -597,6 +607,7 @@ public struct KalmanFilter: Sendable {
         field m: Vector3, rotation r: Matrix3, dt: Double, rate: Double, turned: Double, at time: Double,
         recorder: inout Recorder
     ) -> FusionFlags {
+        if magnetometerUncalibrated { uncalibratedEvidence.add(m, rotation: r, at: time) }
         let earth = r * m
         let strength = m.norm
         let horizontal = (earth.x * earth.x + earth.y * earth.y).squareRoot()

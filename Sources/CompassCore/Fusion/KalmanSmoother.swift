@@ -258,11 +258,18 @@ struct SmoothedPass {
             s.gyroBias = o.gyroBias + bias
             if segmentMeasuredHeading {
                 // Every sample of the segment has seen its heading measurements, past and future.
-                let degrees2 =
+                // Uncalibrated readings: as wide as the forward pass said, which counts how far they can
+                // turn the compass (the smoothed state cannot know better), and 180 degrees when it said
+                // nothing.
+                let uncalibrated = s.flags.contains(.magnetometerUncalibrated)
+                let forward = o.headingVarianceDegrees2 ?? .infinity
+                let unbounded = forward >= MagnetometerCalibrationNotice.uncalibratedVarianceDegrees2
+                var degrees2 =
                     MagnetometerCalibrationNotice.ownVarianceDegrees2(
                         variance * degreesPerRadian * degreesPerRadian,
-                        uncalibrated: s.flags.contains(.magnetometerUncalibrated))
+                        uncalibratedBoundRadians: uncalibrated && unbounded ? .pi : nil)
                     + unseen.degrees2(eastRow: s.orientation.rotationMatrix.row0)
+                if uncalibrated && !unbounded { degrees2 = max(degrees2, forward) }
                 s.flags.remove(.initialising)
                 s.headingVarianceDegrees2 = degrees2.isFinite ? degrees2 : nil
             }

@@ -42,7 +42,10 @@ extension FusionStage {
         var shift = 0.0
         if let p = previous {
             let dip = gate.referenceDipDegrees ?? TypicalEarthField.dipDegrees
-            guard CalibrationShift.radians(from: p, to: c, dipDegrees: dip) != nil else { return }
+            guard
+                CalibrationShift.radians(from: p, to: c, dipDegrees: dip) != nil
+                    || CalibrationShift.learning(p) != CalibrationShift.learning(c)
+            else { return }
             shift = CalibrationShift.radians(from: renewedFor ?? p, to: c, dipDegrees: dip) ?? 0
         }
         if calibrated != wasCalibrated || shift >= gate.settings.consistencyGateDegrees * radiansPerDegree {
@@ -50,7 +53,7 @@ extension FusionStage {
         }
         let notice = MagnetometerCalibrationNotice(
             calibrated: calibrated, fieldStrengthMicrotesla: c.fieldStrength.isFinite ? c.fieldStrength : nil,
-            headingShiftRadians: shift)
+            headingShiftRadians: shift, learning: CalibrationShift.learning(c))
         if smoother != nil { smoother!.noteCalibration(notice) } else { filter.noteCalibration(notice) }
     }
 
@@ -73,6 +76,12 @@ enum CalibrationShift {
     /// readings miss it).
     static func applied(_ m: CalibrationStatusMessage) -> Bool {
         m.state == OnlineCalibrator.State.calibrated.rawValue || m.state == OnlineCalibrator.State.degraded.rawValue
+    }
+
+    /// Whether a status says a calibration is being learned (collecting): nothing applied yet and nothing
+    /// found wrong (a mounting the readings contradict is reported uncalibrated).
+    static func learning(_ m: CalibrationStatusMessage) -> Bool {
+        m.state == OnlineCalibrator.State.collecting.rawValue
     }
 
     /// How far the calibrated field can have moved, microtesla: the offset change plus the soft-iron
