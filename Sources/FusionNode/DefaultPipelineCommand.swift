@@ -49,12 +49,12 @@ enum DefaultPipelineCommand {
         let config = try PipelineConfig.parse(
             BuiltInPipelines.defaultText(durationSeconds: duration, filter: filter, seed: seed),
             file: "<built-in default pipeline>", environment: [:])
-        PipelineSignals.install()
+        let stop = StopToken().handleSignals()
         // What the stages say (a calibration accepted, and what it found) and their summary go to stderr,
         // as for any pipeline; the headings go to stdout.
-        let reports = try await PipelineRunner.runAll(config)
+        let reports = try await PipelineRunner.runAll(config, stop: stop)
         for r in reports { writeStandardError("fusion-node: \(r)\n") }
-        if PipelineSignals.interruptedBySignal { return .interrupted }
+        if stop.interruptedBySignal { return .interrupted }
         return .finished(reports)
     }
 
@@ -64,14 +64,14 @@ enum DefaultPipelineCommand {
         let config = try PipelineConfig.parse(
             BuiltInPipelines.defaultText(durationSeconds: duration, filter: filter, seed: seed, watch: true),
             file: "<built-in default pipeline>", environment: PipelineCommand.environment)
-        PipelineSignals.install()
-        let pipeline = Task { try await PipelineRunner.runAll(config, log: { _ in }) }
+        let stop = StopToken().handleSignals()
+        let pipeline = Task { try await PipelineRunner.runAll(config, stop: stop, log: { _ in }) }
         let context = BusContext()
         let socket = try WatchCommand.subscriber(context, endpoint: endpoint, nil)
-        let result = try WatchCommand.view(socket, endpoint: endpoint, plain: isatty(1) != 1)
+        let result = try WatchCommand.view(socket, endpoint: endpoint, plain: isatty(1) != 1, stop: stop)
         // The view is gone: its publisher has nobody left to deliver the tail to (q quits at once).
         socket.close()
-        PipelineSignals.requestStop()
+        stop.request(.stage)
         _ = try? await pipeline.value
         return result
     }

@@ -43,7 +43,7 @@ enum EchoCommand {
         }
         let limit = try a.integer("--count", minimum: 1)
         let timeout = try a.double("--timeout", minimum: 0, maximum: 1_000_000) ?? 0
-        PipelineSignals.install()
+        let stop = StopToken().handleSignals()
         let context = BusContext()
         let socket = try BusSocket(context, .sub)
         if a.has("--latest-only") { try socket.set(.conflate, 1) }
@@ -53,7 +53,7 @@ enum EchoCommand {
         writeStandardError("fusion-node: waiting for \(topic.map { "'\($0)'" } ?? "every topic") on \(endpoint)\n")
         var printed = 0
         var lastArrival = Clocks.monotonicSeconds(), warnedAt = lastArrival
-        while !PipelineSignals.stopRequested {
+        while !stop.requested {
             guard let bytes = try socket.receive(timeoutMilliseconds: 200) else {
                 let now = Clocks.monotonicSeconds()
                 if timeout > 0, now - lastArrival >= timeout {

@@ -63,14 +63,14 @@ enum GuidedCalibration {
         var lastImuTime: Double?
         let plain = a.has("--plain")
         let screen = plain ? nil : CalibrationScreen()
-        PipelineSignals.install()
+        let stop = StopToken().handleSignals()
         screen?.start()
         let started = Clocks.monotonicSeconds()
         var lastShown = -Double.infinity
         var quit = false
         var samples = 0
-        let undecodable = try SourceTap.run(config, source: source, log: { line in if plain { print(line) } }) {
-            sample in
+        let log: @Sendable (String) -> Void = { line in if plain { print(line) } }
+        let undecodable = try SourceTap.run(config, source: source, stop: stop, log: log) { sample in
             switch sample {
             case .imu(let time, let rate, _):
                 if let last = lastImuTime, time > last { detector.addMotion(rate: rate, dt: time - last) }
@@ -103,12 +103,12 @@ enum GuidedCalibration {
             let why =
                 quit
                 ? "quit before the calibration was complete"
-                : PipelineSignals.stopRequested
+                : stop.requested
                     ? "interrupted"
                     : timeout.map { "not complete after \(format($0, 0)) s" } ?? "the source ended first"
             for line in view.summary { print(line) }
             writeStandardError("fusion-node: no calibration written: \(why)\n")
-            return PipelineSignals.stopRequested ? .interrupted : .failed
+            return stop.requested ? .interrupted : .failed
         }
         // A mounting found is saved with the file, and a file with a mounting holds the calibration of the
         // turned readings (the calibration stage turns them first): the fit is turned likewise.
@@ -136,6 +136,7 @@ enum GuidedCalibration {
         if let file = a.string("--config") {
             let config = try PipelineConfig.load(
                 path: file, environment: ProcessInfo.processInfo.environment, requireSink: false)
+            warnOfFormerNames(config)
             let sources = SourceTap.sourceNames(config)
             if let name = a.string("--source") {
                 guard sources.contains(name) else {

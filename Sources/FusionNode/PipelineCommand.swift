@@ -93,34 +93,34 @@ enum PipelineCommand {
         if !a.has("--resume") {
             try config.refuseExistingOutputs(only: a.string("--stage").map { [$0] }, overwriting: a.has("--overwrite"))
         }
-        PipelineSignals.install()
-        endWithParent()
+        let stop = StopToken().handleSignals()
+        endWithParent(stop)
         if a.has("--supervise") {
             return try Supervisor(
                 configPath: path, config: config, maxRestarts: try a.integer("--max-restarts", minimum: 0) ?? 3,
-                extraArguments: overrideArguments(a)
+                extraArguments: overrideArguments(a), stop: stop
             ).run()
         }
         let reports: [StageReport]
         if let name = a.string("--stage") {
-            reports = [try await PipelineRunner.runStage(config, named: name, resuming: a.has("--resume"))]
+            reports = [try await PipelineRunner.runStage(config, named: name, resuming: a.has("--resume"), stop: stop)]
         } else {
-            reports = try await PipelineRunner.runAll(config)
+            reports = try await PipelineRunner.runAll(config, stop: stop)
         }
         for r in reports { writeStandardError("fusion-node: \(r)\n") }
-        if PipelineSignals.interruptedBySignal { return .interrupted }
+        if stop.interruptedBySignal { return .interrupted }
         return .finished(reports)
     }
 }
 
 extension PipelineCommand {
     /// In a run started by another fusion-node (a supervisor's stage, a benchmark's process): stop,
-    /// abandoning the run, once that process is no longer the parent (`PipelineSignals.endWith`), so no
+    /// abandoning the run, once that process is no longer the parent (`StopToken.endWith`), so no
     /// stage outlives a parent that was killed and no sink renames a file holding part of the stream
     /// onto its final name. A variable inherited from further up (the parent is another) is ignored.
-    static func endWithParent() {
+    static func endWithParent(_ stop: StopToken) {
         guard let parent = getenv(parentPidVariable).flatMap({ pid_t(String(cString: $0)) }) else { return }
-        PipelineSignals.endWith(parent: parent) { writeStandardError("fusion-node: \($0)\n") }
+        stop.endWith(parent: parent) { writeStandardError("fusion-node: \($0)\n") }
     }
 }
 
@@ -132,6 +132,8 @@ struct Supervisor {
     let maxRestarts: Int
     /// The command line's overrides, passed on to every stage process.
     var extraArguments: [String] = []
+    /// The run's stop request (signals): forwarded to every stage process as SIGTERM.
+    var stop = StopToken()
 
     func spawn(_ stage: String, resuming: Bool = false) throws -> pid_t {
         setenv(EndpointPolicy.runVariable, String(getpid()), 1)
@@ -150,7 +152,7 @@ struct Supervisor {
         for s in config.stages { running[try spawn(s.name)] = s.name }
         var forwarded = false
         while !running.isEmpty {
-            if PipelineSignals.stopRequested && !forwarded {
+            if stop.requested && !forwarded {
                 forwarded = true
                 for pid in running.keys { kill(pid, SIGTERM) }
             }
@@ -207,7 +209,7 @@ struct Supervisor {
             }
         }
         if failed { return .failed }
-        if PipelineSignals.interruptedBySignal { return .interrupted }
+        if stop.interruptedBySignal { return .interrupted }
         let total = restarts.values.reduce(0, +)
         if total > 0 {
             let perStage = restarts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")

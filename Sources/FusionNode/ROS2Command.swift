@@ -91,7 +91,7 @@ enum ROS2Command {
         let limit = try a.integer("--count", minimum: 1)
         let timeout = try a.double("--timeout", minimum: 0, maximum: 1_000_000) ?? 0
         let hex = a.has("--hex")
-        PipelineSignals.install()
+        let stop = StopToken().handleSignals()
         let participant = try DomainParticipant(domainId: domain)
         defer { participant.close() }
         let discovery = try EndpointDiscovery(participant, .publications)
@@ -104,7 +104,7 @@ enum ROS2Command {
         var warnedAt = started
         // The type, from the first publisher discovery shows.
         while type == nil {
-            if PipelineSignals.stopRequested { return .interrupted }
+            if stop.requested { return .interrupted }
             discovery.refresh()
             if let e = discovery.on(ddsTopic).first { type = ROS2Names.rosType(ofDDSType: e.ddsType) ?? e.ddsType }
             if type != nil { break }
@@ -131,7 +131,7 @@ enum ROS2Command {
         var samples: [SerializedSample] = []
         var lastArrival = Clocks.monotonicSeconds()
         warnedAt = lastArrival
-        while !PipelineSignals.stopRequested {
+        while !stop.requested {
             guard try waitSet.wait(timeoutSeconds: 0.2) else {
                 let now = Clocks.monotonicSeconds()
                 if timeout > 0, now - lastArrival >= timeout {

@@ -186,9 +186,9 @@ enum ReplayCommand {
                     .mapping(top + [("stages", .mapping(ProcessingGraph.withOverrides(stages, overrides)))])))
             try w.close()
         }
-        PipelineSignals.install()
+        let stop = StopToken().handleSignals()
         let started = Clocks.monotonicSeconds()
-        let reports = try await PipelineRunner.runAll(config)
+        let reports = try await PipelineRunner.runAll(config, stop: stop)
         let quiet = a.has("--quiet")
         if !quiet {
             for r in reports where r.stage != "summary" { writeStandardError("fusion-node: \(r)\n") }
@@ -208,7 +208,7 @@ enum ReplayCommand {
                 "fusion-node: \(bagPath): nothing was fused (no IMU messages on \(topics); see fusion-node bag info)\n")
             return .failed
         }
-        if PipelineSignals.interruptedBySignal { return .interrupted }
+        if stop.interruptedBySignal { return .interrupted }
         return .finished(reports, ignoringLoss: a.has("--salvage"))
     }
 }

@@ -95,10 +95,10 @@ enum ReportCommand {
             text, file: "<report command line>", environment: [:], overrides: overrides)
         try ProcessingGraph.refuseExistingOutputs(config, a, command: help.path)
         let startedAt = Date()
-        PipelineSignals.install()
+        let stop = StopToken().handleSignals()
         let reports: [StageReport]
         do {
-            reports = try await PipelineRunner.runAll(config, log: { _ in })
+            reports = try await PipelineRunner.runAll(config, stop: stop, log: { _ in })
         } catch {
             // What was read before the failure is still worth a look, but never as a finished report.
             if written(output, since: startedAt) {
@@ -133,7 +133,7 @@ enum ReportCommand {
         for r in reports where r.stage == "report" {
             for note in r.notes { writeStandardError("fusion-node: \(note)\n") }
         }
-        if PipelineSignals.interruptedBySignal { return .interrupted }
+        if stop.interruptedBySignal { return .interrupted }
         let truthWarning = reports.contains { $0.stage == "report" && $0.losses > 0 }
         return .finished(reports, ignoringLoss: salvaged && !truthWarning)
     }

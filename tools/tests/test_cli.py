@@ -122,6 +122,9 @@ def test_a_former_setting_name_still_runs_and_the_warning_names_the_new_one(node
     both.write_text(pipe.read_text().replace('    duration: 0.2\n', '    duration: 0.2\n    duration_s: 1\n'))
     twice = run(node, '--config', both, '--check')
     assert twice.returncode == 2 and 'given twice' in twice.stderr and 'both.yaml:5:' in twice.stderr, twice.stderr
+    # The guided calibration reads the same file, and says the same.
+    guided = run(node, 'calibrate', '--config', pipe, '-o', tmp_path / 'cal.yaml')
+    assert "old.yaml:4: 'duration' of stage 's' is now 'duration_s'" in guided.stderr, guided.stderr
 
 
 def test_replay_errors_name_the_cause_and_keep_existing_outputs(node, bag, tmp_path):

@@ -31,7 +31,7 @@ enum CurveBench {
             throw UsageError(
                 message: "--compression must be auto, lz4 or none, found '\(compressionName)'", command: help.path)
         }
-        PipelineSignals.install()
+        let stop = StopToken().handleSignals()
         var template = Array("/tmp/gyrocompass-curve-XXXXXX".utf8CString)
         guard let pointer = mkdtemp(&template) else { throw UsageError(message: "cannot create a temporary folder") }
         let dir = String(cString: pointer)
@@ -65,7 +65,7 @@ enum CurveBench {
                     header: "compression: \(compressionName)\n" + (curve ? security : "")))
             try w.close()
             let cpuBefore = childCPUSeconds()
-            _ = try PipelineBench.runProcesses(path, stages: stages)
+            _ = try PipelineBench.runProcesses(path, stages: stages, stop: stop)
             let r = PipelineBench.sinkReport(report)
             return (r.rate, r.p99, (childCPUSeconds() - cpuBefore) / Double(samples) * 1e6)
         }

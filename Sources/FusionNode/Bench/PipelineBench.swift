@@ -82,7 +82,7 @@ enum PipelineBench {
 
     /// Runs each stage in a process of its own and waits for all; the first that fails stops the
     /// others (none is left running) and is named in the error.
-    static func runProcesses(_ configPath: String, stages: [String]) throws -> Double {
+    static func runProcesses(_ configPath: String, stages: [String], stop: StopToken) throws -> Double {
         let t0 = Clocks.monotonicSeconds()
         var running: [pid_t: String] = [:]
         var failure: String?
@@ -98,7 +98,7 @@ enum PipelineBench {
         }
         var stopping = failure != nil
         while !running.isEmpty {
-            if PipelineSignals.stopRequested && !stopping {
+            if stop.requested && !stopping {
                 stopping = true
                 stopAll()
             }
@@ -120,7 +120,7 @@ enum PipelineBench {
             }
         }
         if let failure { throw CommandFailure(message: "bench pipeline: \(failure); the other stages were stopped") }
-        if PipelineSignals.stopRequested { throw CommandFailure(message: "bench pipeline: stopped on request") }
+        if stop.requested { throw CommandFailure(message: "bench pipeline: stopped on request") }
         return Clocks.monotonicSeconds() - t0
     }
 
@@ -131,7 +131,7 @@ enum PipelineBench {
         let samples = try a.integer("--samples", minimum: 1000) ?? 600_000
         let rounds = try a.integer("--rounds", minimum: 1) ?? 3
         let latencyRuns = try a.integer("--latency-runs", minimum: 0) ?? 1
-        PipelineSignals.install()
+        let stop = StopToken().handleSignals()
         var dirTemplate = Array("/tmp/gyrocompass-bench-XXXXXX".utf8CString)
         guard let dirPointer = mkdtemp(&dirTemplate) else {
             throw UsageError(message: "cannot create a temporary folder")
@@ -155,13 +155,13 @@ enum PipelineBench {
                 pipelineText(samples: samples, rate: 1000, realtime: false, directory: nil, report: oneReport),
                 file: "<bench>", environment: [:])
             let t0 = Clocks.monotonicSeconds()
-            let reports = try await PipelineRunner.runAll(one, log: { _ in })
+            let reports = try await PipelineRunner.runAll(one, stop: stop, log: { _ in })
             let oneSeconds = Clocks.monotonicSeconds() - t0
             let fused = reports.first { $0.stage == "fusion" }!.published / 2
             let oneRate = sinkReport(oneReport).rate
             // The previous round's report goes: a stage process refuses to replace an output.
             unlink(multiReport)
-            let multiSeconds = try runProcesses(multiPath, stages: stages)
+            let multiSeconds = try runProcesses(multiPath, stages: stages, stop: stop)
             let multiRate = sinkReport(multiReport).rate
             rawInproc.append(inproc)
             rawIpc.append(ipc)
@@ -208,14 +208,14 @@ enum PipelineBench {
                     report_path: \(hopReport)
                 """)
             try h.close()
-            _ = try runProcesses(hopPath, stages: ["source", "sink"])
+            _ = try runProcesses(hopPath, stages: ["source", "sink"], stop: stop)
             let hop = sinkReport(hopReport)
             let latencyPath = dir + "/latency.yaml", latencyReport = dir + "/latency-\(run).json"
             let l = try BufferedFileWriter(path: latencyPath)
             try l.write(
                 pipelineText(samples: 11_000, rate: 1000, realtime: true, directory: dir + "/l", report: latencyReport))
             try l.close()
-            _ = try runProcesses(latencyPath, stages: stages)
+            _ = try runProcesses(latencyPath, stages: stages, stop: stop)
             let lat = sinkReport(latencyReport)
             // The same four processes with every thread on CPU 0 (the pipeline's `cpus` setting).
             let pinnedPath = dir + "/pinned.yaml", pinnedReport = dir + "/pinned-\(run).json"
@@ -225,7 +225,7 @@ enum PipelineBench {
                     samples: 11_000, rate: 1000, realtime: true, directory: dir + "/l", report: pinnedReport, cpus: [0])
             )
             try p.close()
-            _ = try runProcesses(pinnedPath, stages: stages)
+            _ = try runProcesses(pinnedPath, stages: stages, stop: stop)
             let pinned = sinkReport(pinnedReport)
             print(
                 "latency at a steady 1 kHz (source stamp to sink arrival, 10 s after a 1 s warm-up): across four "

@@ -37,10 +37,10 @@ enum WatchCommand {
         try a.requirePositionals(0...1)
         let endpoint = a.positionals.first ?? defaultEndpoint
         if let problem = BusEndpoint.problem(endpoint) { throw UsageError(message: problem, command: help.path) }
-        PipelineSignals.install()
+        let stop = StopToken().handleSignals()
         let context = BusContext()
         let socket = try subscriber(context, endpoint: endpoint, a)
-        return try view(socket, endpoint: endpoint, plain: a.has("--plain") || isatty(1) != 1)
+        return try view(socket, endpoint: endpoint, plain: a.has("--plain") || isatty(1) != 1, stop: stop)
     }
 
     /// A subscriber to everything the view reads, with CURVE keys when given.
@@ -66,7 +66,7 @@ enum WatchCommand {
 
     /// Runs the view until q, Ctrl-C, SIGHUP or the publisher's end of stream (the terminal view 2 s
     /// after it, leaving the last line on the terminal).
-    static func view(_ socket: BusSocket, endpoint: String, plain: Bool) throws -> ExitCode {
+    static func view(_ socket: BusSocket, endpoint: String, plain: Bool, stop: StopToken) throws -> ExitCode {
         var readout = CompassReadout()
         readout.endpoint = endpoint
         // Frozen, the view is drawn as it was at the freeze: the stream is not stale, the view is held.
@@ -78,7 +78,7 @@ enum WatchCommand {
         defer { screen?.stop() }
         var lastDraw = 0.0
         var endedAt: Double?
-        while !PipelineSignals.stopRequested {
+        while !stop.requested {
             // Everything queued, then the keys (the screen's getch waits up to 100 ms).
             // At most 100 ms of messages per pass, so a key is read at least every ~0.2 s however fast
             // the stream is.

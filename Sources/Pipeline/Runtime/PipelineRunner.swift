@@ -9,10 +9,12 @@ public enum PipelineRunner {
         try? FileHandle.standardError.write(contentsOf: Data(("fusion-node: " + line + "\n").utf8))
     }
 
-    /// All stages in this process. Returns each stage's report once every stage has finished.
-    public static func runAll(_ config: PipelineConfig, log: @escaping @Sendable (String) -> Void = standardErrorLog)
-        async throws -> [StageReport]
-    {
+    /// All stages in this process. Returns each stage's report once every stage has finished, or
+    /// `stop` is requested and they have drained (a failing stage requests it for the others).
+    public static func runAll(
+        _ config: PipelineConfig, stop: StopToken = StopToken(),
+        log: @escaping @Sendable (String) -> Void = standardErrorLog
+    ) async throws -> [StageReport] {
         // In one process stages talk over inproc; only publish sinks bind addresses of their own.
         try config.prepareEndpoints(for: Set(config.stages.filter(\.type.isSink).map(\.name)), log: log)
         let context = try BusContext(ioThreadCPUs: config.cpus)
@@ -25,15 +27,16 @@ public enum PipelineRunner {
                     inputs: s.inputs.map { ($0, prefix + $0) },
                     readers: config.consumers(of: s.name), readerTimeoutSeconds: config.readerTimeoutSeconds,
                     security: config.security, inputNumbering: config.inputNumbering(of: s.name)),
-                context: context, cpus: config.cpus, maximumMessageBytes: config.maximumMessageBytes, log: log)
+                context: context, cpus: config.cpus, maximumMessageBytes: config.maximumMessageBytes, stop: stop,
+                log: log)
         }
-        return try await runActors(actors)
+        return try await runActors(actors, stop: stop)
     }
 
     /// One stage, on its configured endpoint.
     /// `resuming`: this process replaces a killed one of the same stage (see `OutputAfterRestart`).
     public static func runStage(
-        _ config: PipelineConfig, named name: String, resuming: Bool = false,
+        _ config: PipelineConfig, named name: String, resuming: Bool = false, stop: StopToken = StopToken(),
         log: @escaping @Sendable (String) -> Void = standardErrorLog
     ) async throws -> StageReport {
         guard let s = config.stage(named: name) else {
@@ -60,9 +63,9 @@ public enum PipelineRunner {
                 recomputation: resuming ? config.recomputation(for: s.name) : nil,
                 retransmit: config.retransmitEndpoint(of: s.name).map { ($0, config.retransmit) },
                 inputRetransmitEndpoints: s.inputs.map { config.retransmitEndpoint(of: $0) }),
-            context: context, cpus: config.cpus, maximumMessageBytes: config.maximumMessageBytes, log: log)
+            context: context, cpus: config.cpus, maximumMessageBytes: config.maximumMessageBytes, stop: stop, log: log)
         let report: StageReport
-        do { report = try await runActors([actor])[0] } catch {
+        do { report = try await runActors([actor], stop: stop)[0] } catch {
             zap?.stop()
             throw error
         }
@@ -75,13 +78,13 @@ public enum PipelineRunner {
         return report
     }
 
-    static func runActors(_ actors: [StageActor]) async throws -> [StageReport] {
+    static func runActors(_ actors: [StageActor], stop: StopToken) async throws -> [StageReport] {
         try await withThrowingTaskGroup(of: Result<StageReport, Error>.self) { group in
             for a in actors {
                 group.addTask {
                     do { return .success(try await a.run()) } catch {
                         // One stage failed: ask the others to stop rather than wait for it forever.
-                        PipelineSignals.requestStop()
+                        stop.request(.stage)
                         if let named = error as? PipelineRunError { return .failure(named) }
                         return .failure(PipelineRunError.stageFailed(stage: a.config.name, reason: "\(error)"))
                     }

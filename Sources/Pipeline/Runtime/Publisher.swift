@@ -14,11 +14,11 @@ func readerFollowingPublisher(
 }
 
 extension ReaderCount {
-    /// Waits until `wanted` readers are connected or a stop is requested (see `wait(_:for:...)`).
-    mutating func wait(_ socket: BusSocket, for wanted: Int, logEveryPolls: Int, _ waiting: (Int) -> Void) throws {
-        try wait(
-            socket, for: wanted, logEveryPolls: logEveryPolls, stopRequested: { PipelineSignals.stopRequested }, waiting
-        )
+    /// Waits until `wanted` readers are connected or `stop` is requested (see `wait(_:for:...)`).
+    mutating func wait(
+        _ socket: BusSocket, for wanted: Int, logEveryPolls: Int, stop: StopToken, _ waiting: (Int) -> Void
+    ) throws {
+        try wait(socket, for: wanted, logEveryPolls: logEveryPolls, stopRequested: { stop.requested }, waiting)
     }
 }
 
@@ -27,6 +27,8 @@ extension ReaderCount {
 struct Publisher {
     let socket: BusSocket?
     let stage: String
+    /// The run's stop request: waiting for readers ends with it.
+    let stop: StopToken
     /// The stages reading this one, and how long to wait for them to connect before failing.
     let readerNames: [String]
     var expectedReaders: Int { readerNames.count }
@@ -73,9 +75,10 @@ struct Publisher {
     init(
         socket: BusSocket?, stage: String, readers: [String],
         readerTimeoutSeconds: Double = PipelineConfig.defaultReaderTimeoutSeconds, endpoint: String,
-        compression: FrameCompression = .none, retained: RetransmitBuffer? = nil,
+        compression: FrameCompression = .none, retained: RetransmitBuffer? = nil, stop: StopToken,
         log: @escaping @Sendable (String) -> Void
     ) {
+        self.stop = stop
         self.socket = socket
         self.retained = retained
         self.compression = compression
@@ -121,7 +124,7 @@ struct Publisher {
         guard let socket else { return 0 }
         defer { logReaderNotices() }
         try readers.read(socket, timeoutMilliseconds: 0)
-        guard connectedReaders < expectedReaders, !PipelineSignals.stopRequested else { return 0 }
+        guard connectedReaders < expectedReaders, !stop.requested else { return 0 }
         let started = Clocks.monotonicSeconds()
         if pausing {
             pauses += 1
@@ -129,7 +132,7 @@ struct Publisher {
         }
         let deadline = started + readerTimeoutSeconds
         var quietPolls = 0
-        while connectedReaders < expectedReaders && !PipelineSignals.stopRequested
+        while connectedReaders < expectedReaders && !stop.requested
             && Clocks.monotonicSeconds() < deadline
         {
             if try !readers.read(socket, timeoutMilliseconds: 500) {
@@ -145,7 +148,7 @@ struct Publisher {
             logReaderNotices()
         }
         let seconds = Clocks.monotonicSeconds() - started
-        if connectedReaders < expectedReaders && !PipelineSignals.stopRequested {
+        if connectedReaders < expectedReaders && !stop.requested {
             let missing = missingReaders
             throw StageFailure(
                 "\(missing.joined(separator: ", ")) did not connect to \(endpoint) within "
@@ -240,6 +243,6 @@ struct Publisher {
     /// when the send should be given up (an uncounted message while stopping).
     mutating func waitForRoom(counted: Bool) throws -> Bool {
         try readSubscriptions(timeoutMilliseconds: 1)
-        return PipelineSignals.stopRequested && !counted
+        return stop.requested && !counted
     }
 }

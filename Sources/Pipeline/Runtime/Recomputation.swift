@@ -15,11 +15,11 @@ extension InputReader {
         throws
     {
         let quiet: @Sendable (String) -> Void = { _ in }
-        guard let source = try chain.first?.makeLogic(log: quiet) as? SourceLogic else {
+        guard let source = try chain.first?.makeLogic(log: quiet, stop: publisher.stop) as? SourceLogic else {
             throw StageFailure("cannot recompute the input: '\(chain.first?.name ?? "?")' is not a source")
         }
         let upstream = try chain.dropFirst().map { stage in
-            guard let logic = try stage.makeLogic(log: quiet) as? TransformLogic else {
+            guard let logic = try stage.makeLogic(log: quiet, stop: publisher.stop) as? TransformLogic else {
                 throw StageFailure("cannot recompute the input: '\(stage.name)' is not a transform")
             }
             return logic
@@ -60,7 +60,7 @@ extension InputReader {
                     liveStart = WireFrame.sequence(of: UnsafeRawBufferPointer(message.bytes))?.first ?? .max
                 }
                 if let s = liveStart, produced >= s { throw CaughtUp() }
-                if PipelineSignals.stopRequested { throw StopRequested() }
+                if publisher.stop.requested { throw StopRequested() }
                 return 0
             }
             // The whole input recomputed: what the stages upstream publish when they finish, too.

@@ -22,21 +22,21 @@ public enum SourceTap {
         config.stages.filter { $0.type.role == .source }.map(\.name)
     }
 
-    /// Runs source `name` until it ends, `take` returns false, or a stop is requested (Ctrl-C).
+    /// Runs source `name` until it ends, `take` returns false, or `stop` is requested (Ctrl-C).
     /// Frames that do not decode are counted in the returned number and skipped.
     @discardableResult
     public static func run(
-        _ config: PipelineConfig, source name: String, log: @escaping @Sendable (String) -> Void,
+        _ config: PipelineConfig, source name: String, stop: StopToken, log: @escaping @Sendable (String) -> Void,
         take: (TappedSample) -> Bool
     ) throws -> Int {
         guard let stage = config.stage(named: name), stage.type.role == .source,
-            let source = try stage.makeLogic(log: log) as? SourceLogic
+            let source = try stage.makeLogic(log: log, stop: stop) as? SourceLogic
         else { throw StageFailure("\(config.file): '\(name)' is not a source stage") }
         var undecodable = 0
         do {
             try source.run { frames in
                 for frame in frames {
-                    if PipelineSignals.stopRequested { throw Stop() }
+                    if stop.requested { throw Stop() }
                     let sample: TappedSample
                     switch frame.topic {
                     case PipelineTopics.imuRaw:

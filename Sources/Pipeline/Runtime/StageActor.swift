@@ -35,6 +35,8 @@ actor StageActor {
     let wiring: StageWiring
     let context: BusContext
     let log: @Sendable (String) -> Void
+    /// The run's stop request, polled between messages and handed to the logic.
+    let stop: StopToken
     /// Largest bus message an input accepts (the pipeline's `max_message_bytes`).
     let maximumMessageBytes: Int
 
@@ -45,8 +47,10 @@ actor StageActor {
 
     init(
         config: StageConfig, wiring: StageWiring, context: BusContext, cpus: [Int] = [],
-        maximumMessageBytes: Int = 2 * WireFrame.maximumBytes, log: @escaping @Sendable (String) -> Void
+        maximumMessageBytes: Int = 2 * WireFrame.maximumBytes, stop: StopToken,
+        log: @escaping @Sendable (String) -> Void
     ) {
+        self.stop = stop
         self.maximumMessageBytes = maximumMessageBytes
         self.config = config
         self.wiring = wiring
@@ -64,7 +68,7 @@ actor StageActor {
         var report = StageReport(stage: config.name, role: config.type.role)
         // The logic first: a bag that cannot be opened fails before anyone waits for this stage.
         let logic = try config.makeLogic(
-            log: log, security: wiring.security,
+            log: log, security: wiring.security, stop: stop,
             output: !wiring.resuming ? .firstRun : wiring.recomputation == nil ? .continues : .rewrites)
         let output = try wiring.bind.map {
             try readerFollowingPublisher(
@@ -111,7 +115,7 @@ actor StageActor {
         var publisher = Publisher(
             socket: output, stage: config.name, readers: wiring.readers,
             readerTimeoutSeconds: wiring.readerTimeoutSeconds, endpoint: wiring.bind ?? "?",
-            compression: wiring.compression, retained: retransmitServer?.buffer,
+            compression: wiring.compression, retained: retransmitServer?.buffer, stop: stop,
             log: log)
         try publisher.waitForReaders(pausing: false)
 
@@ -122,13 +126,13 @@ actor StageActor {
                 let pauses = source.pausesWithoutSubscribers
                 do {
                     try source.run { frames throws in
-                        if PipelineSignals.stopRequested { throw StopRequested() }
+                        if stop.requested { throw StopRequested() }
                         let waited = pauses ? try publisher.waitForReaders(pausing: true) : 0
                         try publisher.publish(frames, report: &report)
                         return waited
                     }
                     // A source that checks for the stop itself (a looping bag between passes) ends quietly.
-                    if PipelineSignals.stopRequested { throw StopRequested() }
+                    if stop.requested { throw StopRequested() }
                 } catch is StopRequested {
                     report.notes.append("stopped on request")
                 }
@@ -163,7 +167,7 @@ actor StageActor {
         // An incomplete input makes an incomplete output: the failure travels down the graph. So does an
         // abandoned run's: a source stopped because its parent died did not reach its end.
         try publisher.publish(
-            [WireFrame.endOfStream(from: config.name, failed: failedUpstream || PipelineSignals.abandoned)],
+            [WireFrame.endOfStream(from: config.name, failed: failedUpstream || stop.abandoned)],
             report: &report, counted: false)
         if publisher.pauses > 0 {
             report.notes.append(
@@ -246,7 +250,7 @@ struct InputReader {
             // queues fill and back-pressure holds the stream upstream instead of losing it here.
             try publisher.waitForReaders(pausing: true)
             let ready = try BusPoller.readable(inputs, timeoutMilliseconds: 100)
-            if ready.isEmpty, PipelineSignals.stopRequested {
+            if ready.isEmpty, publisher.stop.requested {
                 let now = Clocks.monotonicSeconds()
                 if stopSeen == nil { stopSeen = now }
                 if now - stopSeen! > 2 {
@@ -267,7 +271,7 @@ struct InputReader {
                 if drained < 256 { try transform.inputDrained() }
             }
         }
-        transform.inputsComplete = upstreamFailed.isEmpty && !PipelineSignals.abandoned
+        transform.inputsComplete = upstreamFailed.isEmpty && !publisher.stop.abandoned
         try transform.finish { try publisher.publish($0, report: &report) }
     }
 

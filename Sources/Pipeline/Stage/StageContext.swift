@@ -11,6 +11,8 @@ public struct StageContext: Sendable {
     /// Whether this process replaces one of the same stage that was killed, and what it does with
     /// the killed one's output.
     public var output: OutputAfterRestart = .firstRun
+    /// The run's stop request: sources poll it, and a stage that cannot go on asks for it.
+    public var stop = StopToken()
 }
 
 /// What a stage's process does with the output of the one it replaces (`--stage NAME --resume`).
@@ -27,9 +29,9 @@ public enum OutputAfterRestart: Sendable, Equatable {
 extension StageConfig {
     /// This stage's logic, built by its registered type.
     func makeLogic(
-        log: @escaping @Sendable (String) -> Void, security: CurveSecurity? = nil,
+        log: @escaping @Sendable (String) -> Void, security: CurveSecurity? = nil, stop: StopToken = StopToken(),
         output: OutputAfterRestart = .firstRun
     ) throws -> StageLogic {
-        try type.make(settings, StageContext(stage: name, log: log, security: security, output: output))
+        try type.make(settings, StageContext(stage: name, log: log, security: security, output: output, stop: stop))
     }
 }

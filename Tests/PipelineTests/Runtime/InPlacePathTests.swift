@@ -179,7 +179,6 @@ struct InPlacePathTests {
 
     @Test("a pipeline pinned to CPU 0 runs to the end, stage and libzmq I/O threads included")
     func pinnedPipelineRuns() async throws {
-        PipelineSignals.requestStop(false)
         let config = try PipelineConfig.parse(
             "cpus: [0]\n" + Self.config.replacingOccurrences(of: "duration_s: 12", with: "duration_s: 2"),
             file: "t.yaml",

@@ -7,7 +7,9 @@ import MessageBus
 import CZeroMQ
 @testable import Pipeline
 
-/// Pipelines share the process-wide stop flag, so these run one at a time.
+/// Each run has its own stop token and its own folder; these still run one at a time because several
+/// tests wait for frames in blocking socket loops on a cooperative-pool thread while the stage they test
+/// needs a pool thread to start: two such tests at once hold both threads of a two-core machine.
 @Suite("Pipeline runs", .serialized)
 struct PipelineRunTests {
     let dir: String = {
@@ -18,7 +20,6 @@ struct PipelineRunTests {
 
     @Test("simulator -> calibration -> fusion -> csv + record, in one process, loses nothing")
     func oneProcess() async throws {
-        PipelineSignals.requestStop(false)
         let config = try PipelineConfig.parse(
             """
             stages:
@@ -69,7 +70,6 @@ struct PipelineRunTests {
     ) throws -> (
         config: PipelineConfig, stage: Task<StageReport, Error>, publisher: BusSocket, downstream: BusSocket
     ) {
-        PipelineSignals.requestStop(false)
         let upstream = "ipc://\(dir)/\(name)-up", fusionEndpoint = "ipc://\(dir)/\(name)-fusion"
         let config = try PipelineConfig.parse(
             """
@@ -242,7 +242,6 @@ struct PipelineRunTests {
 
     @Test("a source pauses while its reader is gone and resumes where it stopped; without pausing the gap is lost")
     func sourcePausesWithoutReaders() async throws {
-        PipelineSignals.requestStop(false)
         /// Runs a 100 Hz, 1.5 s real-time simulator as its own stage; the test is its only reader and
         /// disconnects for 0.5 s after 0.3 s of samples. Returns the stamps received after
         /// reconnecting, the last one before, and the source's report.
@@ -317,7 +316,6 @@ struct PipelineRunTests {
 
     @Test("a stage that cannot start stops the others instead of leaving them waiting")
     func failingStage() async throws {
-        PipelineSignals.requestStop(false)
         let config = try PipelineConfig.parse(
             """
             stages:
@@ -337,7 +335,6 @@ struct PipelineRunTests {
         } catch let e as PipelineRunError {
             #expect("\(e)".contains("does-not-exist.mcap"))
         }
-        PipelineSignals.requestStop(false)
     }
 
 }

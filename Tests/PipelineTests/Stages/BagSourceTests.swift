@@ -46,7 +46,6 @@ enum VendorLayout {
 extension PipelineRunTests {
     @Test("a bag whose Imu definition has another layout is read through its own schema, with identical results")
     func schemaDriven() async throws {
-        PipelineSignals.requestStop(false)
         var scenario = SimulationScenario()
         scenario.motion = [.rest(seconds: 3), .turn(degreesPerSecond: 20, seconds: 3)]
         scenario.startTime = 1_700_000_000

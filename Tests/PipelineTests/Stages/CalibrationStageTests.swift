@@ -10,7 +10,6 @@ extension PipelineRunTests {
     func calibrationRun(_ name: String, file: String, log: LogCollector = LogCollector()) async throws
         -> [CalibrationStatusMessage]
     {
-        PipelineSignals.requestStop(false)
         let config = try PipelineConfig.parse(
             """
             stages:

@@ -8,7 +8,6 @@ import Bags
 extension PipelineRunTests {
     @Test("fusion's gate flags the plausible disturbance within 1 s by gyro consistency, and counts it")
     func disturbanceVerdict() async throws {
-        PipelineSignals.requestStop(false)
         let config = try PipelineConfig.parse(
             """
             stages:

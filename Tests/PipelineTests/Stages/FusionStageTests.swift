@@ -8,7 +8,6 @@ import MessageBus
 
 extension PipelineRunTests {
     func headings(fusionSettings: String, name: String) async throws -> [HeadingMessage] {
-        PipelineSignals.requestStop(false)
         let config = try PipelineConfig.parse(
             """
             stages:
@@ -63,7 +62,6 @@ extension PipelineRunTests {
         // The truth file's t is the stamp minus 1.7e9 s; keyed by microsecond.
         func key(_ seconds: Double) -> Int { Int(((seconds - 1_700_000_000) * 1e6).rounded()) }
         func run(_ smooth: Bool) async throws -> (headings: [HeadingMessage], truth: [Int: Double]) {
-            PipelineSignals.requestStop(false)
             let name = smooth ? "smoothed" : "forward"
             let config = try PipelineConfig.parse(
                 """

@@ -10,7 +10,6 @@ extension PipelineRunTests {
     /// Magnetic headings of the default scenario through calibration and fusion; `simulator` and
     /// `mount` are extra settings of those stages (no mount stage when nil).
     func mountedHeadings(simulator: String, mount: String?, name: String) async throws -> [Double] {
-        PipelineSignals.requestStop(false)
         let mountStage = mount.map { "  mount:\n    type: mount\n    inputs: [sim]\n\($0)\n" } ?? ""
         let config = try PipelineConfig.parse(
             """

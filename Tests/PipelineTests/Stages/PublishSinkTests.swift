@@ -32,7 +32,6 @@ extension PipelineRunTests {
 
     @Test("a publish sink sends only while someone subscribes, and says how many it did not send")
     func publishFollowsSubscribers() async throws {
-        PipelineSignals.requestStop(false)
         let endpoint = "ipc://\(dir)/pub"
         func config(waitFor subscribers: Int) throws -> PipelineConfig {
             try Self.simulatedRunPublished(
@@ -73,12 +72,10 @@ extension PipelineRunTests {
         #expect(!notes.joined().contains("nobody subscribed"), "\(notes)")
         #expect(ended)
         sub.close()
-        PipelineSignals.requestStop(false)
     }
 
     @Test("latest_only keeps the newest message of each topic: a slow reader still gets every status, then the end")
     func latestOnlyKeepsEachTopic() async throws {
-        PipelineSignals.requestStop(false)
         let endpoint = "ipc://\(dir)/latest"
         let config = try PipelineConfig.parse(
             """
@@ -119,12 +116,10 @@ extension PipelineRunTests {
         #expect(headings < 300 && notes.contains("superseded or dropped"), "\(headings); \(notes)")
         #expect(ends == ["heading", "calibration/status"])
         sub.close()
-        PipelineSignals.requestStop(false)
     }
 
     @Test("the publish sink's diagnostics topic carries the health, changing as the run does")
     func publishDiagnostics() async throws {
-        PipelineSignals.requestStop(false)
         let endpoint = "ipc://\(dir)/diag"
         // Paced to the wall clock so that reports (every 0.2 s) fall while the filter initialises,
         // then tracks, then while a magnet fades in from 2.5 s (5 s to full strength).
@@ -171,12 +166,10 @@ extension PipelineRunTests {
         #expect(changes(interference) == [0, 1], "clear, then disturbed: \(interference)")
         #expect(notes.contains { $0.contains("message(s) on diagnostics, heading") }, "\(notes)")
         sub.close()
-        PipelineSignals.requestStop(false)
     }
 
     @Test("diagnostics in JSON: the health at the end of a run arrives as diagnostic_msgs' fields")
     func publishDiagnosticsJSON() async throws {
-        PipelineSignals.requestStop(false)
         let endpoint = "ipc://\(dir)/diagjson"
         let config = try Self.simulatedRunPublished(
             on: endpoint, "topics: [heading]\nencoding: json\ndiagnostics_topic: health\nwait_for_subscribers: 1")
@@ -199,12 +192,10 @@ extension PipelineRunTests {
         #expect(status.compactMap { $0["name"] as? String }.contains("gyrocompass: heading"), "\(last)")
         #expect(status.allSatisfy { $0["level"] != nil && $0["values"] is [Any] }, "\(last)")
         sub.close()
-        PipelineSignals.requestStop(false)
     }
 
     @Test("the report shows the motor compensation and the share of the field the motors add")
     func reportShowsMotorShare() async throws {
-        PipelineSignals.requestStop(false)
         let page = "\(dir)/motor.html"
         // 20 A peak at 1 uT/A along x, compensated with fixed coefficients: at the peak the motors add
         // 20 uT, about 40 % of the simulated 48-50 uT field.
@@ -228,12 +219,10 @@ extension PipelineRunTests {
         #expect(peak > 15 && peak <= 20.5, "\(rows)")
         let share = try #require(rows.firstMatch(of: /uT \(([0-9.]+) % of the field\)/).map { Double($0.1)! })
         #expect(share > 25 && share < 50, "\(rows)")
-        PipelineSignals.requestStop(false)
     }
 
     @Test("the publish sink's view path (on_slow: drop) sends exactly the bytes its general path (block) sends")
     func publishViewPathEqualsGeneralPath() async throws {
-        PipelineSignals.requestStop(false)
         /// Every message a subscriber to everything receives from a 2 s simulated run.
         func received(onSlow: String, name: String) async throws -> (messages: [[UInt8]], notes: [String]) {
             let endpoint = "ipc://\(dir)/pub-path-\(name)"
@@ -258,6 +247,5 @@ extension PipelineRunTests {
         #expect(viewPath.messages.count == 400, "\(viewPath.notes)")  // heading and imu/data per sample
         #expect(viewPath.messages == general.messages)
         #expect(viewPath.notes == general.notes, "\(viewPath.notes) / \(general.notes)")
-        PipelineSignals.requestStop(false)
     }
 }

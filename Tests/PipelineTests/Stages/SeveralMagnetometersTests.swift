@@ -21,7 +21,6 @@ extension PipelineRunTests {
     func magnetometerRun(
         name: String, extra: [String], magnet: Vector3 = .zero, noise: Double = 0.5, filter: String = "kalman"
     ) async throws -> MagnetometerRun {
-        PipelineSignals.requestStop(false)
         let calibrations = extra.enumerated().map { i, mag in
             """
               cal_\(mag):
@@ -57,7 +56,6 @@ extension PipelineRunTests {
     /// Runs `stages` (a simulator writing \(name)-truth.csv and a stage named fusion) with a record
     /// stage of the headings and the `recorded` topics, and scores it as `magnetometerRun` says.
     func scoredRun(name: String, stages: String, recorded: [String] = []) async throws -> MagnetometerRun {
-        PipelineSignals.requestStop(false)
         let config = try PipelineConfig.parse(
             """
             stages:
@@ -134,7 +132,6 @@ extension PipelineRunTests {
     @Test("a mast compass mounted yaw_90: the mount stage's extra_mag_rotations turns it into the body's axes")
     func mountedExtraMagnetometer() async throws {
         func run(_ rotations: String) async throws -> (notes: [String], mount: [String]) {
-            PipelineSignals.requestStop(false)
             let config = try PipelineConfig.parse(
                 """
                 stages:
@@ -175,7 +172,6 @@ extension PipelineRunTests {
 
     @Test("a source's magnetometers list with rotations runs as the explicit mount stage it stands for")
     func magnetometerListShorthand() async throws {
-        PipelineSignals.requestStop(false)
         let bag = "\(dir)/shorthand.mcap"
         _ = try await PipelineRunner.runAll(
             try PipelineConfig.parse(
@@ -186,7 +182,6 @@ extension PipelineRunTests {
                   record: {type: record, inputs: [sim], path: \(bag), topics: [imu/data_raw, imu/mag, imu/mag/mast]}
                 """, file: "rec.yaml", environment: [:]), log: { _ in })
         func run(_ name: String, _ source: String) async throws -> (csv: String, reports: [StageReport]) {
-            PipelineSignals.requestStop(false)
             let config = try PipelineConfig.parse(
                 """
                 stages:
@@ -319,7 +314,6 @@ extension PipelineRunTests {
 
     @Test("the report lists each magnetometer's share of readings left out")
     func reportNamesEachMagnetometer() async throws {
-        PipelineSignals.requestStop(false)
         let config = try PipelineConfig.parse(
             """
             stages:

@@ -87,7 +87,8 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
         summary: "messages for external subscribers (pyzmq, fusion-node echo) on their own endpoint",
         settings: Settings.table, restart: .joinsLive
     ) { settings, context in
-        try PublishSink(settings, stage: context.stage, security: context.security, log: context.log)
+        try PublishSink(
+            settings, stage: context.stage, security: context.security, stop: context.stop, log: context.log)
     }
 
     let settings: Settings
@@ -132,9 +133,14 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
     /// With CURVE, the handler that admits only the allowed client keys.
     var zap: ZapHandler?
 
-    init(_ settings: Settings, stage: String, security: CurveSecurity? = nil, log: @escaping @Sendable (String) -> Void)
-        throws
-    {
+    /// The run's stop request: waiting for subscribers, and sending to one that does not read, end with it.
+    let stop: StopToken
+
+    init(
+        _ settings: Settings, stage: String, security: CurveSecurity? = nil, stop: StopToken = StopToken(),
+        log: @escaping @Sendable (String) -> Void
+    ) throws {
+        self.stop = stop
         self.settings = settings
         self.log = log
         self.stage = stage
@@ -149,7 +155,7 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
             highWaterMark: settings.latestOnly ? 1 : Int32(clamping: settings.highWaterMark),
             stage: stage, curve: curve?.server)
         super.init()
-        try subscribers.wait(socket, for: settings.waitForSubscribers, logEveryPolls: 2) { missing in
+        try subscribers.wait(socket, for: settings.waitForSubscribers, logEveryPolls: 2, stop: stop) { missing in
             log("\(stage): waiting for \(missing) subscriber(s) on \(settings.bind)")
         }
         logSubscriptionNotices()
@@ -327,7 +333,7 @@ final class PublishSink: StageLogic, SinkLogic, InPlaceTransform, @unchecked Sen
         } else {
             while try !socket.send(bytes, blocking: false) {
                 // Stopping: a subscriber that does not read must not hold the run (1 ms per frame would).
-                if PipelineSignals.stopRequested {
+                if stop.requested {
                     dropped += 1
                     return
                 }

@@ -121,7 +121,7 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
                     "raw_imu_topic": settings.rawImuTopic, "mag_topic": settings.magnetometerTopic,
                 ], namespace: settings.namespace)
         }
-    ) { settings, context in try ROS2Sink(settings, stage: context.stage, log: context.log) }
+    ) { settings, context in try ROS2Sink(settings, stage: context.stage, stop: context.stop, log: context.log) }
 
     let settings: Settings
     let stage: String
@@ -146,7 +146,13 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
     /// Rotation from the filter's ENU (magnetic) world to the published world.
     let worldRotation: Quaternion
 
-    init(_ settings: Settings, stage: String, log: @escaping @Sendable (String) -> Void) throws {
+    /// The run's stop request, polled between reads.
+    let stop: StopToken
+
+    init(
+        _ settings: Settings, stage: String, stop: StopToken = StopToken(), log: @escaping @Sendable (String) -> Void
+    ) throws {
+        self.stop = stop
         self.settings = settings
         self.stage = stage
         self.log = log
@@ -198,7 +204,7 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
         let start = Clocks.monotonicSeconds()
         func matched() -> Int { writers.reduce(0) { $0 + $1.matchedReaders } }
         while matched() < settings.waitForSubscribers {
-            if PipelineSignals.stopRequested { return }
+            if stop.requested { return }
             let waited = Clocks.monotonicSeconds() - start
             if waited >= announced {
                 log(
@@ -289,7 +295,7 @@ final class ROS2Sink: StageLogic, SinkLogic, @unchecked Sendable {
                 break
             } catch  where error.isTimeout {
                 blockedWrites += 1
-                if PipelineSignals.stopRequested { return }
+                if stop.requested { return }
             } catch {
                 throw StageFailure("\(stage): \(error)")
             }

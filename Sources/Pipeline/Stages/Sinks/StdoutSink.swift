@@ -29,14 +29,18 @@ final class StdoutSink: StageLogic, SinkLogic, @unchecked Sendable {
     static let type = StageType(
         name: "stdout", role: .sink, summary: "heading lines (or JSON lines of any topic) on stdout",
         settings: Settings.table, restart: .joinsLive
-    ) { settings, _ in StdoutSink(settings) }
+    ) { settings, context in StdoutSink(settings, stop: context.stop) }
 
     let settings: Settings
     var changeFilter: HeadingChangeFilter
     var buffer = ""
     var outputClosed = false
 
-    init(_ settings: Settings) {
+    /// The run's stop request, polled between reads.
+    let stop: StopToken
+
+    init(_ settings: Settings, stop: StopToken = StopToken()) {
+        self.stop = stop
         self.settings = settings
         changeFilter = HeadingChangeFilter(minimumChangeDegrees: settings.minimumChangeDegrees)
     }
@@ -85,7 +89,7 @@ final class StdoutSink: StageLogic, SinkLogic, @unchecked Sendable {
         do { try FileHandle.standardOutput.write(contentsOf: Data(buffer.utf8)) } catch {
             outputClosed = true
             notes.append("stdout closed; stopping the pipeline")
-            PipelineSignals.requestStop()
+            stop.request(.stage)
         }
         buffer = ""
     }

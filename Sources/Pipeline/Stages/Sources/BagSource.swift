@@ -99,7 +99,7 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
         ],
         check: { settings, _ in ExtraMagnetometer.problem(settings.extraMagnetometers, primaryTopic: settings.magTopic)
         }
-    ) { settings, context in try BagSource(settings, log: context.log) }
+    ) { settings, context in try BagSource(settings, stop: context.stop, log: context.log) }
 
     /// The types a current topic may have.
     static let currentTypes = [BatteryStateMessage.typeName, "std_msgs/msg/Float32", "std_msgs/msg/Float64"]
@@ -111,7 +111,11 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
     let topics: [BagTopic]
     let log: @Sendable (String) -> Void
 
-    init(_ settings: Settings, log: @escaping @Sendable (String) -> Void) throws {
+    /// The run's stop request, polled between reads.
+    let stop: StopToken
+
+    init(_ settings: Settings, stop: StopToken = StopToken(), log: @escaping @Sendable (String) -> Void) throws {
+        self.stop = stop
         self.log = log
         let bag = try BagReader(path: settings.path)
         let topics = try bag.topics()
@@ -314,7 +318,7 @@ final class BagSource: StageLogic, SourceLogic, @unchecked Sendable {
             _ = try emit(batch)
             for d in bag.damage { log("bag: damage: \(d)") }
             losses += bag.damage.count
-        } while settings.loop && !PipelineSignals.stopRequested && emitted > 0
+        } while settings.loop && !stop.requested && emitted > 0
         progress.finish()
         if undecodable > 0 { notes.append("\(undecodable) undecodable message(s) skipped") }
         losses += undecodable

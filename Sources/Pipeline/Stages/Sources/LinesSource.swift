@@ -41,7 +41,7 @@ final class LinesSource: StageLogic, SourceLogic, @unchecked Sendable {
                 )
                 : nil
         }
-    ) { settings, context in try LinesSource(settings, log: context.log) }
+    ) { settings, context in try LinesSource(settings, stop: context.stop, log: context.log) }
 
     let handle: FileHandle
     let device: String
@@ -49,7 +49,11 @@ final class LinesSource: StageLogic, SourceLogic, @unchecked Sendable {
     let log: @Sendable (String) -> Void
     var malformed = 0
 
-    init(_ settings: Settings, log: @escaping @Sendable (String) -> Void) throws {
+    /// The run's stop request, polled between reads.
+    let stop: StopToken
+
+    init(_ settings: Settings, stop: StopToken = StopToken(), log: @escaping @Sendable (String) -> Void) throws {
+        self.stop = stop
         self.log = log
         device = settings.device
         pausesWithoutSubscribers = settings.pauseWithoutSubscribers
@@ -123,7 +127,7 @@ final class LinesSource: StageLogic, SourceLogic, @unchecked Sendable {
         var lineNumber = 0
         // True inside a line already counted as too long: its bytes are dropped up to its newline.
         var discarding = false
-        while !PipelineSignals.stopRequested {
+        while !stop.requested {
             let chunk = handle.availableData
             if chunk.isEmpty { break }  // end of file
             pending.append(chunk)

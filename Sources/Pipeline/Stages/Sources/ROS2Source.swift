@@ -140,7 +140,7 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
                     "current_topic": settings.currentTopic,
                 ], namespace: settings.namespace)
         }
-    ) { settings, context in try ROS2Source(settings, stage: context.stage, log: context.log) }
+    ) { settings, context in try ROS2Source(settings, stage: context.stage, stop: context.stop, log: context.log) }
 
     var pausesWithoutSubscribers: Bool { settings.pauseWithoutSubscribers }
 
@@ -171,7 +171,13 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
     let discovery: EndpointDiscovery
     var warnings = SilentTopicWarnings()
 
-    init(_ settings: Settings, stage: String, log: @escaping @Sendable (String) -> Void) throws {
+    /// The run's stop request, polled between reads.
+    let stop: StopToken
+
+    init(
+        _ settings: Settings, stage: String, stop: StopToken = StopToken(), log: @escaping @Sendable (String) -> Void
+    ) throws {
+        self.stop = stop
         self.settings = settings
         self.stage = stage
         self.log = log
@@ -276,7 +282,7 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
         var pending: [Pending] = []
         var taken: [SerializedSample] = []
         var arrivals = 0
-        while !PipelineSignals.stopRequested {
+        while !stop.requested {
             let now = Clocks.monotonicSeconds()
             if settings.durationSeconds > 0 && now - start >= settings.durationSeconds { break }
             if settings.idleEndSeconds > 0 && arrivals > 0 && now - lastData >= settings.idleEndSeconds { break }
