@@ -240,15 +240,15 @@ extension KalmanFilter {
     /// The heading GNSS measured, applied at a measurement update unless it contradicts a known
     /// heading (then counted as rejected).
     mutating func applyGnssHeading(
-        _ h: (radians: Double, variance: Double, kind: GnssHeadingKind), at time: Double, _ dTheta: inout Vector3,
-        _ dBias: inout Vector3
+        _ h: (radians: Double, variance: Double, kind: GnssHeadingKind), at time: Double,
+        _ correction: inout KalmanCorrection
     ) {
         // dtheta_z = estimated heading - true heading (a rotation about +z turns the compass heading back).
         let estimated = orientation.headingDegrees.map { $0 * radiansPerDegree } ?? h.radians
-        let residual = wrappedRadians(signedRadians(estimated - h.radians) - dTheta.z)
+        let residual = wrappedRadians(signedRadians(estimated - h.radians) - correction.attitude.z)
         // Consistency: 3 sigma of both, plus 5 degrees for what the linear model leaves out. An unknown
         // heading takes any value.
-        let limit = 9 * (attitudeCovariance.m22 + h.variance) + 0.0076
+        let limit = 9 * (covarianceBlocks.attitude.m22 + h.variance) + 0.0076
         // The bank's heading comes only after it has disagreed with the heading for a while: the
         // heading's own variance is then the compass's overconfidence, not a reason to refuse it.
         var rejected = aiding.headingKnown && h.kind != .hypotheses && residual * residual > limit
@@ -257,7 +257,7 @@ extension KalmanFilter {
                 // The receiver's headings agree with each other against the filter: take the heading again.
                 rejected = false
                 aiding.counts.headingRealignments += 1
-                setHeadingVariance(Double.pi * Double.pi)
+                covarianceBlocks.resetHeading(variance: Double.pi * Double.pi)
             } else if !rejected {
                 aiding.rejectedHeadingResiduals = []
             }
@@ -271,7 +271,7 @@ extension KalmanFilter {
         case (.hypotheses, true): aiding.counts.bankHeadingsRejected += 1
         }
         if rejected { return }
-        scalarUpdate(2, residual: residual, variance: h.variance, &dTheta, &dBias)
+        covarianceBlocks.measure(.heading, residual: residual, variance: h.variance, &correction)
         aiding.headingKnown = true
         aiding.headingAidedAt = time
     }
@@ -312,7 +312,7 @@ extension KalmanFilter {
         // The heading uncertainty left: the acceleration's error (the receiver's, the accelerometer's and
         // tilt's share, about 0.3 m/s^2) over the acceleration.
         let sigma = atan(Self.alignmentForceError / magnitude)
-        setHeadingVariance(sigma * sigma)
+        covarianceBlocks.resetHeading(variance: sigma * sigma)
         return angle
     }
 
@@ -325,7 +325,7 @@ extension KalmanFilter {
         aiding.counts.alignments += 1
         aiding.counts.bankAlignments += 1
         aiding.headingKnown = true
-        setHeadingVariance(bank.variance)
+        covarianceBlocks.resetHeading(variance: bank.variance)
         // The bank's offset is true minus the filter's heading, clockwise; dtheta_z turns the heading back.
         return -bank.radians
     }
@@ -356,7 +356,7 @@ extension KalmanFilter {
             // partly for gyro bias).
             aiding.bankHeadingAt = time
             applyPendingPropagation()
-            setHeadingVariance(bank.variance)
+            covarianceBlocks.resetHeading(variance: bank.variance)
             turnHeading(by: -bank.radians)
             aiding.counts.bankHeadingsUsed += 1
             aiding.headingAidedAt = time
@@ -401,18 +401,6 @@ extension KalmanFilter {
     static let bankVerdictSeconds = 60.0
     /// Seconds between applications of the bank's heading while it says the compass is off.
     static let bankHeadingInterval = 1.0
-
-    /// A heading found anew: its variance, uncorrelated with tilt and bias.
-    mutating func setHeadingVariance(_ variance: Double) {
-        attitudeCovariance.m02 = 0
-        attitudeCovariance.m20 = 0
-        attitudeCovariance.m12 = 0
-        attitudeCovariance.m21 = 0
-        attitudeCovariance.m22 = variance
-        crossCovariance = Matrix3(
-            crossCovariance.m00, crossCovariance.m01, crossCovariance.m02, crossCovariance.m10, crossCovariance.m11,
-            crossCovariance.m12, 0, 0, 0)
-    }
 
     /// Horizontal acceleration from which the heading is found without a magnetometer, m/s^2 (low-passed
     /// over `accelerometerLowPassSeconds`): a car pulling away or turning gives 1-4.

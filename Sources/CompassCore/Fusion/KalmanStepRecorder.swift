@@ -5,7 +5,7 @@ protocol KalmanStepRecorder {
     /// A measurement update: the propagation since the previous record, the correction applied and
     /// the covariance after it.
     mutating func measured(
-        _ propagation: KalmanPropagation, correction: (attitude: Vector3, bias: Vector3),
+        _ propagation: KalmanPropagation, correction: KalmanCorrection,
         posterior: KalmanCovariance, headingMeasured: Bool, orientation: Quaternion, at timestamp: Double)
     /// The state became non-finite and the filter starts again: nothing carries across.
     mutating func reset()
@@ -22,29 +22,11 @@ protocol KalmanStepRecorder {
 struct NoStepRecorder: KalmanStepRecorder {
     @inline(__always) mutating func started(posterior: KalmanCovariance, at timestamp: Double) {}
     @inline(__always) mutating func measured(
-        _ propagation: KalmanPropagation, correction: (attitude: Vector3, bias: Vector3),
+        _ propagation: KalmanPropagation, correction: KalmanCorrection,
         posterior: KalmanCovariance, headingMeasured: Bool, orientation: Quaternion, at timestamp: Double
     ) {}
     @inline(__always) mutating func reset() {}
     @inline(__always) mutating func propagated(earthForce: Vector3) {}
     @inline(__always) mutating func inclinationForce(filter: Vector3, orientation: Quaternion) -> Vector3 { filter }
     @inline(__always) mutating func useMagnetometer(gateAccepts: Bool) -> Bool { gateAccepts }
-}
-
-/// The covariance of the error state as three 3x3 blocks: attitude (rad^2), attitude-bias
-/// (rad^2/s), bias (rad^2/s^2).
-struct KalmanCovariance: Sendable {
-    var attitude: Matrix3, cross: Matrix3, bias: Matrix3
-}
-
-/// The propagation over one measurement interval: F = [[I, G], [0, I]], Q = diag(attitude noise,
-/// bias noise) (rad^2 and rad^2/s^2 per axis).
-struct KalmanPropagation: Sendable {
-    var g: Matrix3
-    var attitudeNoise: Double, biasNoise: Double
-    /// The heading's widening within the interval (a calibration renewed, a start taken back), rad^2,
-    /// on the earth z axis only. It commutes with F (it touches the attitude block alone), so when it
-    /// happened within the interval does not matter.
-    var headingWidening = 0.0
-    static let none = KalmanPropagation(g: Matrix3(0, 0, 0, 0, 0, 0, 0, 0, 0), attitudeNoise: 0, biasNoise: 0)
 }

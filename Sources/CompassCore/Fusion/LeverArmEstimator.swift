@@ -34,14 +34,32 @@ public struct LeverArmEstimator: Sendable, Equatable {
 
     public init() {}
 
+    /// What the fit needs of the filter's settings; three numbers rather than the whole settings,
+    /// which a per-sample call would otherwise copy.
+    public struct Parameters: Sendable {
+        /// `KalmanFilterSettings.leverArmSeconds`: the fit's memory, seconds (0: off).
+        public var memorySeconds: Double
+        /// `KalmanFilterSettings.pivotAccelerationNoiseDensity`, m/s^2/sqrt(Hz).
+        public var pivotAccelerationNoiseDensity: Double
+        /// `KalmanFilterSettings.leverArmPriorMeters`, m.
+        public var priorMeters: Double
+
+        @inline(__always)
+        public init(_ settings: KalmanFilterSettings) {
+            memorySeconds = settings.leverArmSeconds
+            pivotAccelerationNoiseDensity = settings.pivotAccelerationNoiseDensity
+            priorMeters = settings.leverArmPriorMeters
+        }
+    }
+
     /// The rotation's share of `specificForce` now, sensor frame, m/s^2, with the fit updated by this
     /// sample: `rate` the bias-corrected angular rate, rad/s, and `gravity` the specific force gravity
     /// alone would give at the filter's attitude, sensor frame.
     @inline(__always)
     public mutating func rotationalAcceleration(
-        rate: Vector3, specificForce: Vector3, gravity: Vector3, dt: Double, settings: KalmanFilterSettings
+        rate: Vector3, specificForce: Vector3, gravity: Vector3, dt: Double, parameters: Parameters
     ) -> Vector3 {
-        guard settings.leverArmSeconds > 0 else { return .zero }
+        guard parameters.memorySeconds > 0 else { return .zero }
         guard started else {
             smoothedRate = rate
             started = true
@@ -57,22 +75,22 @@ public struct LeverArmEstimator: Sendable, Equatable {
             w.y * w.x + wDot.z, w.y * w.y - w2, w.y * w.z - wDot.x,
             w.z * w.x - wDot.y, w.z * w.y + wDot.x, w.z * w.z - w2)
         let mT = m.transposed
-        let k = weight(dt, tau: settings.leverArmSeconds)
+        let k = weight(dt, tau: parameters.memorySeconds)
         normalMatrix = normalMatrix + (mT * m - normalMatrix) * k
         normalVector += (mT * (specificForce - gravity) - normalVector) * k
         samplesSinceSolve += 1
         if samplesSinceSolve >= Self.samplesPerSolve {
             samplesSinceSolve = 0
-            solve(settings)
+            solve(parameters)
         }
         return m * leverArmMeters
     }
 
     /// The posterior mean of r: the means above are the evidence of `leverArmSeconds` of data whose
     /// unexplained force has density `pivotAccelerationNoiseDensity`; the prior is r ~ N(0, prior^2).
-    mutating func solve(_ settings: KalmanFilterSettings) {
-        let noise = settings.pivotAccelerationNoiseDensity, prior = settings.leverArmPriorMeters
-        let ridge = noise * noise / (prior * prior * settings.leverArmSeconds)
+    mutating func solve(_ parameters: Parameters) {
+        let noise = parameters.pivotAccelerationNoiseDensity, prior = parameters.priorMeters
+        let ridge = noise * noise / (prior * prior * parameters.memorySeconds)
         guard let inverse = normalMatrix.addingToDiagonal(ridge).inverse else { return }
         let r = inverse * normalVector
         if r.isFinite { leverArmMeters = r }

@@ -37,7 +37,7 @@ struct InclinationRecording: KalmanStepRecorder, Sendable {
 
     mutating func started(posterior: KalmanCovariance, at timestamp: Double) { restarts.append(inputIndex) }
     mutating func measured(
-        _ propagation: KalmanPropagation, correction: (attitude: Vector3, bias: Vector3),
+        _ propagation: KalmanPropagation, correction: KalmanCorrection,
         posterior: KalmanCovariance, headingMeasured: Bool, orientation: Quaternion, at timestamp: Double
     ) { updates.append((inputIndex, orientation)) }
     mutating func reset() {}
@@ -151,7 +151,7 @@ struct SmootherRecording: KalmanStepRecorder, Sendable {
     }
 
     mutating func measured(
-        _ propagation: KalmanPropagation, correction: (attitude: Vector3, bias: Vector3),
+        _ propagation: KalmanPropagation, correction: KalmanCorrection,
         posterior: KalmanCovariance, headingMeasured: Bool, orientation: Quaternion, at timestamp: Double
     ) {
         if headingMeasured { headingInSegment[segmentStart] = true }
@@ -182,7 +182,7 @@ struct FirstPassRecording: KalmanStepRecorder, Sendable {
         updates.started(posterior: posterior, at: timestamp)
     }
     mutating func measured(
-        _ propagation: KalmanPropagation, correction: (attitude: Vector3, bias: Vector3),
+        _ propagation: KalmanPropagation, correction: KalmanCorrection,
         posterior: KalmanCovariance, headingMeasured: Bool, orientation: Quaternion, at timestamp: Double
     ) {
         inclination.measured(
