@@ -2,7 +2,7 @@
 # Replays every shared BROAD and phone recording with two fusion-node builds and compares their CSVs
 # byte for byte: the check that a refactor changed no output on real recordings (the golden replays,
 # tools/golden_replays.py, are the same check on the simulator, run by the test suite).
-#   BROAD:  default graph, --no-calibration, --smooth; orientation CSV and accuracy CSV
+#   BROAD:  default graph, --no-calibration, --smooth, --filter complementary; orientation and accuracy CSVs
 #   phones: default graph on the raw topics; --mag-topic /imu/mag_own --no-calibration
 # Usage: tools/replay_identity.sh OLD_BINARY NEW_BINARY [DATA_DIR]   (DATA_DIR: ../shared/data)
 # Exit 0 when every CSV is identical, 1 when one differs (each named), 2 on a usage or replay error.
@@ -34,6 +34,7 @@ for bag in "$data"/broad/bags/*/; do
   replay broad "$bag" "$n.default"
   replay broad "$bag" "$n.nocal" --no-calibration
   replay broad "$bag" "$n.smooth" --smooth
+  replay broad "$bag" "$n.complementary" --filter complementary
 done
 for bag in "$data"/phones/bags/*/; do
   n="$(basename "$bag")"

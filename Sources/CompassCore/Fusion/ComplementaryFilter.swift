@@ -13,7 +13,10 @@ public struct ComplementaryFilter: Sendable {
     public var settings: ComplementaryFilterSettings
     public private(set) var orientation = Quaternion.identity
     public private(set) var gyroBias = Vector3.zero
-    public private(set) var magneticGate: MagneticDisturbanceGate
+    /// The magnetometer's gate, calibration state and unseen-disturbance term.
+    public internal(set) var frontEnd: MagnetometerFrontEnd
+    /// The magnetometer gate (its reference strength and dip are public there).
+    public var magneticGate: MagneticDisturbanceGate { frontEnd.gate }
 
     var validator: SampleValidator
     var rest: RestDetector
@@ -30,29 +33,19 @@ public struct ComplementaryFilter: Sendable {
 
     /// Sets the magnetic reference the gate compares strength and dip with.
     public mutating func setMagneticReference(strengthMicrotesla: Double, dipDegrees: Double) {
-        magneticGate.setReference(strengthMicrotesla: strengthMicrotesla, dipDegrees: dipDegrees)
-        unseen.forgetTurns()
+        frontEnd.setReference(strengthMicrotesla: strengthMicrotesla, dipDegrees: dipDegrees)
         refreshUnseenVariance()
     }
 
     /// True while the calibration owner says no calibration is applied to the readings.
-    public private(set) var magnetometerUncalibrated = false
-    /// While they are uncalibrated, what the readings show of how far the compass can be off.
-    public private(set) var uncalibratedEvidence = UncalibratedHeadingEvidence()
-    /// Whether that evidence may bound the heading (see `MagnetometerCalibrationNotice.learning`).
-    var uncalibratedButLearning = false
+    public var magnetometerUncalibrated: Bool { frontEnd.uncalibrated }
 
     /// The calibration applied to the readings changed (see `KalmanFilter.noteCalibration(_:)`). A
     /// change that can have turned the compass by more than the filter's own uncertainty makes the
     /// next usable reading set the heading whole.
     public mutating func noteCalibration(_ notice: MagnetometerCalibrationNotice) {
-        if notice.calibrated || !magnetometerUncalibrated { uncalibratedEvidence.reset() }
-        magnetometerUncalibrated = !notice.calibrated
-        uncalibratedButLearning = notice.learning
-        guard notice.calibrated else { return }
-        _ = magneticGate.follow(notice)
+        guard frontEnd.noteCalibration(notice) != nil else { return }
         if notice.headingShiftRadians * degreesPerRadian > 3 * ownHeadingSigmaDegrees { headingFixed = false }
-        unseen.forgetTurns()
         refreshUnseenVariance()
     }
 
@@ -63,7 +56,7 @@ public struct ComplementaryFilter: Sendable {
         self.settings = settings
         validator = SampleValidator(maximumStepSeconds: settings.maximumStepSeconds)
         rest = settings.restDetector
-        magneticGate = MagneticDisturbanceGate(settings: settings.magneticGate)
+        frontEnd = MagnetometerFrontEnd(gate: settings.magneticGate)
         refreshUnseenVariance()
     }
 
@@ -81,7 +74,7 @@ public struct ComplementaryFilter: Sendable {
     /// and the drift since the compass was last trusted.
     public var headingSigmaDegrees: Double {
         let own = ownHeadingSigmaDegrees
-        return (own * own + unseen.degrees2).squareRoot()
+        return (own * own + frontEnd.unseen.degrees2).squareRoot()
     }
 
     /// The filter's own part of it, degrees: the compass's noise and the drift.
@@ -94,29 +87,17 @@ public struct ComplementaryFilter: Sendable {
     /// calibration is applied by as far as the uncalibrated readings can turn the compass.
     var reportedOwnVarianceDegrees2: Double {
         let own = ownHeadingSigmaDegrees
-        return MagnetometerCalibrationNotice.ownVarianceDegrees2(
-            own * own,
-            uncalibratedBoundRadians: !magnetometerUncalibrated
-                ? nil
-                : uncalibratedButLearning
-                    ? uncalibratedEvidence.headingBoundRadians(eastRow: orientation.rotationMatrix.row0) : .pi)
+        return frontEnd.ownVarianceDegrees2(own * own, eastRow: orientation.rotationMatrix.row0)
     }
 
     /// Where the reported heading accuracy comes from now.
     public var headingAccuracyParts: HeadingAccuracyParts {
-        unseen.accuracyParts(
-            filterSigmaDegrees: reportedOwnVarianceDegrees2.squareRoot(), eastRow: unseen.followedEastRow)
+        frontEnd.accuracyParts(ownVarianceDegrees2: reportedOwnVarianceDegrees2)
     }
-
-    /// The unseen disturbance's heading variance at the gate's reference dip (60 degrees until known),
-    /// for the share of it turning has not exposed.
-    var unseen = UnseenDisturbance.Variance()
 
     @inline(__always)
     mutating func refreshUnseenVariance() {
-        unseen.refresh(
-            fraction: settings.unseenDisturbanceFraction,
-            dipDegrees: magneticGate.referenceDipDegrees ?? TypicalEarthField.dipDegrees)
+        frontEnd.refreshUnseenVariance(fraction: settings.unseenDisturbanceFraction)
     }
 
     /// The part of the uncertainty that grows while the compass is not used (bias and scale errors),
@@ -148,7 +129,7 @@ public struct ComplementaryFilter: Sendable {
         latestRate = rate
         orientation = (orientation * Quaternion(rotationVector: rate * dt)).normalized
         let rotation = orientation.rotationMatrix, rateNorm = rate.norm, turned = rateNorm * dt
-        magneticGate.noteRotation(radians: turned)
+        frontEnd.gate.noteRotation(radians: turned)
         headingTurnedSinceCompass += rotation.row2.dot(rate) * dt
         secondsSinceCompass += dt
 
@@ -166,59 +147,64 @@ public struct ComplementaryFilter: Sendable {
             correction = Vector3(u.y * k, -u.x * k, 0)
         }
 
-        // Heading: a bounded pull toward the compass while the gate trusts it.
         if let m = field {
             let magneticDt = validator.magneticStep(at: imu.timestamp, fallback: dt)
-            if magnetometerUncalibrated {
-                uncalibratedEvidence.add(m, rotation: orientation.rotationMatrix, at: imu.timestamp)
-            }
-            let earth = orientation.rotate(m)
-            let horizontal = (earth.x * earth.x + earth.y * earth.y).squareRoot()
-            if horizontal > 1e-3 * m.norm {
-                let alpha = atan2Small(earth.x, earth.y)
-                if !headingFixed {
-                    correction.z = alpha  // first usable compass reading: take it whole
-                    headingFixed = true
-                } else {
-                    let verdict = magneticGate.assess(
-                        strengthMicrotesla: m.norm,
-                        dipDegrees: approximateAtan2(-earth.z, horizontal) * degreesPerRadian,
-                        headingInnovation: alpha,
-                        headingVariance: driftSigmaDegrees * driftSigmaDegrees * radiansPerDegree * radiansPerDegree,
-                        dt: magneticDt)
-                    flags.formUnion(verdict.flags)
-                    if verdict.flags.contains(.magneticReferenceChanged) { unseen.forgetTurns() }
-                    if verdict.use {
-                        let learning = magneticGate.isLearning || elapsed < 1
-                        let tau = learning ? 0.5 : settings.headingTimeConstantSeconds
-                        var step = alpha * min(1, magneticDt / tau)
-                        if !learning {
-                            let limit =
-                                settings.maximumHeadingCorrectionDegreesPerSecond * radiansPerDegree * magneticDt
-                            step = max(-limit, min(limit, step))
-                        }
-                        correction.z = step
-                        magneticGate.noteApplied()
-                        unseen.noteTrusted(
-                            rotation: rotation, earthField: earth, headingInnovation: alpha, radians: turned,
-                            rate: rateNorm, seconds: magneticDt)
-                        unseen.noteHeadingCorrection(gain: alpha == 0 ? min(1, magneticDt / tau) : step / alpha)
-                        secondsSinceCompass = 0
-                        headingTurnedSinceCompass = 0
-                    }
-                }
-            }
+            let heading = correctHeading(
+                field: m, dt: magneticDt, rotation: rotation, rate: rateNorm, turned: turned, at: imu.timestamp)
+            flags.formUnion(heading.flags)
+            if let z = heading.radians { correction.z = z }
         }
         if secondsSinceCompass > 2 { flags.insert(.gyroOnly) }
         if correction.squaredNorm > 0 {
-            magneticGate.noteHeadingCorrection(radians: correction.z)
+            frontEnd.gate.noteHeadingCorrection(radians: correction.z)
             orientation = (Quaternion(rotationVector: correction) * orientation).normalized
             lowPassedForceEarth += correction.cross(lowPassedForceEarth)
         }
         guard orientation.isFinite, gyroBias.isFinite else { return restarted(at: imu) }
-        if elapsed < 1 || magneticGate.isLearningFirstReference || !headingFixed { flags.insert(.initialising) }
+        if elapsed < 1 || frontEnd.gate.isLearningFirstReference || !headingFixed { flags.insert(.initialising) }
         refreshUnseenVariance()
         return output(imu.timestamp, flags: flags)
+    }
+
+    /// Heading: a bounded pull toward the compass while the gate trusts it, the whole of it for the
+    /// first usable reading. `field` in microtesla (calibrated), `dt` the seconds since the previous
+    /// reading, `rate` and `turned` the rate (rad/s) and angle (rad) of this step. Returns the heading
+    /// correction about the earth's vertical (rad; nil: none) and the gate's flags.
+    @inline(__always)
+    mutating func correctHeading(
+        field m: Vector3, dt: Double, rotation: Matrix3, rate: Double, turned: Double, at time: Double
+    ) -> (radians: Double?, flags: FusionFlags) {
+        if frontEnd.uncalibrated {
+            frontEnd.uncalibratedEvidence.add(m, rotation: orientation.rotationMatrix, at: time)
+        }
+        guard let reading = EarthFieldReading(earth: orientation.rotate(m), strengthMicrotesla: m.norm) else {
+            return (nil, [])
+        }
+        let alpha = reading.headingInnovation
+        guard headingFixed else {
+            headingFixed = true
+            return (alpha, [])  // first usable compass reading: take it whole
+        }
+        let verdict = frontEnd.gate.assess(
+            strengthMicrotesla: m.norm, dipDegrees: reading.dipDegrees, headingInnovation: alpha,
+            headingVariance: driftSigmaDegrees * driftSigmaDegrees * radiansPerDegree * radiansPerDegree, dt: dt)
+        if verdict.flags.contains(.magneticReferenceChanged) { frontEnd.unseen.forgetTurns() }
+        guard verdict.use else { return (nil, verdict.flags) }
+        let learning = frontEnd.gate.isLearning || elapsed < 1
+        let tau = learning ? 0.5 : settings.headingTimeConstantSeconds
+        var step = alpha * min(1, dt / tau)
+        if !learning {
+            let limit = settings.maximumHeadingCorrectionDegreesPerSecond * radiansPerDegree * dt
+            step = max(-limit, min(limit, step))
+        }
+        frontEnd.gate.noteApplied()
+        frontEnd.unseen.noteTrusted(
+            rotation: rotation, earthField: reading.earth, headingInnovation: alpha, radians: turned, rate: rate,
+            seconds: dt)
+        frontEnd.unseen.noteHeadingCorrection(gain: alpha == 0 ? min(1, dt / tau) : step / alpha)
+        secondsSinceCompass = 0
+        headingTurnedSinceCompass = 0
+        return (step, verdict.flags)
     }
 
     /// The state became non-finite: start again from this sample, keeping the sample checks and their
@@ -226,10 +212,10 @@ public struct ComplementaryFilter: Sendable {
     mutating func restarted(at imu: ImuSample) -> FusionOutput? {
         var checks = validator
         checks.countReset()
-        let uncalibrated = (magnetometerUncalibrated, uncalibratedEvidence, uncalibratedButLearning)
+        let kept = frontEnd
         self = ComplementaryFilter(settings: settings)
         validator = checks
-        (magnetometerUncalibrated, uncalibratedEvidence, uncalibratedButLearning) = uncalibrated
+        frontEnd.keepCalibrationState(of: kept)
         return output(imu.timestamp, flags: [.initialising, .filterReset])
     }
 
@@ -246,8 +232,8 @@ public struct ComplementaryFilter: Sendable {
     @inline(__always)
     func output(_ timestamp: Double, flags: FusionFlags) -> FusionOutput {
         var flags = flags
-        if magnetometerUncalibrated { flags.insert(.magnetometerUncalibrated) }
-        let variance = reportedOwnVarianceDegrees2 + unseen.degrees2
+        if frontEnd.uncalibrated { flags.insert(.magnetometerUncalibrated) }
+        let variance = reportedOwnVarianceDegrees2 + frontEnd.unseen.degrees2
         return FusionOutput(
             timestamp: timestamp, orientation: reportedOrientation,
             referenceOffsetDegrees: settings.referenceOffsetDegrees,

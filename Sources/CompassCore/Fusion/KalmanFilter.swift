@@ -32,8 +32,10 @@ public struct KalmanFilter: Sendable {
     /// calibration's heading back across the renewal as if nothing had changed).
     var pending = KalmanPropagation.none
 
+    /// The primary magnetometer's gate, calibration state and unseen-disturbance term.
+    public internal(set) var frontEnd: MagnetometerFrontEnd
     /// The magnetometer gate (its reference strength and dip are public there).
-    public internal(set) var magneticGate: MagneticDisturbanceGate
+    public var magneticGate: MagneticDisturbanceGate { frontEnd.gate }
 
     var validator: SampleValidator
     var rest: RestDetector
@@ -71,14 +73,7 @@ public struct KalmanFilter: Sendable {
     /// Every magnetometer judged against the others; nil while there is only the primary.
     public internal(set) var agreement: MagnetometerAgreement?
     /// True while the calibration owner says no calibration is applied to the readings.
-    public internal(set) var magnetometerUncalibrated = false
-    /// While they are uncalibrated, what the readings show of how far the compass can be off.
-    public internal(set) var uncalibratedEvidence = UncalibratedHeadingEvidence()
-    /// Whether that evidence may bound the heading (see `MagnetometerCalibrationNotice.learning`).
-    var uncalibratedButLearning = false
-    /// The unseen disturbance's heading variance at the gate's reference dip (60 degrees until known),
-    /// for the share of it turning has not exposed.
-    var unseen = UnseenDisturbance.Variance()
+    public var magnetometerUncalibrated: Bool { frontEnd.uncalibrated }
 
     /// Samples skipped so far, by reason.
     public var skipped: SkippedSampleCounts { validator.skipped }
@@ -87,7 +82,7 @@ public struct KalmanFilter: Sendable {
         self.settings = settings
         validator = SampleValidator(maximumStepSeconds: settings.maximumStepSeconds)
         rest = settings.restDetector
-        magneticGate = MagneticDisturbanceGate(settings: settings.magneticGate)
+        frontEnd = MagnetometerFrontEnd(gate: settings.magneticGate)
         aiding.headingKnown = settings.useMagnetometer
         yawEstimator = GnssYawEstimator(settings: settings.gnssYaw)
         refreshUnseenVariance()
@@ -153,7 +148,7 @@ public struct KalmanFilter: Sendable {
             return restarted(at: imu)
         }
         if elapsed < Self.minimumInitialisingSeconds
-            || (settings.useMagnetometer && magneticGate.isLearningFirstReference)
+            || (settings.useMagnetometer && frontEnd.gate.isLearningFirstReference)
             || !aiding.headingKnown
         {
             flags.insert(.initialising)
@@ -184,11 +179,10 @@ public struct KalmanFilter: Sendable {
     mutating func restarted(at imu: ImuSample) -> FusionOutput? {
         var checks = validator
         checks.countReset()
-        let uncalibrated = (magnetometerUncalibrated, uncalibratedEvidence, uncalibratedButLearning)
-        let kept = (others: others, agreement: agreement)
+        let kept = (frontEnd: frontEnd, others: others, agreement: agreement)
         self = KalmanFilter(settings: settings)
         validator = checks
-        (magnetometerUncalibrated, uncalibratedEvidence, uncalibratedButLearning) = uncalibrated
+        frontEnd.keepCalibrationState(of: kept.frontEnd)
         // The magnetometers stay, their gates start afresh with the filter; the counts go on.
         others = kept.others.map { OtherMagnetometer(name: $0.name, gate: settings.magneticGate) }
         agreement = kept.agreement
@@ -262,29 +256,24 @@ public struct KalmanFilter: Sendable {
     /// inlined: as a getter it took a copy of the whole filter (3.5 KB) per sample.
     @inline(__always)
     var reportedOwnVarianceDegrees2: Double {
-        MagnetometerCalibrationNotice.ownVarianceDegrees2(
-            headingVariance * degreesPerRadian * degreesPerRadian,
-            uncalibratedBoundRadians: !magnetometerUncalibrated
-                ? nil
-                : uncalibratedButLearning
-                    ? uncalibratedEvidence.headingBoundRadians(eastRow: orientation.rotationMatrix.row0) : .pi)
+        frontEnd.ownVarianceDegrees2(
+            headingVariance * degreesPerRadian * degreesPerRadian, eastRow: orientation.rotationMatrix.row0)
     }
 
     /// Where the reported heading accuracy comes from now (the bound of the latest output, whatever
     /// its flags).
     public var headingAccuracyParts: HeadingAccuracyParts {
-        unseen.accuracyParts(
-            filterSigmaDegrees: reportedOwnVarianceDegrees2.squareRoot(), eastRow: unseen.followedEastRow)
+        frontEnd.accuracyParts(ownVarianceDegrees2: reportedOwnVarianceDegrees2)
     }
 
     /// Always inlined: as a call it copied the whole filter (3.5 KB) per sample.
     @inline(__always)
     func output(_ timestamp: Double, flags: FusionFlags) -> FusionOutput {
         var flags = flags
-        if magnetometerUncalibrated { flags.insert(.magnetometerUncalibrated) }
+        if frontEnd.uncalibrated { flags.insert(.magnetometerUncalibrated) }
         // While GNSS holds the heading, a field error the compass checks cannot see is seen against it:
         // the filter's own variance is the whole of it.
-        let variance = reportedOwnVarianceDegrees2 + (flags.contains(.gnssAided) ? 0 : unseen.degrees2)
+        let variance = reportedOwnVarianceDegrees2 + (flags.contains(.gnssAided) ? 0 : frontEnd.unseen.degrees2)
         return FusionOutput(
             timestamp: timestamp, orientation: reportedOrientation,
             referenceOffsetDegrees: settings.referenceOffsetDegrees,

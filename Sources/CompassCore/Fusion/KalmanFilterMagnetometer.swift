@@ -12,11 +12,10 @@
 extension KalmanFilter {
     /// Sets the magnetic reference the gate compares strength and dip with.
     public mutating func setMagneticReference(strengthMicrotesla: Double, dipDegrees: Double) {
-        magneticGate.setReference(strengthMicrotesla: strengthMicrotesla, dipDegrees: dipDegrees)
+        frontEnd.setReference(strengthMicrotesla: strengthMicrotesla, dipDegrees: dipDegrees)
         for i in others.indices {
             others[i].gate.setReference(strengthMicrotesla: strengthMicrotesla, dipDegrees: dipDegrees)
         }
-        unseen.forgetTurns()
         refreshUnseenVariance()
     }
 
@@ -26,15 +25,11 @@ extension KalmanFilter {
     /// the heading uncertainty by as far as the change can have turned the compass, so the next
     /// readings correct a heading taken from the old calibration.
     public mutating func noteCalibration(_ notice: MagnetometerCalibrationNotice) {
-        if notice.calibrated || !magnetometerUncalibrated { uncalibratedEvidence.reset() }
-        magnetometerUncalibrated = !notice.calibrated
-        uncalibratedButLearning = notice.learning
-        guard notice.calibrated else { return }
+        guard let renewed = frontEnd.noteCalibration(notice) else { return }
         agreement?.noteCalibration(0, radiusMicrotesla: notice.fieldStrengthMicrotesla)
         // A refinement is within what the heading measurements average out anyway: no reason to trust
         // them more; a renewal widens the heading by as far as the change can have turned it.
-        if magneticGate.follow(notice), started { widenHeading(byRadians: notice.headingShiftRadians) }
-        unseen.forgetTurns()
+        if renewed, started { widenHeading(byRadians: notice.headingShiftRadians) }
         refreshUnseenVariance()
     }
 
@@ -83,22 +78,20 @@ extension KalmanFilter {
         field m: Vector3, rotation r: Matrix3, dt: Double, rate: Double, turned: Double, at time: Double,
         recorder: inout Recorder
     ) -> FusionFlags {
-        if magnetometerUncalibrated { uncalibratedEvidence.add(m, rotation: r, at: time) }
-        let earth = r * m
+        if frontEnd.uncalibrated { frontEnd.uncalibratedEvidence.add(m, rotation: r, at: time) }
         let strength = m.norm
-        let horizontal = (earth.x * earth.x + earth.y * earth.y).squareRoot()
-        guard horizontal > 1e-3 * strength else { return [.magnetometerRejected] }
-        let dip = approximateAtan2(-earth.z, horizontal) * degreesPerRadian
-        // Clockwise angle of the horizontal field from +y: the earth-frame heading error about z.
-        let alpha = atan2Small(earth.x, earth.y)
-        let verdict = magneticGate.assess(
+        guard let reading = EarthFieldReading(earth: r * m, strengthMicrotesla: strength) else {
+            return [.magnetometerRejected]
+        }
+        let earth = reading.earth, dip = reading.dipDegrees, alpha = reading.headingInnovation
+        let verdict = frontEnd.gate.assess(
             strengthMicrotesla: strength, dipDegrees: dip, headingInnovation: alpha,
             headingVariance: headingVariance, verticalBiasSigma: covarianceBlocks.biasSigma(along: r.row2),
             tiltSigma: covarianceBlocks.tiltSigma, dt: dt)
-        if verdict.flags.contains(.magneticReferenceChanged) { unseen.forgetTurns() }
-        if let offset = magneticGate.adoptedHeadingOffset {
+        if verdict.flags.contains(.magneticReferenceChanged) { frontEnd.unseen.forgetTurns() }
+        if let offset = frontEnd.gate.adoptedHeadingOffset {
             // The heading started from a compass that was off by about this much: as wide as that.
-            magneticGate.adoptedHeadingOffset = nil
+            frontEnd.gate.adoptedHeadingOffset = nil
             widenHeading(byRadians: offset)
         }
         let offBank = compareWithBank(headingInnovation: alpha, dt: dt, at: time)
@@ -107,10 +100,10 @@ extension KalmanFilter {
         }
         if agreement != nil,
             !agreement!.assess(
-                0, innovation: alpha, gyroDeviation: magneticGate.gyroDeviation, gateAccepts: verdict.use,
+                0, innovation: alpha, gyroDeviation: frontEnd.gate.gyroDeviation, gateAccepts: verdict.use,
                 calibrated: true, dt: dt, at: time, strengthMicrotesla: strength, dipDegrees: dip,
-                referenceStrengthMicrotesla: magneticGate.referenceFieldMicrotesla,
-                referenceDipDegrees: magneticGate.referenceDipDegrees),
+                referenceStrengthMicrotesla: frontEnd.gate.referenceFieldMicrotesla,
+                referenceDipDegrees: frontEnd.gate.referenceDipDegrees),
             verdict.use
         {
             return verdict.flags.union(.magnetometerRejected)
@@ -123,8 +116,8 @@ extension KalmanFilter {
         headingSum += alpha * weight
         headingSeconds += weight
         secondsSinceMagneticUpdate = 0
-        magneticGate.noteApplied()
-        unseen.noteTrusted(
+        frontEnd.gate.noteApplied()
+        frontEnd.unseen.noteTrusted(
             rotation: r, earthField: earth, headingInnovation: alpha, radians: turned, rate: rate, seconds: weight)
         return verdict.flags
     }
@@ -146,8 +139,6 @@ extension KalmanFilter {
 
     @inline(__always)
     mutating func refreshUnseenVariance() {
-        unseen.refresh(
-            fraction: settings.useMagnetometer ? settings.unseenDisturbanceFraction : 0,
-            dipDegrees: magneticGate.referenceDipDegrees ?? TypicalEarthField.dipDegrees)
+        frontEnd.refreshUnseenVariance(fraction: settings.useMagnetometer ? settings.unseenDisturbanceFraction : 0)
     }
 }

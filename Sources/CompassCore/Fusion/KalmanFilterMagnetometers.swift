@@ -30,8 +30,8 @@ extension KalmanFilter {
     /// index for `add(_:toMagnetometer:)` (1, 2, ...). Its readings are calibrated and in body axes.
     public mutating func addMagnetometer(named name: String, primaryName: String = "primary") -> Int {
         var other = OtherMagnetometer(name: name, gate: settings.magneticGate)
-        if let s = magneticGate.referenceFieldMicrotesla, let d = magneticGate.referenceDipDegrees,
-            magneticGate.dipGiven
+        if let s = frontEnd.gate.referenceFieldMicrotesla, let d = frontEnd.gate.referenceDipDegrees,
+            frontEnd.gate.dipGiven
         {
             other.gate.setReference(strengthMicrotesla: s, dipDegrees: d)
         }
@@ -107,11 +107,11 @@ extension KalmanFilter {
                 others[i].previousTime = sample.timestamp
                 // Body axes at the reading's instant to body axes now: exp(-w (now - t)) m, to first order.
                 let age = min(max(time - sample.timestamp, 0), 0.1)
-                let earth = r * (m - (latestRate * age).cross(m))
-                let horizontal = (earth.x * earth.x + earth.y * earth.y).squareRoot()
-                guard horizontal > 1e-3 * strength else { continue }
-                let dip = approximateAtan2(-earth.z, horizontal) * degreesPerRadian
-                let alpha = atan2Small(earth.x, earth.y)
+                guard
+                    let reading = EarthFieldReading(
+                        earth: r * (m - (latestRate * age).cross(m)), strengthMicrotesla: strength)
+                else { continue }
+                let dip = reading.dipDegrees, alpha = reading.headingInnovation
                 let verdict = others[i].gate.assess(
                     strengthMicrotesla: strength, dipDegrees: dip, headingInnovation: alpha,
                     headingVariance: headingVariance, dt: dt)

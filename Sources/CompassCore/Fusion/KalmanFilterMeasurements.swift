@@ -138,7 +138,7 @@ extension KalmanFilter {
         guard let heading = takeHeadingInnovation() else { return }
         let variance = settings.headingNoiseDensity * settings.headingNoiseDensity / heading.seconds
         let p22 = covarianceBlocks.attitude.m22
-        unseen.noteHeadingCorrection(gain: p22 / (p22 + variance))
+        frontEnd.unseen.noteHeadingCorrection(gain: p22 / (p22 + variance))
         covarianceBlocks.measure(
             .heading, residual: heading.innovation - correction.attitude.z, variance: variance, &correction)
     }
@@ -168,7 +168,7 @@ extension KalmanFilter {
     mutating func inject(_ correction: KalmanCorrection) {
         let dTheta = correction.attitude
         if dTheta.squaredNorm > 0 {
-            magneticGate.noteHeadingCorrection(radians: dTheta.z)
+            frontEnd.gate.noteHeadingCorrection(radians: dTheta.z)
             yawEstimator.noteHeadingCorrection(radians: dTheta.z)
             for i in others.indices { others[i].gate.noteHeadingCorrection(radians: dTheta.z) }
             orientation = Quaternion(rotationVector: dTheta) * orientation

@@ -23,7 +23,7 @@ extension KalmanFilter {
             rotation: r, dt: dt, rate: rate, gyroNoiseDensity: settings.gyroNoiseDensity,
             gyroRateNoise: settings.gyroRateNoise, gyroBiasRandomWalk: settings.gyroBiasRandomWalk)
         if settings.verticalTurnDegreesPerSecond > 0 { followVerticalTurn(rotation: r, dt: dt, at: time) }
-        magneticGate.noteRotation(radians: rate * dt)
+        frontEnd.gate.noteRotation(radians: rate * dt)
         for i in others.indices { others[i].gate.noteRotation(radians: rate * dt) }
         return Motion(rotation: r, rate: rate, turned: rate * dt)
     }

@@ -53,7 +53,7 @@ public struct KalmanSmoother: Sendable {
     /// disturbance as the whole recording showed it, at the last orientation (there the smoothed
     /// covariance is the filter's).
     public var headingAccuracyParts: HeadingAccuracyParts {
-        filter.unseen.accuracyParts(
+        filter.frontEnd.unseen.accuracyParts(
             filterSigmaDegrees: filter.reportedOwnVarianceDegrees2.squareRoot(),
             eastRow: filter.orientation.rotationMatrix.row0)
     }
@@ -154,8 +154,8 @@ public struct KalmanSmoother: Sendable {
         pass.headingInSegment = recording.headingInSegment
         recording = SmootherRecording(inclination: [])  // the records' only owner is now `pass`
         Self.smoothBackward(&pass.records)
-        f.unseen.refreshSensorFixed()  // with everything the whole recording showed
-        pass.unseen = f.unseen
+        f.frontEnd.unseen.refreshSensorFixed()  // with everything the whole recording showed
+        pass.unseen = f.frontEnd.unseen
         pass.filter = f
     }
 
