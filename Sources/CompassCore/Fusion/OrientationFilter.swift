@@ -1,4 +1,5 @@
-/// What every fusion filter offers, so pipelines and tools can hold either.
+/// What every fusion filter offers, so pipelines and tools can hold either. What only some filters
+/// can do is a capability protocol of its own: `GnssAidedFilter`, `MultiMagnetometerFilter`.
 public protocol OrientationFilter: Sendable {
     /// Feeds one IMU sample and optionally a magnetometer sample (microtesla). Returns nil when the
     /// sample was skipped (the reason is counted in `skipped`).
@@ -14,48 +15,50 @@ public protocol OrientationFilter: Sendable {
     mutating func setMagneticReference(strengthMicrotesla: Double, dipDegrees: Double)
     /// The calibration applied to the readings changed.
     mutating func noteCalibration(_ notice: MagnetometerCalibrationNotice)
+}
+
+/// A filter that takes GNSS: velocities (acceleration out of gravity, alignment, course) and
+/// dual-antenna headings.
+public protocol GnssAidedFilter: OrientationFilter {
     /// Takes a GNSS velocity (true-north ENU) with the declination at the site (NaN: unknown, true
-    /// north taken for magnetic). Returns false when this filter does not use GNSS.
-    mutating func aid(velocity: GnssVelocitySample, declinationDegrees: Double) -> Bool
+    /// north taken for magnetic).
+    mutating func aid(velocity: GnssVelocitySample, declinationDegrees: Double)
     /// Takes a dual-antenna heading, as `aid(velocity:)`.
-    mutating func aid(gnssHeading: GnssHeadingSample, declinationDegrees: Double) -> Bool
-    /// What GNSS gave; nil for a filter that does not use it.
-    var gnssCounts: GnssAidingCounts? { get }
-    /// Adds a magnetometer besides the primary; its index (1, 2, ...), or nil when this filter fuses
-    /// one magnetometer only.
-    mutating func addMagnetometer(named name: String, primaryName: String) -> Int?
+    mutating func aid(gnssHeading: GnssHeadingSample, declinationDegrees: Double)
+    /// What GNSS gave.
+    var gnssCounts: GnssAidingCounts { get }
+}
+
+/// A filter that fuses several magnetometers, each with its own gate, judged against the others.
+public protocol MultiMagnetometerFilter: OrientationFilter {
+    /// Adds a magnetometer besides the primary (named `primaryName` in the health); returns its index
+    /// (1, 2, ...).
+    mutating func addMagnetometer(named name: String, primaryName: String) -> Int
     /// A reading of an added magnetometer (microtesla, calibrated, body axes).
     mutating func add(_ sample: MagnetometerSample, toMagnetometer index: Int)
     /// The calibration of an added magnetometer changed.
     mutating func noteCalibration(_ notice: MagnetometerCalibrationNotice, magnetometer index: Int)
-    /// Each magnetometer's health, the primary first; empty with one magnetometer.
+    /// Each magnetometer's health, the primary first; empty while there is only the primary.
     var magnetometerHealth: [MagnetometerHealth] { get }
     /// Magnetometer `index`'s gate (0: the primary's `magneticGate`).
     func magnetometerGate(_ index: Int) -> MagneticDisturbanceGate?
-    /// With several magnetometers, the primary's own verdict flags at the latest sample; nil with one
-    /// (the output's flags are its verdict).
+    /// The primary's own verdict flags at the latest sample; nil while there is only the primary (the
+    /// output's flags are its verdict).
     var primaryMagnetometerFlags: FusionFlags? { get }
 }
 
-extension KalmanFilter: OrientationFilter {
-    public mutating func aid(velocity: GnssVelocitySample, declinationDegrees: Double) -> Bool {
+extension KalmanFilter: GnssAidedFilter, MultiMagnetometerFilter {
+    public mutating func aid(velocity: GnssVelocitySample, declinationDegrees: Double) {
         setGnssDeclination(degrees: declinationDegrees)
         update(velocity: velocity)
-        return true
     }
 
-    public mutating func aid(gnssHeading: GnssHeadingSample, declinationDegrees: Double) -> Bool {
+    public mutating func aid(gnssHeading: GnssHeadingSample, declinationDegrees: Double) {
         setGnssDeclination(degrees: declinationDegrees)
         update(gnssHeading: gnssHeading)
-        return true
     }
 
-    public var gnssCounts: GnssAidingCounts? { aiding.counts }
-
-    public mutating func addMagnetometer(named name: String, primaryName: String) -> Int? {
-        let index: Int = addMagnetometer(named: name, primaryName: primaryName)
-        return index
-    }
+    public var gnssCounts: GnssAidingCounts { aiding.counts }
 
     public var magnetometerHealth: [MagnetometerHealth] { agreement?.health ?? [] }
 
@@ -66,18 +69,8 @@ extension KalmanFilter: OrientationFilter {
     }
 }
 
-/// The complementary filter has no GNSS aiding: it says so, and the stage counts what it passed over.
-extension ComplementaryFilter: OrientationFilter {
-    public mutating func aid(velocity: GnssVelocitySample, declinationDegrees: Double) -> Bool { false }
-    public mutating func aid(gnssHeading: GnssHeadingSample, declinationDegrees: Double) -> Bool { false }
-    public mutating func addMagnetometer(named name: String, primaryName: String) -> Int? { nil }
-    public mutating func add(_ sample: MagnetometerSample, toMagnetometer index: Int) {}
-    public mutating func noteCalibration(_ notice: MagnetometerCalibrationNotice, magnetometer index: Int) {}
-    public var magnetometerHealth: [MagnetometerHealth] { [] }
-    public func magnetometerGate(_ index: Int) -> MagneticDisturbanceGate? { index == 0 ? magneticGate : nil }
-    public var primaryMagnetometerFlags: FusionFlags? { nil }
-    public var gnssCounts: GnssAidingCounts? { nil }
-}
+/// The complementary filter fuses one magnetometer and takes no GNSS.
+extension ComplementaryFilter: OrientationFilter {}
 
 /// The filters by name, as configuration files and the command line spell them.
 public enum FilterKind: String, Sendable, CaseIterable {

@@ -5,9 +5,19 @@ import MessageBus
 
 /// GNSS velocity and dual-antenna headings handed to the filter.
 extension FusionStage {
+    /// Changes the filter as one that takes GNSS; false (nothing done) when it takes none (the
+    /// complementary filter) or the smoother runs. A change through the capability copies the filter
+    /// once, which at a receiver's rate costs nothing that matters.
+    func aidFilter(_ body: (inout any GnssAidedFilter) -> Void) -> Bool {
+        guard smoother == nil, var aided = filter as? any GnssAidedFilter else { return false }
+        body(&aided)
+        filter = aided
+        return true
+    }
+
     func aid(velocity: GnssVelocitySample) {
         let declination = trueNorth(at: velocity.timestamp).declination
-        if smoother != nil || !filter.aid(velocity: velocity, declinationDegrees: declination) { gnssPassedOver += 1 }
+        if !aidFilter({ $0.aid(velocity: velocity, declinationDegrees: declination) }) { gnssPassedOver += 1 }
     }
 
     /// A dual-antenna heading: the orientation's yaw (ENU, counter-clockwise from east) as a compass
@@ -24,6 +34,6 @@ extension FusionStage {
             timestamp: m.header.stamp.seconds, headingDegrees: (heading ?? .nan) - settings.antennaYawOffsetDegrees,
             varianceDegrees2: m.orientationCovariance.m8 * degreesPerRadian * degreesPerRadian)
         let declination = trueNorth(at: sample.timestamp).declination
-        if smoother != nil || !filter.aid(gnssHeading: sample, declinationDegrees: declination) { gnssPassedOver += 1 }
+        if !aidFilter({ $0.aid(gnssHeading: sample, declinationDegrees: declination) }) { gnssPassedOver += 1 }
     }
 }

@@ -6,11 +6,25 @@ import MessageBus
 /// Magnetometers besides the primary (imu/mag/NAME): registered with the filter, their calibrations,
 /// their verdicts published on interference/status/NAME, votes logged.
 extension FusionStage {
+    /// The filter as one that fuses several magnetometers; nil when it fuses one (the complementary
+    /// filter).
+    var multiMagnetometerFilter: (any MultiMagnetometerFilter)? { filter as? any MultiMagnetometerFilter }
+
+    /// Changes the filter as one that fuses several magnetometers; nil (nothing done) when it fuses one
+    /// or the smoother runs. A change through the capability copies the filter once: an extra
+    /// magnetometer's reading costs that, the primary's path none of it.
+    func changeMultiMagnetometerFilter<T>(_ body: (inout any MultiMagnetometerFilter) -> T) -> T? {
+        guard smoother == nil, var multi = multiMagnetometerFilter else { return nil }
+        let result = body(&multi)
+        filter = multi
+        return result
+    }
+
     /// The filter's index for magnetometer `name`, registering it on its first reading; nil when the
     /// filter (the complementary filter, the smoother) fuses one magnetometer only.
     func otherIndex(_ name: String) -> Int? {
         if let o = others[name] { return o.index }
-        let index = smoother == nil ? filter.addMagnetometer(named: name, primaryName: Self.primaryName) : nil
+        let index = changeMultiMagnetometerFilter { $0.addMagnetometer(named: name, primaryName: Self.primaryName) }
         others[name] = OtherMagnetometerState(
             index: index, tally: InterferenceTally(statusSeconds: settings.statusSeconds))
         otherNames.append(name)
@@ -22,7 +36,7 @@ extension FusionStage {
             others[name]!.passedOver += 1
             return
         }
-        filter.add(sample, toMagnetometer: index)
+        _ = changeMultiMagnetometerFilter { $0.add(sample, toMagnetometer: index) }
     }
 
     /// A calibration of magnetometer `name` (calibration/status/NAME): as `noteCalibration` for the primary.
@@ -31,12 +45,11 @@ extension FusionStage {
         let previous = others[name]!.calibration
         others[name]!.calibration = c
         let calibrated = CalibrationShift.applied(c)
+        let strength = c.fieldStrength.isFinite ? c.fieldStrength : nil
         guard let p = previous else {
-            filter.noteCalibration(
-                MagnetometerCalibrationNotice(
-                    calibrated: calibrated, fieldStrengthMicrotesla: c.fieldStrength.isFinite ? c.fieldStrength : nil,
-                    headingShiftRadians: 0),
-                magnetometer: index)
+            let notice = MagnetometerCalibrationNotice(
+                calibrated: calibrated, fieldStrengthMicrotesla: strength, headingShiftRadians: 0)
+            _ = changeMultiMagnetometerFilter { $0.noteCalibration(notice, magnetometer: index) }
             return
         }
         guard
@@ -45,11 +58,9 @@ extension FusionStage {
         else {
             return
         }
-        filter.noteCalibration(
-            MagnetometerCalibrationNotice(
-                calibrated: calibrated, fieldStrengthMicrotesla: c.fieldStrength.isFinite ? c.fieldStrength : nil,
-                headingShiftRadians: shift),
-            magnetometer: index)
+        let notice = MagnetometerCalibrationNotice(
+            calibrated: calibrated, fieldStrengthMicrotesla: strength, headingShiftRadians: shift)
+        _ = changeMultiMagnetometerFilter { $0.noteCalibration(notice, magnetometer: index) }
     }
 
     /// The primary magnetometer's name in the health of several (imu/mag).
@@ -58,7 +69,8 @@ extension FusionStage {
     /// After a filter update: each other magnetometer's new verdicts counted, and its
     /// interference/status/NAME when due.
     func tellOthers(_ header: RosHeader, into output: inout [WireFrame]) {
-        let health = filter.magnetometerHealth
+        guard let multi = multiMagnetometerFilter else { return }
+        let health = multi.magnetometerHealth
         guard health.count > 1 else { return }
         for (i, h) in health.enumerated().dropFirst() {
             let name = h.name
@@ -75,7 +87,7 @@ extension FusionStage {
             o.tally.count(flags, at: header.stamp.seconds)
             var h2 = header
             h2.frameId = name
-            if let gate = filter.magnetometerGate(i), let status = o.tally.status(h2, gate: gate) {
+            if let gate = multi.magnetometerGate(i), let status = o.tally.status(h2, gate: gate) {
                 output.append(cdrFrame(status, topic: PipelineTopics.interferenceStatus(named: name)))
             }
             others[name] = o

@@ -212,7 +212,9 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         lastHeader = header
         if field != nil {
             // The primary's own verdict: with several magnetometers the output's flags are the heading's.
-            let primary = settings.smooth ? nil : filter.primaryMagnetometerFlags.map { o.flags.union($0) }
+            let primary =
+                settings.smooth || others.isEmpty
+                ? nil : multiMagnetometerFilter?.primaryMagnetometerFlags.map { o.flags.union($0) }
             tally.count(primary ?? o.flags, at: header.stamp.seconds)
             if let status = tally.status(header, gate: gate) {
                 output.append(cdrFrame(status, topic: PipelineTopics.interferenceStatus))

@@ -52,7 +52,7 @@ extension FusionStage {
                         : "the gate kept them out (the heading agreed with the corrected readings); calibrate the "
                             + "magnetometer all the same"))
         }
-        let health = filter.magnetometerHealth
+        let health = multiMagnetometerFilter?.magnetometerHealth ?? []
         if !health.isEmpty { notes.append("magnetometers: " + health.map(Self.describe).joined(separator: "; ")) }
         for name in otherNames {
             let o = others[name]!
@@ -64,7 +64,7 @@ extension FusionStage {
                 losses += o.passedOver
             }
         }
-        if let counts = filter.gnssCounts,
+        if let counts = (filter as? any GnssAidedFilter)?.gnssCounts,
             counts.velocities + counts.coursesUsed + counts.headingsUsed + counts.unusable > 0
         {
             notes.append("gnss: " + counts.summary)
