@@ -152,80 +152,14 @@ public struct MagneticDisturbanceGate: Sendable {
         headingVariance: Double, verticalBiasSigma: Double = 0, tiltSigma: Double = 0, dt: Double
     ) -> (use: Bool, flags: FusionFlags) {
         guard let refStrength = referenceFieldMicrotesla, let refDip = referenceDipDegrees else {
-            // Learns whichever value is missing; a known one (the model's, a calibration's) is kept.
-            learnedStrengthSum += strength
-            learnedDipSum += dip
-            learnedCount += 1
-            learningSeconds += dt
-            strengthLowPass = strength
-            dipLowPass = dip
-            strengthSlow = strength
-            dipSlow = dip
-            if learningSeconds >= settings.learningSeconds {
-                if referenceFieldMicrotesla == nil { strengthLearned = true }
-                referenceFieldMicrotesla = referenceFieldMicrotesla ?? learnedStrengthSum / Double(learnedCount)
-                referenceDipDegrees = referenceDipDegrees ?? learnedDipSum / Double(learnedCount)
-                strengthLowPass = referenceFieldMicrotesla!
-                dipLowPass = referenceDipDegrees!
-                strengthSlow = strengthLowPass
-                dipSlow = dipLowPass
-                hadReference = true
-            }
+            learnReference(strengthMicrotesla: strength, dipDegrees: dip, dt: dt)
             return (true, [])
         }
-        let w = checkWeight(dt, tau: settings.checkLowPassSeconds)
-        strengthLowPass += (strength - strengthLowPass) * w
-        dipLowPass += (dip - dipLowPass) * w
-        // An uncalibrated sensor's field (hundreds of microtesla) is no earth field to refine.
-        if settings.learnedFieldAverageSeconds > 0, strengthLearned,
-            TypicalEarthField.plausibleStrengthMicrotesla.contains(refStrength)
-        {
-            let ws = slowWeight(dt, tau: settings.learnedFieldAverageSeconds)
-            strengthSlow += (strength - strengthSlow) * ws
-            dipSlow += (dip - dipSlow) * ws
-        } else {
-            strengthSlow = strengthLowPass
-            dipSlow = dipLowPass
-        }
-        // Compass minus gyro-only heading, unwrapped against the baseline.
-        let raw = headingInnovation + appliedCorrection
-        if !compassMinusGyroPrimed {
-            compassMinusGyroShort = raw
-            compassMinusGyroBaseline = raw
-            compassMinusGyroPrimed = true
-        }
-        checkedSeconds += dt
-        let value = compassMinusGyroBaseline + wrappedRadians(raw - compassMinusGyroBaseline)
-        compassMinusGyroShort +=
-            (value - compassMinusGyroShort) * shortWeight(dt, tau: settings.consistencyLowPassSeconds)
-        if !isRejecting {
-            compassMinusGyroBaseline +=
-                (compassMinusGyroShort - compassMinusGyroBaseline)
-                * baselineWeight(dt, tau: settings.consistencyBaselineSeconds)
-        }
-
-        var reasons: FusionFlags = []
-        let deviations = InterferenceCheck.deviations(
-            strengthMicrotesla: strengthLowPass, dipDegrees: dipLowPass, expectedStrengthMicrotesla: refStrength,
-            expectedDipDegrees: refDip, strengthTolerance: settings.strengthTolerance,
-            dipToleranceDegrees: (settings.dipToleranceDegrees * settings.dipToleranceDegrees
-                + 9 * tiltSigma * tiltSigma * degreesPerRadian * degreesPerRadian).squareRoot())
-        if deviations.contains(.strength) { reasons.insert(.magneticStrengthDisturbed) }
-        if deviations.contains(.dip) { reasons.insert(.magneticDipDisturbed) }
-        // gate = max(floor, 3 sigma) + scale and bias allowances; the square root only when the floor is
-        // not enough. A ramp of slope e (an unknown bias) keeps the two low-passes (tau_b - tau_s) e apart.
-        let deviation = abs(compassMinusGyroShort - compassMinusGyroBaseline)
-        let lag = max(0, settings.consistencyBaselineSeconds - settings.consistencyLowPassSeconds)
-        // While rejecting, the baseline is frozen and a bias error drifts the two apart for that long, too.
-        let allowance =
-            settings.gyroScaleErrorBound * radiansTurnedSinceAccepted
-            + 3 * verticalBiasSigma * (lag + rejectedSeconds)
-        if deviation > settings.consistencyGateDegrees * radiansPerDegree + allowance
-            && deviation > 3 * headingVariance.squareRoot() + allowance
-        {
-            reasons.insert(.magneticGyroInconsistent)
-        }
-
+        followField(strengthMicrotesla: strength, dipDegrees: dip, referenceStrength: refStrength, dt: dt)
+        followCompassAgainstGyro(headingInnovation: headingInnovation, dt: dt)
+        var reasons = self.reasons(
+            referenceStrength: refStrength, referenceDip: refDip, headingVariance: headingVariance,
+            verticalBiasSigma: verticalBiasSigma, tiltSigma: tiltSigma)
         var flags: FusionFlags = []
         if reasons == .magneticGyroInconsistent, checkedSeconds < settings.startupSeconds {
             if adoptHeadingOffset(dt: dt) {
@@ -256,6 +190,104 @@ public struct MagneticDisturbanceGate: Sendable {
         rejectedSeconds = isRejecting ? rejectedSeconds + dt : 0
         if isRejecting { return (false, flags.union(reasons).union(.magnetometerRejected)) }
         return (true, flags)
+    }
+
+    /// No reference yet: learns whichever value is missing; a known one (the model's, a calibration's)
+    /// is kept.
+    mutating func learnReference(strengthMicrotesla strength: Double, dipDegrees dip: Double, dt: Double) {
+        learnedStrengthSum += strength
+        learnedDipSum += dip
+        learnedCount += 1
+        learningSeconds += dt
+        strengthLowPass = strength
+        dipLowPass = dip
+        strengthSlow = strength
+        dipSlow = dip
+        if learningSeconds >= settings.learningSeconds {
+            if referenceFieldMicrotesla == nil { strengthLearned = true }
+            referenceFieldMicrotesla = referenceFieldMicrotesla ?? learnedStrengthSum / Double(learnedCount)
+            referenceDipDegrees = referenceDipDegrees ?? learnedDipSum / Double(learnedCount)
+            strengthLowPass = referenceFieldMicrotesla!
+            dipLowPass = referenceDipDegrees!
+            strengthSlow = strengthLowPass
+            dipSlow = dipLowPass
+            hadReference = true
+        }
+    }
+
+    /// The strength and dip low-passed for the check and, while the reference was learned from a
+    /// plausible earth field, for its slow refinement.
+    @inline(__always)
+    mutating func followField(
+        strengthMicrotesla strength: Double, dipDegrees dip: Double, referenceStrength refStrength: Double, dt: Double
+    ) {
+        let w = checkWeight(dt, tau: settings.checkLowPassSeconds)
+        strengthLowPass += (strength - strengthLowPass) * w
+        dipLowPass += (dip - dipLowPass) * w
+        // An uncalibrated sensor's field (hundreds of microtesla) is no earth field to refine.
+        if settings.learnedFieldAverageSeconds > 0, strengthLearned,
+            TypicalEarthField.plausibleStrengthMicrotesla.contains(refStrength)
+        {
+            let ws = slowWeight(dt, tau: settings.learnedFieldAverageSeconds)
+            strengthSlow += (strength - strengthSlow) * ws
+            dipSlow += (dip - dipSlow) * ws
+        } else {
+            strengthSlow = strengthLowPass
+            dipSlow = dipLowPass
+        }
+    }
+
+    /// Compass minus gyro-only heading, unwrapped against the baseline, low-passed short and (while
+    /// not rejecting) long.
+    @inline(__always)
+    mutating func followCompassAgainstGyro(headingInnovation: Double, dt: Double) {
+        let raw = headingInnovation + appliedCorrection
+        if !compassMinusGyroPrimed {
+            compassMinusGyroShort = raw
+            compassMinusGyroBaseline = raw
+            compassMinusGyroPrimed = true
+        }
+        checkedSeconds += dt
+        let value = compassMinusGyroBaseline + wrappedRadians(raw - compassMinusGyroBaseline)
+        compassMinusGyroShort +=
+            (value - compassMinusGyroShort) * shortWeight(dt, tau: settings.consistencyLowPassSeconds)
+        if !isRejecting {
+            compassMinusGyroBaseline +=
+                (compassMinusGyroShort - compassMinusGyroBaseline)
+                * baselineWeight(dt, tau: settings.consistencyBaselineSeconds)
+        }
+    }
+
+    /// Why the reading is not to be used now: strength or dip off the reference (the dip tolerance
+    /// widened by 3 sigma of the tilt), or the compass turning against the gyro beyond 3 sigma of the
+    /// heading and the gyro's scale and bias allowances.
+    @inline(__always)
+    func reasons(
+        referenceStrength refStrength: Double, referenceDip refDip: Double, headingVariance: Double,
+        verticalBiasSigma: Double, tiltSigma: Double
+    ) -> FusionFlags {
+        var reasons: FusionFlags = []
+        let deviations = InterferenceCheck.deviations(
+            strengthMicrotesla: strengthLowPass, dipDegrees: dipLowPass, expectedStrengthMicrotesla: refStrength,
+            expectedDipDegrees: refDip, strengthTolerance: settings.strengthTolerance,
+            dipToleranceDegrees: (settings.dipToleranceDegrees * settings.dipToleranceDegrees
+                + 9 * tiltSigma * tiltSigma * degreesPerRadian * degreesPerRadian).squareRoot())
+        if deviations.contains(.strength) { reasons.insert(.magneticStrengthDisturbed) }
+        if deviations.contains(.dip) { reasons.insert(.magneticDipDisturbed) }
+        // gate = max(floor, 3 sigma) + scale and bias allowances; the square root only when the floor is
+        // not enough. A ramp of slope e (an unknown bias) keeps the two low-passes (tau_b - tau_s) e apart.
+        let deviation = abs(compassMinusGyroShort - compassMinusGyroBaseline)
+        let lag = max(0, settings.consistencyBaselineSeconds - settings.consistencyLowPassSeconds)
+        // While rejecting, the baseline is frozen and a bias error drifts the two apart for that long, too.
+        let allowance =
+            settings.gyroScaleErrorBound * radiansTurnedSinceAccepted
+            + 3 * verticalBiasSigma * (lag + rejectedSeconds)
+        if deviation > settings.consistencyGateDegrees * radiansPerDegree + allowance
+            && deviation > 3 * headingVariance.squareRoot() + allowance
+        {
+            reasons.insert(.magneticGyroInconsistent)
+        }
+        return reasons
     }
 
     /// Sets the reference strength and dip (from the World Magnetic Model or a user); the dip is then

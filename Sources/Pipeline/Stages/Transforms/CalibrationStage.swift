@@ -8,68 +8,6 @@ import MessageBus
 /// fusion renews its magnetic reference with it. It owns the calibration and nothing else: the gyro
 /// passes through untouched (its bias is a state of the fusion filter).
 final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable {
-    struct Settings: DeclaredSettings {
-        /// Fixed calibration: hard-iron offset subtracted, microtesla, then the soft-iron matrix applied.
-        var hardIronMicrotesla = Vector3.zero
-        var softIron = Matrix3.identity
-        /// Learn hard and soft iron from normal motion (the fixed values are the start).
-        var online = false
-        /// Calibration file: loaded at start, saved (atomically) when a better calibration is accepted.
-        var file = ""
-        /// Allow the status to ask for the figure-eight motion.
-        var prompt = true
-        /// Publish calibration/status this often (stream seconds), and on every change.
-        var statusSeconds = 1.0
-        /// The field the motors add per ampere drawn (motor/current), microtesla per ampere: fixed, or
-        /// the start when learning.
-        var motorMicroteslaPerAmpere = Vector3.zero
-        /// With `online`, learn those coefficients while the current varies.
-        var learnMotor = true
-        /// Find the magnetometer's mounting against the IMU from motion (`MountingRotationDetector`).
-        var detectRotation = false
-        /// Which magnetometer: "" = the primary (imu/mag), NAME = imu/mag/NAME (its status then on
-        /// calibration/status/NAME).
-        var magnetometer = ""
-
-        static let table = SettingTable<Settings>([
-            .vector(
-                "hard_iron_ut", \.hardIronMicrotesla, unit: "uT", range: -5000...5000,
-                "fixed hard-iron offset subtracted from the field"),
-            .matrix("soft_iron", \.softIron, range: -100...100, "fixed row-major matrix applied after the offset"),
-            .bool("online", \.online, "learn hard and soft iron from normal motion (the fixed values are the start)"),
-            .string(
-                "file", \.file,
-                "calibration file: loaded at start, saved (atomically) when a better calibration is accepted; "
-                    + "stages of several magnetometers may share one (each under its name)"),
-            .bool("prompt", \.prompt, "allow the status to ask for the figure-eight motion"),
-            .number(
-                "status_period_s", \.statusSeconds, unit: "s", range: 0.001...86_400,
-                "publish calibration/status this often (and on every change)"
-            ).formerly("status_seconds"),
-            .vector(
-                "motor_ut_per_a", \.motorMicroteslaPerAmpere, unit: "uT/A", range: -100...100,
-                "field the motors add per ampere drawn (from motor/current), removed from every reading; "
-                    + "fixed, or the start when learning"),
-            .bool(
-                "learn_motor", \.learnMotor,
-                "with online: learn motor_ut_per_a from the readings while the motor current varies"),
-            .bool(
-                "detect_rotation", \.detectRotation,
-                "find how the magnetometer is mounted against the IMU (a rotation name) from motion; its readings "
-                    + "are held back until the rotation is clear, then turned into the IMU's axes; kept in file"),
-            .string(
-                "magnetometer", \.magnetometer,
-                "which magnetometer this stage calibrates: '' = the primary (imu/mag), NAME = imu/mag/NAME of a "
-                    + "source's extra_magnetometers (status then on calibration/status/NAME); one stage per "
-                    + "magnetometer (they may share one file, keyed by name)"),
-        ])
-
-        /// The fixed calibration (identity when nothing is given).
-        var fixed: MagnetometerCalibration {
-            MagnetometerCalibration(
-                hardIronOffsetMicrotesla: hardIronMicrotesla, softIronCorrection: softIron, fieldRadiusMicrotesla: 0)
-        }
-    }
 
     static let type = StageType(
         name: "calibration", role: .transform,
@@ -140,6 +78,10 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
     /// Where the motor compensation goes, and the coefficients last sent there.
     let motorTopic: String
     var sentMotorCoefficients: Vector3?
+
+    /// Saves that failed, and why the last one did.
+    var saveFailures = 0
+    var lastSaveFailure = ""
 
     init(_ settings: Settings, log: @escaping @Sendable (String) -> Void) {
         self.settings = settings
@@ -345,71 +287,6 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         mountingCheck?.addMotion(rate: angularVelocity, dt: dt)
     }
 
-    /// A raw reading (microtesla, magnetometer axes) for the mounting check; once the check is clear it
-    /// stops (a mounting does not change while the stage runs).
-    func checkMounting(_ measured: Vector3, time: Double) {
-        guard mountingCheck != nil else { return }
-        mountingCheck?.addReading(measured, time: time)
-        guard let found = mountingCheck?.detected else { return }
-        mountingCheck = nil
-        guard !found.rotation.isIdentity else { return }
-        mountingContradiction = found
-        knownWrong += 1
-        let name = found.rotation.description
-        log(
-            "calibration: at \(format(time, 2)) s the magnetometer's readings turn as if it were mounted \(found) "
-                + "against the IMU: its heading is off by that turn, so it is reported unusable (bound 180 degrees). "
-                + "Give its mounting (--mag-rotation \(name), or auto to find it; a mount stage or "
-                + "detect_rotation in a pipeline)")
-    }
-
-    /// The mounting that turns a raw reading (tesla, magnetometer axes) into the IMU's axes; nil while it
-    /// is still being found. The finder sees every plausible reading; once it is clear the mounting is
-    /// applied (and never changed: a different answer later, against a loaded file, is reported, since
-    /// the calibration was learned for the first).
-    func mounting(_ header: RosHeader, _ field: Vector3) -> MountingRotation? {
-        let t = header.stamp.seconds
-        // Mutated where it is stored: a copy would copy its sums on every reading.
-        if detector != nil, SampleValidator.isPlausible(fieldMicrotesla: field * 1e6) {
-            let before = detector?.detected
-            detector?.addReading(field * 1e6, time: t)
-            if before == nil, let found = detector?.detected { mountingFound(found, at: t) }
-        }
-        return magnetometerRotation
-    }
-
-    func hold(_ field: Vector3, time: Double) {
-        guard settings.online, SampleValidator.isPlausible(fieldMicrotesla: field) else { return }
-        if held.count >= 2 * Self.heldReadingsLimit { held.removeFirst(held.count - Self.heldReadingsLimit) }
-        held.append((field, time))
-    }
-
-    /// The held readings, turned into the IMU's axes, binned for the first fits. Not when the motors'
-    /// field is being removed: the current that went with each reading is not kept.
-    func learnFromHeld(_ rotation: MountingRotation) {
-        defer { held = [] }
-        guard online != nil, currentsReceived == 0, motor.coefficients == .zero else { return }
-        for (field, time) in held.suffix(Self.heldReadingsLimit) {
-            online?.addEarlier(rotation.apply(field), time: time)
-        }
-    }
-
-    func mountingFound(_ found: MountingRotationDetector.Detection, at time: Double) {
-        guard let loaded = magnetometerRotation else {
-            magnetometerRotation = found.rotation
-            rotationFound = found.description
-            log("calibration: at \(format(time, 2)) s the magnetometer's mounting is \(found)")
-            learnFromHeld(found.rotation)
-            return
-        }
-        guard !contradictionLogged, loaded.matrix != found.rotation.matrix else { return }
-        contradictionLogged = true
-        log(
-            "calibration: at \(format(time, 2)) s the motion says the magnetometer is mounted \(found), but "
-                + "\(settings.file) was learned for \(loaded); still applying \(loaded): was the compass remounted? "
-                + "Remove the file to start again")
-    }
-
     /// One magnetometer sample (tesla) through the online calibrator; the calibrated field, tesla.
     func calibrated(_ header: RosHeader, _ field: Vector3) -> Vector3 {
         let t = header.stamp.seconds, measured = field * 1e6
@@ -466,131 +343,4 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         if let fit = online?.fit { save(fit) }
     }
 
-    func save(_ fit: CalibrationFit) {
-        guard !settings.file.isEmpty else { return }
-        do {
-            try CalibrationFile.save(
-                fit, motor: motor.coefficients == .zero ? nil : motor.coefficients, rotation: magnetometerRotation,
-                rotationFound: rotationFound, magnetometer: settings.magnetometer, to: settings.file)
-            savedResidual = fit.rmsResidualMicrotesla
-        } catch {
-            // Said once; counted, and the run reports the loss (the file does not hold what was learned).
-            if saveFailures == 0 { log("calibration: cannot save \(settings.file): \(error)") }
-            saveFailures += 1
-            lastSaveFailure = "\(error)"
-        }
-    }
-
-    /// Saves that failed, and why the last one did.
-    var saveFailures = 0
-    var lastSaveFailure = ""
-
-    func status(_ header: RosHeader, into output: inout [WireFrame], force: Bool = false) {
-        // The motors' field per ampere, whenever it changes once currents arrive (the report shows it
-        // with the share of the field it explains).
-        if currentsReceived > 0, motor.coefficients != sentMotorCoefficients {
-            sentMotorCoefficients = motor.coefficients
-            output.append(
-                cdrFrame(Vector3StampedMessage(header: header, vector: motor.coefficients), topic: motorTopic))
-        }
-        let learned = online?.state ?? (settings.fixed == Self.identity ? .uncalibrated : .calibrated)
-        // A magnetometer mounted otherwise than the readings are taken: no calibration makes it right.
-        let state = mountingContradiction == nil ? learned : .uncalibrated
-        let prompt = settings.prompt && (online?.needsMotion ?? false)
-        let due = throttle.due(
-            StatusState(state: state, prompt: prompt, fits: refitsAccepted), at: header.stamp.seconds, force: force)
-        guard due else {
-            return
-        }
-        let fit = online?.fit
-        let c = current
-        let w = c.softIronCorrection
-        let message = CalibrationStatusMessage(
-            header: header, state: state.rawValue, prompt: prompt, progress: online?.progressPercent ?? 100,
-            coverage: online?.coverage ?? .nan, rmsResidual: fit?.rmsResidualMicrotesla ?? .nan,
-            fieldStrength: fit?.calibration.fieldRadiusMicrotesla ?? .nan, hardIron: c.hardIronOffsetMicrotesla,
-            softIron: Covariance9([w.m00, w.m01, w.m02, w.m10, w.m11, w.m12, w.m20, w.m21, w.m22]),
-            gyroBias: Vector3(.nan, .nan, .nan))
-        output.append(cdrFrame(message, topic: statusTopic))
-    }
-
-    func finish() throws -> [WireFrame] {
-        if implausible > 0 {
-            notes.append("\(implausible) implausible reading(s) passed on without learning from them")
-        }
-        if saveFailures > 0 {
-            notes.append(
-                "\(saveFailures) save(s) of \(settings.file) failed (the last: \(lastSaveFailure)): it does not hold "
-                    + "the calibration learned")
-            losses += saveFailures
-        }
-        if currentsReceived > 0 {
-            let k = motor.coefficients, u = motor.uncertainty
-            let how =
-                motor.learned
-                ? "learned from \(motor.windowsAccepted) window(s), +- \(format(max(u.x, u.y, u.z), 3)) uT/A"
-                : motor.settings.learn
-                    ? "not learned yet (\(motor.windowsAccepted) window(s) accepted, \(motor.windowsRefused) refused); "
-                        + "applied as given" : "fixed"
-            notes.append(
-                "motors' field \(format(k.x, 3)), \(format(k.y, 3)), \(format(k.z, 3)) uT/A from \(currentsReceived) "
-                    + "current reading(s), \(how)")
-            if motorWithheld > 0 {
-                notes.append(
-                    "\(motorWithheld) magnetometer reading(s) held back until the motors' field was learned"
-                        + (motor.learned
-                            ? "" : " (not learned within \(format(Self.motorHoldSeconds, 0)) s: then passed on)"))
-            }
-        } else if motor.coefficients != .zero {
-            notes.append("motor_ut_per_a is set but no current arrived on \(PipelineTopics.motorCurrent)")
-        }
-        if let d = detector {
-            let counted =
-                "\(d.windowsCounted) window(s) counted, \(d.windowsStill) with too little turning, "
-                + "\(d.windowsDisturbed) disturbed"
-            if let found = d.detected {
-                notes.append("magnetometer mounting found: \(found) (\(counted))")
-            } else {
-                let standing = d.standing.map {
-                    "; best so far \(d.candidates[$0.best]), \(format($0.ratio, 1)) x better than "
-                        + "\(d.candidates[$0.runnerUp]) (needs \(format(d.settings.margin, 0)) x)"
-                }
-                notes.append("magnetometer mounting undetermined: \(counted)\(standing ?? "")")
-            }
-        }
-        if let loaded = magnetometerRotation, detector?.detected == nil || contradictionLogged {
-            notes.append(
-                "applied the magnetometer mounting in \(settings.file): \(loaded)"
-                    + (contradictionLogged ? " (the motion says otherwise: was the compass remounted?)" : ""))
-        }
-        if let found = mountingContradiction {
-            let how = found.ratio > 100 ? "clearly" : "\(format(found.ratio, 1)) x better than \(found.runnerUp)"
-            notes.append(
-                "the magnetometer's readings turn as if it were mounted \(found.rotation) against the IMU (\(how)): "
-                    + "reported uncalibrated from then on; give --mag-rotation \(found.rotation) (or auto)")
-        }
-        if withheld > 0 {
-            notes.append(
-                "\(withheld) magnetometer reading(s) held back until the mounting was clear"
-                    + (magnetometerRotation == nil ? " (all of them: it never was)" : ""))
-        }
-        if let o = online {
-            notes.append(
-                "calibration \(o.state) (progress \(format(o.progressPercent, 0)) %), \(refitsAccepted) fit(s) accepted"
-                    + (o.gyroAidedFits > 0 ? " (\(o.gyroAidedFits) gyro-aided)" : "")
-                    + (o.gravityAidedFits > 0 ? " (\(o.gravityAidedFits) gravity-aided)" : ""))
-            if refitsAccepted == 0 {
-                let needed = format(o.settings.gyroAided.minimumRotationSpread, 2)
-                let window = format(o.settings.gyroAided.windowSeconds, 0)
-                notes.append(
-                    StageReport.noCalibrationFitPrefix
-                        + "the gyro-aided fit's windows turned with a spread of at most "
-                        + "\(format(o.largestRotationSpread, 3)) (it needs \(needed): turning about two axes or "
-                        + "more, about 30 degrees each way, within \(window) s), and the sphere fit needs "
-                        + "\(format(100 * o.settings.minimumCoverage, 0)) % of the directions within "
-                        + "\(format(o.settings.maximumReadingAgeSeconds, 0)) s")
-            }
-        }
-        return []
-    }
 }
