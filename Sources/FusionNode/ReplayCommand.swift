@@ -85,81 +85,36 @@ enum ReplayCommand {
             outputs: ["--csv", "--accuracy-csv", "--record"].compactMap { o in a.string(o).map { (o, $0) } },
             inputs: [("recording", bagPath)] + (a.string("--calibration").map { [("calibration file", $0)] } ?? []),
             command: help.path)
-        // The graph; every value the user gave is an override below, so its error names the option.
-        var stages: [(String, YAMLValue)] =
-            [("bag", .mapping([("type", .string("bag")), ("path", .string(bagPath))]))]
-            + ProcessingGraph.stages(
-                after: "bag", calibrate: !a.has("--no-calibration"), a,
-                calibrationFile: try ProcessingGraph.calibrationFile(a, command: help.path))
-        var overrides: [SettingOverride] = ProcessingGraph.sourceOverrides(a)
-        func set(_ stage: String, _ setting: String, _ option: String, _ value: String? = nil) {
-            guard let v = value ?? a.string(option) else { return }
-            overrides.append(SettingOverride(stage: stage, setting: setting, value: v, origin: "\(option) \(v)"))
+        var graph = try ReplayGraph(a, bagPath: bagPath)
+        try graph.addOutputs()
+        try refuseOrphanOptions(a)
+        var top: [(String, YAMLValue)] = [("name", .string("replay"))]
+        if a.has("--insecure") { top.append(("insecure", .string("true"))) }
+        graph.overrides += try ProcessingGraph.setOverrides(a)
+        let text = try YAMLEmitter.emit(.mapping(top + [("stages", .mapping(graph.stages))]))
+        let config = try PipelineConfig.parse(
+            text, file: "<replay command line>", environment: [:], overrides: graph.overrides)
+        warnOfFormerNames(config)
+        try ProcessingGraph.refuseExistingOutputs(config, a, command: help.path)
+        if let out = a.string("--print-config") {
+            let w = try BufferedFileWriter(path: out)
+            try w.write(
+                try YAMLEmitter.emit(
+                    .mapping(
+                        top + [("stages", .mapping(ProcessingGraph.withOverrides(graph.stages, graph.overrides)))])))
+            try w.close()
         }
-        func flag(_ stage: String, _ setting: String, _ option: String, _ value: String = "true") {
-            if a.has(option) {
-                overrides.append(SettingOverride(stage: stage, setting: setting, value: value, origin: option))
-            }
-        }
-        for (option, setting) in [
-            ("--imu-topic", "imu_topic"), ("--mag-topic", "mag_topic"), ("--current-topic", "current_topic"),
-            ("--rate", "rate"), ("--start", "start_s"), ("--duration", "duration_s"), ("--time", "time"),
-        ] { set("bag", setting, option) }
-        overrides += try ProcessingGraph.gnssOverrides(a, command: help.path)
-        flag("bag", "loop", "--loop")
-        flag("bag", "salvage", "--salvage")
-        flag("bag", "progress", "--quiet", "false")
-        set("fusion", "filter", "--filter")
-        set("fusion", "sensor_latency_s", "--sensor-latency")
-        flag("fusion", "smooth", "--smooth")
-        let fromFusion: (String, YAMLValue) = ("inputs", .sequence([.string("fusion")]))
-        var outputs: [String] = []
-        if a.string("--csv") != nil || a.string("--accuracy-csv") != nil {
-            var csv: [(String, YAMLValue)] = [("type", .string("csv")), fromFusion]
-            if let p = a.string("--csv") { csv.append(("path", .string(p))) }
-            if let p = a.string("--accuracy-csv") { csv.append(("accuracy_path", .string(p))) }
-            stages.append(("csv", .mapping(csv)))
-            outputs.append("csv")
-        }
-        if let path = a.string("--record") {
-            stages.append(("record", .mapping([("type", .string("record")), fromFusion, ("path", .string(path))])))
-            set("record", "storage", "--storage")
-            set("record", "compression", "--compression")
-            outputs.append("record")
-        }
-        if let endpoint = a.string("--publish") {
-            stages.append(
-                (
-                    "publish",
-                    .mapping([
-                        ("type", .string("publish")), fromFusion, ("min_change_deg", .string("0")),
-                    ])
-                ))
-            set("publish", "bind", "--publish", endpoint)
-            set("publish", "encoding", "--encoding")
-            flag("publish", "latest_only", "--latest-only")
-            // Subscribers the replay was asked to wait for get every message unless told otherwise: a
-            // recording can be replayed again, so holding it costs nothing but time.
-            let waited = Int(a.string("--wait-for-subscribers") ?? "0") ?? 0
-            set("publish", "on_slow", "--on-slow", a.string("--on-slow") ?? (waited > 0 ? "block" : nil))
-            set("publish", "wait_for_subscribers", "--wait-for-subscribers")
-            outputs.append("publish")
-        }
-        if a.has("--ros2") {
-            stages.append(("ros2", .mapping([("type", .string("ros2_sink")), fromFusion])))
-            // As `ros2 echo` and pipeline files do: the option, else ROS_DOMAIN_ID, else 0.
-            set("ros2", "domain_id", "--domain-id", String(try ROS2Command.domainId(a)))
-            set("ros2", "namespace", "--namespace")
-            flag("ros2", "publish_tf", "--publish-tf")
-            if a.string("--publish") == nil { set("ros2", "wait_for_subscribers", "--wait-for-subscribers") }
-            outputs.append("ros2")
-        }
+        let stop = StopToken().handleSignals()
+        let started = Clocks.monotonicSeconds()
+        let reports = try await PipelineRunner.runAll(config, stop: stop)
+        return finish(reports, a, bagPath: bagPath, seconds: Clocks.monotonicSeconds() - started, stop: stop)
+    }
+
+    /// An option that belongs to an output that was not asked for is a usage error naming both.
+    static func refuseOrphanOptions(_ a: Arguments) throws {
         for option in ["--domain-id", "--namespace", "--publish-tf"]
         where (a.string(option) != nil || a.has(option)) && !a.has("--ros2") {
             throw UsageError(message: "\(option) applies to --ros2, which was not given", command: "replay")
-        }
-        if outputs.isEmpty {
-            stages.append(("summary", .mapping([("type", .string("summary")), fromFusion])))
         }
         for option in ["--storage", "--compression"] where a.string(option) != nil && a.string("--record") == nil {
             throw UsageError(message: "\(option) applies to --record, which was not given", command: "replay")
@@ -171,29 +126,15 @@ enum ReplayCommand {
         for option in ["--encoding", "--on-slow"] where a.string(option) != nil && a.string("--publish") == nil {
             throw UsageError(message: "\(option) applies to --publish, which was not given", command: "replay")
         }
-        var top: [(String, YAMLValue)] = [("name", .string("replay"))]
-        if a.has("--insecure") { top.append(("insecure", .string("true"))) }
-        overrides += try ProcessingGraph.setOverrides(a)
-        let text = try YAMLEmitter.emit(.mapping(top + [("stages", .mapping(stages))]))
-        let config = try PipelineConfig.parse(
-            text, file: "<replay command line>", environment: [:], overrides: overrides)
-        warnOfFormerNames(config)
-        try ProcessingGraph.refuseExistingOutputs(config, a, command: help.path)
-        if let out = a.string("--print-config") {
-            let w = try BufferedFileWriter(path: out)
-            try w.write(
-                try YAMLEmitter.emit(
-                    .mapping(top + [("stages", .mapping(ProcessingGraph.withOverrides(stages, overrides)))])))
-            try w.close()
-        }
-        let stop = StopToken().handleSignals()
-        let started = Clocks.monotonicSeconds()
-        let reports = try await PipelineRunner.runAll(config, stop: stop)
-        let quiet = a.has("--quiet")
-        if !quiet {
+    }
+
+    /// What the run tells on standard error, and its exit code.
+    static func finish(
+        _ reports: [StageReport], _ a: Arguments, bagPath: String, seconds: Double, stop: StopToken
+    ) -> ExitCode {
+        if !a.has("--quiet") {
             for r in reports where r.stage != "summary" { writeStandardError("fusion-node: \(r)\n") }
-            writeStandardError(
-                "fusion-node: replay of \(bagPath) took \(format(Clocks.monotonicSeconds() - started, 3)) s\n")
+            writeStandardError("fusion-node: replay of \(bagPath) took \(format(seconds, 3)) s\n")
         }
         if let summary = reports.first(where: { $0.stage == "summary" }) {
             writeStandardError(
@@ -210,5 +151,94 @@ enum ReplayCommand {
         }
         if stop.interruptedBySignal { return .interrupted }
         return .finished(reports, ignoringLoss: a.has("--salvage"))
+    }
+}
+
+/// The replay's pipeline as the command line describes it: the bag source, the processing graph,
+/// the outputs asked for, and every value the user gave as an override (so its error names the
+/// option).
+struct ReplayGraph {
+    let a: Arguments
+    var stages: [(String, YAMLValue)]
+    var overrides: [SettingOverride]
+    var outputs: [String] = []
+    let fromFusion: (String, YAMLValue) = ("inputs", .sequence([.string("fusion")]))
+
+    init(_ a: Arguments, bagPath: String) throws {
+        self.a = a
+        stages =
+            [("bag", .mapping([("type", .string("bag")), ("path", .string(bagPath))]))]
+            + ProcessingGraph.stages(
+                after: "bag", calibrate: !a.has("--no-calibration"), a,
+                calibrationFile: try ProcessingGraph.calibrationFile(a, command: ReplayCommand.help.path))
+        overrides = ProcessingGraph.sourceOverrides(a)
+        for (option, setting) in [
+            ("--imu-topic", "imu_topic"), ("--mag-topic", "mag_topic"), ("--current-topic", "current_topic"),
+            ("--rate", "rate"), ("--start", "start_s"), ("--duration", "duration_s"), ("--time", "time"),
+        ] { set("bag", setting, option) }
+        overrides += try ProcessingGraph.gnssOverrides(a, command: ReplayCommand.help.path)
+        flag("bag", "loop", "--loop")
+        flag("bag", "salvage", "--salvage")
+        flag("bag", "progress", "--quiet", "false")
+        set("fusion", "filter", "--filter")
+        set("fusion", "sensor_latency_s", "--sensor-latency")
+        flag("fusion", "smooth", "--smooth")
+    }
+
+    /// The option's value (or `value`) as a setting of `stage`, when given.
+    mutating func set(_ stage: String, _ setting: String, _ option: String, _ value: String? = nil) {
+        guard let v = value ?? a.string(option) else { return }
+        overrides.append(SettingOverride(stage: stage, setting: setting, value: v, origin: "\(option) \(v)"))
+    }
+
+    /// `value` as a setting of `stage` when the flag `option` is given.
+    mutating func flag(_ stage: String, _ setting: String, _ option: String, _ value: String = "true") {
+        if a.has(option) {
+            overrides.append(SettingOverride(stage: stage, setting: setting, value: value, origin: option))
+        }
+    }
+
+    /// The sinks asked for (CSV, record, publish, ROS 2), or the summary when none is.
+    mutating func addOutputs() throws {
+        if a.string("--csv") != nil || a.string("--accuracy-csv") != nil {
+            var csv: [(String, YAMLValue)] = [("type", .string("csv")), fromFusion]
+            if let p = a.string("--csv") { csv.append(("path", .string(p))) }
+            if let p = a.string("--accuracy-csv") { csv.append(("accuracy_path", .string(p))) }
+            stages.append(("csv", .mapping(csv)))
+            outputs.append("csv")
+        }
+        if let path = a.string("--record") {
+            stages.append(("record", .mapping([("type", .string("record")), fromFusion, ("path", .string(path))])))
+            set("record", "storage", "--storage")
+            set("record", "compression", "--compression")
+            outputs.append("record")
+        }
+        if let endpoint = a.string("--publish") { addPublish(endpoint) }
+        if a.has("--ros2") {
+            stages.append(("ros2", .mapping([("type", .string("ros2_sink")), fromFusion])))
+            // As `ros2 echo` and pipeline files do: the option, else ROS_DOMAIN_ID, else 0.
+            set("ros2", "domain_id", "--domain-id", String(try ROS2Command.domainId(a)))
+            set("ros2", "namespace", "--namespace")
+            flag("ros2", "publish_tf", "--publish-tf")
+            if a.string("--publish") == nil { set("ros2", "wait_for_subscribers", "--wait-for-subscribers") }
+            outputs.append("ros2")
+        }
+        if outputs.isEmpty {
+            stages.append(("summary", .mapping([("type", .string("summary")), fromFusion])))
+        }
+    }
+
+    mutating func addPublish(_ endpoint: String) {
+        stages.append(
+            ("publish", .mapping([("type", .string("publish")), fromFusion, ("min_change_deg", .string("0"))])))
+        set("publish", "bind", "--publish", endpoint)
+        set("publish", "encoding", "--encoding")
+        flag("publish", "latest_only", "--latest-only")
+        // Subscribers the replay was asked to wait for get every message unless told otherwise: a
+        // recording can be replayed again, so holding it costs nothing but time.
+        let waited = Int(a.string("--wait-for-subscribers") ?? "0") ?? 0
+        set("publish", "on_slow", "--on-slow", a.string("--on-slow") ?? (waited > 0 ? "block" : nil))
+        set("publish", "wait_for_subscribers", "--wait-for-subscribers")
+        outputs.append("publish")
     }
 }

@@ -128,6 +128,22 @@ public enum GravityAidedHardIronFit {
         _ readings: [Reading], start: Vector3? = nil, settings: GravityAidedFitSettings = .init()
     ) -> Solution? {
         guard readings.count >= max(8, settings.minimumReadings) else { return nil }
+        // The prior as one more residual, (B - B0) scaled by a reading's noise over the prior's spread
+        // (MAP with 1.5 uT per reading): it settles what the readings leave open and little else.
+        let priorWeight = Self.readingNoiseMicrotesla / max(settings.strengthSigmaMicrotesla, 1e-6)
+        guard
+            let (c, strength, vertical) = gaussNewton(
+                readings, start: start, settings: settings, priorWeight: priorWeight),
+            strength > 0, c.isFinite
+        else { return nil }
+        return solution(readings, offset: c, strength: strength, vertical: vertical, priorWeight: priorWeight)
+    }
+
+    /// Gauss-Newton on (c, B, z) with the strength prior weighted by `priorWeight`; nil when the solve
+    /// fails or the cost is not finite.
+    static func gaussNewton(
+        _ readings: [Reading], start: Vector3?, settings: GravityAidedFitSettings, priorWeight: Double
+    ) -> (c: Vector3, strength: Double, vertical: Double)? {
         let n = Double(readings.count)
         let b0 = settings.expectedStrengthMicrotesla
         // The start: readings' mean raised by a 60-degree dip's vertical component (northern hemisphere;
@@ -142,9 +158,6 @@ public enum GravityAidedHardIronFit {
         }
         var strength = b0
         var vertical = readings.reduce(0.0) { $0 + ($1.field - c).dot($1.up) } / n
-        // The prior as one more residual, (B - B0) scaled by a reading's noise over the prior's spread
-        // (MAP with 1.5 uT per reading): it settles what the readings leave open and little else.
-        let priorWeight = Self.readingNoiseMicrotesla / max(settings.strengthSigmaMicrotesla, 1e-6)
         var cost = Double.infinity
         var best = (c: c, strength: strength, vertical: vertical)
         for _ in 0..<30 {
@@ -190,7 +203,15 @@ public enum GravityAidedHardIronFit {
             vertical += step[4]
             if step.reduce(0, { $0 + $1 * $1 }) < 1e-12 { break }
         }
-        guard strength > 0, c.isFinite else { return nil }
+        return (c, strength, vertical)
+    }
+
+    /// The solution at (c, B, z): residuals, dip, and the heading's uncertainty from the information
+    /// of the parameters and of a soft-iron stretch the fit leaves out.
+    static func solution(
+        _ readings: [Reading], offset c: Vector3, strength: Double, vertical: Double, priorWeight: Double
+    ) -> Solution {
+        let n = Double(readings.count)
         var squares = 0.0, horizontalSum = Vector3.zero
         // The information of (c, B, z) and of a soft-iron stretch the fit leaves out (the strength
         // residual's harmonic at twice the horizontal angle, amplitudes a and b): over part of a turn
