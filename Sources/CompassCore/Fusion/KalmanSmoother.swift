@@ -277,3 +277,16 @@ struct SmoothedPass {
         }
     }
 }
+
+/// The smoother as the pipeline holds any filter: `update` keeps the sample and returns nil (its
+/// estimate comes from `finish`, after the whole recording); what it reports meanwhile (orientation,
+/// bias, gate) is its forward pass's. It takes no GNSS and fuses one magnetometer.
+extension KalmanSmoother: OrientationFilter {
+    public mutating func update(imu: ImuSample, magnetometer: MagnetometerSample?) -> FusionOutput? {
+        add(imu: imu, magnetometer: magnetometer)
+        return nil
+    }
+    public var gyroBias: Vector3 { filter.gyroBias }
+    public var orientation: Quaternion { filter.orientation }
+    public var magneticGate: MagneticDisturbanceGate { filter.magneticGate }
+}

@@ -2,7 +2,8 @@
 /// can do is a capability protocol of its own: `GnssAidedFilter`, `MultiMagnetometerFilter`.
 public protocol OrientationFilter: Sendable {
     /// Feeds one IMU sample and optionally a magnetometer sample (microtesla). Returns nil when the
-    /// sample was skipped (the reason is counted in `skipped`).
+    /// sample was skipped (the reason is counted in `skipped`), or, for the offline smoother, always:
+    /// its estimates come at the end (`KalmanSmoother.finish`).
     mutating func update(imu: ImuSample, magnetometer: MagnetometerSample?) -> FusionOutput?
     var skipped: SkippedSampleCounts { get }
     var gyroBias: Vector3 { get }

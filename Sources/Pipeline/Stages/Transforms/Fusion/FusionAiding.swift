@@ -9,7 +9,7 @@ extension FusionStage {
     /// complementary filter) or the smoother runs. A change through the capability copies the filter
     /// once, which at a receiver's rate costs nothing that matters.
     func aidFilter(_ body: (inout any GnssAidedFilter) -> Void) -> Bool {
-        guard smoother == nil, var aided = filter as? any GnssAidedFilter else { return false }
+        guard var aided = filter as? any GnssAidedFilter else { return false }
         body(&aided)
         filter = aided
         return true

@@ -14,7 +14,7 @@ extension FusionStage {
         calibrationFinding = found
         // The smoother's headings come at the end: judged wrong at once. The filter's are compared with
         // the corrected readings first: its gate may have kept the iron out all along.
-        if smoother != nil { declareUnusable(found, at: m.timestamp, off: nil) }
+        if settings.smooth { declareUnusable(found, at: m.timestamp, off: nil) }
     }
 
     /// After a finding: the filter's heading against the readings corrected by the correction found (the
@@ -56,7 +56,7 @@ extension FusionStage {
                 + "\(format(o.x, 1)), \(format(o.y, 1)), \(format(o.z, 1)) uT")
         let notice = MagnetometerCalibrationNotice(
             calibrated: false, fieldStrengthMicrotesla: nil, headingShiftRadians: 0)
-        if smoother != nil { smoother!.noteCalibration(notice) } else { filter.noteCalibration(notice) }
+        filter.noteCalibration(notice)
     }
 
     static func describe(_ f: CalibrationCheck.Finding) -> String {

@@ -19,11 +19,7 @@ extension FusionStage {
         else { return }
         referenceSite = p
         let strength = e.totalNanotesla / 1000
-        if smoother != nil {
-            smoother!.setMagneticReference(strengthMicrotesla: strength, dipDegrees: e.inclinationDegrees)
-        } else {
-            filter.setMagneticReference(strengthMicrotesla: strength, dipDegrees: e.inclinationDegrees)
-        }
+        filter.setMagneticReference(strengthMicrotesla: strength, dipDegrees: e.inclinationDegrees)
     }
 
     /// A calibration/status that changes the calibration becomes a notice to the filter: how far the
@@ -54,7 +50,7 @@ extension FusionStage {
         let notice = MagnetometerCalibrationNotice(
             calibrated: calibrated, fieldStrengthMicrotesla: c.fieldStrength.isFinite ? c.fieldStrength : nil,
             headingShiftRadians: shift, learning: CalibrationShift.learning(c))
-        if smoother != nil { smoother!.noteCalibration(notice) } else { filter.noteCalibration(notice) }
+        filter.noteCalibration(notice)
     }
 
     /// Declination (degrees east) and true-north flags for a time.

@@ -14,7 +14,7 @@ extension FusionStage {
     /// or the smoother runs. A change through the capability copies the filter once: an extra
     /// magnetometer's reading costs that, the primary's path none of it.
     func changeMultiMagnetometerFilter<T>(_ body: (inout any MultiMagnetometerFilter) -> T) -> T? {
-        guard smoother == nil, var multi = multiMagnetometerFilter else { return nil }
+        guard var multi = multiMagnetometerFilter else { return nil }
         let result = body(&multi)
         filter = multi
         return result

@@ -25,7 +25,6 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
     var head = 0
 
     /// With `smooth`: the forward pass, and what each accepted sample's outputs need besides the estimate.
-    var smoother: KalmanSmoother?
     var held: [HeldSample] = []
     var frameIds: [String] = []
 
@@ -58,13 +57,14 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
             filter = ComplementaryFilter(settings: c)
         }
         position = settings.position
-        if settings.smooth { smoother = KalmanSmoother(settings: settings.kalman) }
+        // The smoother is the filter then: it keeps every sample and gives the estimates at the end.
+        if settings.smooth { filter = KalmanSmoother(settings: settings.kalman) }
         tally = InterferenceTally(statusSeconds: settings.statusSeconds)
     }
 
     /// The gate whose reference interference/status reports; while the smoother hands out its
     /// estimates, the forward filter's gate as the recording left it (the smoother is busy then).
-    var gate: MagneticDisturbanceGate { finalGate ?? smoother?.filter.magneticGate ?? filter.magneticGate }
+    var gate: MagneticDisturbanceGate { finalGate ?? filter.magneticGate }
 
     var finalGate: MagneticDisturbanceGate?
 
@@ -182,8 +182,8 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         if !settings.frameId.isEmpty { header.frameId = settings.frameId }
         if referenceSite == nil, position != nil { takeReference(at: header.stamp.seconds) }
         let north = trueNorth(at: header.stamp.seconds)
-        if smoother != nil {
-            smoother!.add(imu: pair.imu, magnetometer: pair.magnetometer)
+        if settings.smooth {
+            _ = filter.update(imu: pair.imu, magnetometer: pair.magnetometer)
             if frameIds.last != header.frameId { frameIds.append(header.frameId) }
             held.append(
                 HeldSample(

@@ -17,12 +17,15 @@ extension FusionStage {
     func finish(emit: ([WireFrame]) throws -> Void) throws {
         var out: [WireFrame] = []
         try fuse(aligner.finish(), into: &out)
-        if smoother != nil {
-            // The backward pass, then every sample's outputs in order, a batch at a time.
+        if var smoother = filter as? KalmanSmoother {
+            // The backward pass, then every sample's outputs in order, a batch at a time. The stage lets
+            // go of its copy first, so that the recording is not copied when the smoother empties it.
+            filter = KalmanFilter(settings: settings.kalman)
+            defer { filter = smoother }
             let samples = held
             held = []
-            finalGate = smoother!.filter.magneticGate
-            try smoother!.finish { i, o, imu, magnetometer in
+            finalGate = smoother.filter.magneticGate
+            try smoother.finish { i, o, imu, magnetometer in
                 let h = samples[i]
                 let header = RosHeader(stamp: h.stamp, frameId: frameIds[Int(h.frameIndex)])
                 publish(
@@ -59,7 +62,7 @@ extension FusionStage {
             if o.passedOver > 0 {
                 notes.append(
                     "\(o.passedOver) reading(s) of magnetometer \(name) not used: "
-                        + (smoother != nil
+                        + (settings.smooth
                             ? "the smoother fuses one magnetometer" : "only the kalman filter fuses several"))
                 losses += o.passedOver
             }
@@ -73,13 +76,13 @@ extension FusionStage {
         if gnssPassedOver > 0 {
             notes.append(
                 "\(gnssPassedOver) GNSS message(s) not used: "
-                    + (smoother != nil ? "the smoother does not take GNSS" : "only the kalman filter takes GNSS"))
+                    + (settings.smooth ? "the smoother does not take GNSS" : "only the kalman filter takes GNSS"))
             losses += gnssPassedOver
         }
         notes.append(
             "heading accuracy at the end "
-                + Self.describe(smoother?.headingAccuracyParts ?? filter.headingAccuracyParts))
-        let k = smoother?.skipped ?? filter.skipped
+                + Self.describe(filter.headingAccuracyParts))
+        let k = filter.skipped
         if k.total > 0 || k.stateResets > 0 || k.timelineRestarts > 0 {
             notes.append("filter skipped \(k.total) sample(s): \(k.reasons)")
         }
