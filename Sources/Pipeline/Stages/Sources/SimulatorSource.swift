@@ -87,19 +87,49 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
     }
     var pausesWithoutSubscribers: Bool { settings.pauseWithoutSubscribers }
 
+    /// The scenario the settings ask for: the named motion with the settings' sensors, rates,
+    /// receiver and magnet.
     func scenario() -> SimulationScenario {
+        var s = Self.motion(named: settings.scenario, seed: settings.seed, gnssRateHz: settings.gnssRateHz)
+        s.sampleRateHz = settings.rateHz
+        if settings.gnssRateHz > 0, s.gnssVelocity == nil {
+            var receiver = GnssVelocityModel()
+            receiver.rateHz = settings.gnssRateHz
+            s.gnssVelocity = receiver
+        } else if settings.gnssRateHz == 0 {
+            s.gnssVelocity = nil
+        }
+        s.sensors.hardIronMicrotesla = settings.hardIronMicrotesla
+        s.sensors.magnetometerNoiseMicrotesla = settings.magnetometerNoiseMicrotesla
+        s.sensors.softIron = settings.softIron
+        s.sensors.motorFieldMicroteslaPerAmpere = settings.motorFieldMicroteslaPerAmpere
+        s.motorCurrentAmperes = settings.motorCurrentAmperes
+        if settings.magnetDisturbanceMicrotesla != .zero {
+            s.disturbances.append(
+                ScheduledDisturbance(
+                    startSeconds: settings.magnetDisturbanceStartSeconds + Self.magnetRampSeconds,
+                    durationSeconds: settings.magnetDisturbanceSeconds,
+                    fieldMicrotesla: settings.magnetDisturbanceMicrotesla, frame: .sensor,
+                    rampSeconds: Self.magnetRampSeconds))
+        }
+        s.loops = true
+        s.startTime = 1_700_000_000
+        return s
+    }
+
+    /// The motion and disturbances of scenario `name` (an unknown name: the default tour of turns,
+    /// tilts, walking and a magnet).
+    static func motion(named name: String, seed: Int, gnssRateHz: Double) -> SimulationScenario {
         var s = SimulationScenario()
-        s.seed = UInt64(settings.seed)
+        s.seed = UInt64(seed)
         s.startHeadingDegrees = 30
-        switch settings.scenario {
+        switch name {
         case "drive", "drive_disturbed":
             // A car's route drawn from the seed (`SimulationScenario.drivingVehicle`); its motors' current
             // follows the drive.
-            s =
-                settings.scenario == "drive"
-                ? .drivingVehicle(seed: UInt64(settings.seed)) : .disturbedDrive(seed: UInt64(settings.seed))
+            s = name == "drive" ? .drivingVehicle(seed: UInt64(seed)) : .disturbedDrive(seed: UInt64(seed))
             s.motorCurrentProfile = .drive
-            s.gnssVelocity?.rateHz = settings.gnssRateHz
+            s.gnssVelocity?.rateHz = gnssRateHz
         case "figure_eight":
             s.motion = [.rest(seconds: 3), .figureEight(seconds: 12), .turn(degreesPerSecond: 30, seconds: 6)]
         case "walking":
@@ -152,29 +182,6 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
                 ScheduledDisturbance(startSeconds: 16, durationSeconds: 3, fieldMicrotesla: Vector3(20, 0, 0))
             ]
         }
-        s.sampleRateHz = settings.rateHz
-        if settings.gnssRateHz > 0, s.gnssVelocity == nil {
-            var receiver = GnssVelocityModel()
-            receiver.rateHz = settings.gnssRateHz
-            s.gnssVelocity = receiver
-        } else if settings.gnssRateHz == 0 {
-            s.gnssVelocity = nil
-        }
-        s.sensors.hardIronMicrotesla = settings.hardIronMicrotesla
-        s.sensors.magnetometerNoiseMicrotesla = settings.magnetometerNoiseMicrotesla
-        s.sensors.softIron = settings.softIron
-        s.sensors.motorFieldMicroteslaPerAmpere = settings.motorFieldMicroteslaPerAmpere
-        s.motorCurrentAmperes = settings.motorCurrentAmperes
-        if settings.magnetDisturbanceMicrotesla != .zero {
-            s.disturbances.append(
-                ScheduledDisturbance(
-                    startSeconds: settings.magnetDisturbanceStartSeconds + Self.magnetRampSeconds,
-                    durationSeconds: settings.magnetDisturbanceSeconds,
-                    fieldMicrotesla: settings.magnetDisturbanceMicrotesla, frame: .sensor,
-                    rampSeconds: Self.magnetRampSeconds))
-        }
-        s.loops = true
-        s.startTime = 1_700_000_000
         return s
     }
 

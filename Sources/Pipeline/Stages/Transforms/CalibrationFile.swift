@@ -210,9 +210,14 @@ public enum CalibrationFile {
             }
             data = try JSONSerialization.data(withJSONObject: root, options: [.prettyPrinted, .sortedKeys])
         }
-        // A device, FIFO or socket is written in place; only a regular file (or none) is replaced
-        // atomically, through a temporary file created afresh (O_EXCL | O_NOFOLLOW: never one planted).
-        if exists && kind != S_IFREG {
+        try write(data, to: path, replacingRegularFile: !exists || kind == S_IFREG)
+    }
+
+    /// Writes `data` to `path`: a device, FIFO or socket in place; a regular file (or none)
+    /// replaced atomically, through a temporary file created afresh (O_EXCL | O_NOFOLLOW: never one
+    /// planted).
+    static func write(_ data: Data, to path: String, replacingRegularFile: Bool) throws {
+        if !replacingRegularFile {
             let w = try BufferedFileWriter(path: path)
             try w.write(String(decoding: data, as: UTF8.self))
             try w.close()
