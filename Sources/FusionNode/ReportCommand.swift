@@ -59,6 +59,47 @@ enum ReportCommand {
         try OutputPaths.refuseClashes(
             outputs: [("-o", output)],
             inputs: [("recording", bag)] + (a.string("--truth").map { [("truth", $0)] } ?? []), command: help.path)
+        let (text, overrides) = try pipeline(a, bag: bag, output: output)
+        let config = try PipelineConfig.parse(
+            text, file: "<report command line>", environment: [:], overrides: overrides)
+        try ProcessingGraph.refuseExistingOutputs(config, a, command: help.path)
+        let startedAt = Date()
+        let stop = StopToken().handleSignals()
+        let reports: [StageReport]
+        do {
+            reports = try await PipelineRunner.runAll(config, stop: stop, log: { _ in })
+        } catch {
+            // What was read before the failure is still worth a look, but never as a finished report.
+            if written(output, since: startedAt) {
+                try annotate(
+                    output,
+                    status: "INCOMPLETE: the replay failed, the page shows only what was read before: "
+                        + "\(error)", skipped: nil, pipeline: text, overrides: overrides)
+                writeStandardError("fusion-node: \(output) is marked incomplete\n")
+            }
+            throw error
+        }
+        for r in reports where r.stage != "report" { writeStandardError("fusion-node: \(r)\n") }
+        // The fusion stage's skip counts go into the summary table.
+        let skipped = reports.first { $0.stage == "fusion" }?.notes.first { $0.hasPrefix("filter skipped") } ?? "none"
+        let salvaged = a.has("--salvage")
+        let status = lossStatus(reports, salvaged: salvaged)
+        if written(output, since: startedAt) {
+            try annotate(output, status: status, skipped: skipped, pipeline: text, overrides: overrides)
+        }
+        for r in reports where r.stage == "report" {
+            for note in r.notes { writeStandardError("fusion-node: \(note)\n") }
+        }
+        if stop.interruptedBySignal { return .interrupted }
+        let truthWarning = reports.contains { $0.stage == "report" && $0.losses > 0 }
+        return .finished(reports, ignoringLoss: salvaged && !truthWarning)
+    }
+
+    /// The report's pipeline as YAML text (bag, processing graph, report stage) and the command line's
+    /// values as overrides, so that an error names the option.
+    static func pipeline(_ a: Arguments, bag: String, output: String) throws -> (
+        text: String, overrides: [SettingOverride]
+    ) {
         let calibrate = !a.has("--no-calibration")
         try ProcessingGraph.checkMounting(a, command: help.path)
         var stages: [(String, YAMLValue)] =
@@ -91,28 +132,11 @@ enum ReportCommand {
         }
         overrides += try ProcessingGraph.setOverrides(a)
         let text = try YAMLEmitter.emit(.mapping([("name", .string("report")), ("stages", .mapping(stages))]))
-        let config = try PipelineConfig.parse(
-            text, file: "<report command line>", environment: [:], overrides: overrides)
-        try ProcessingGraph.refuseExistingOutputs(config, a, command: help.path)
-        let startedAt = Date()
-        let stop = StopToken().handleSignals()
-        let reports: [StageReport]
-        do {
-            reports = try await PipelineRunner.runAll(config, stop: stop, log: { _ in })
-        } catch {
-            // What was read before the failure is still worth a look, but never as a finished report.
-            if written(output, since: startedAt) {
-                try annotate(
-                    output,
-                    status: "INCOMPLETE: the replay failed, the page shows only what was read before: "
-                        + "\(error)", skipped: nil, pipeline: text, overrides: overrides)
-                writeStandardError("fusion-node: \(output) is marked incomplete\n")
-            }
-            throw error
-        }
-        for r in reports where r.stage != "report" { writeStandardError("fusion-node: \(r)\n") }
-        // The fusion stage's skip counts go into the summary table.
-        let skipped = reports.first { $0.stage == "fusion" }?.notes.first { $0.hasPrefix("filter skipped") } ?? "none"
+        return (text, overrides)
+    }
+
+    /// The page's status line when a stage lost or skipped something (nil when none did).
+    static func lossStatus(_ reports: [StageReport], salvaged: Bool) -> String? {
         let lossNotes = reports.filter { $0.losses > 0 }.flatMap { r in
             r.notes.filter { $0.hasPrefix("warning") || $0.contains("skipped") || $0.contains("damage") }
                 .map { note in
@@ -121,21 +145,10 @@ enum ReportCommand {
                     return r.stage == "report" ? text : "\(r.stage): \(text)"
                 }
         }
-        let salvaged = a.has("--salvage")
-        let status =
-            reports.contains { $0.losses > 0 }
+        return reports.contains { $0.losses > 0 }
             ? (salvaged ? "Read past damage (--salvage): " : "Finished with damage, loss or a warning: ")
                 + (lossNotes.isEmpty ? "see the summary" : lossNotes.joined(separator: "; "))
             : nil
-        if written(output, since: startedAt) {
-            try annotate(output, status: status, skipped: skipped, pipeline: text, overrides: overrides)
-        }
-        for r in reports where r.stage == "report" {
-            for note in r.notes { writeStandardError("fusion-node: \(note)\n") }
-        }
-        if stop.interruptedBySignal { return .interrupted }
-        let truthWarning = reports.contains { $0.stage == "report" && $0.losses > 0 }
-        return .finished(reports, ignoringLoss: salvaged && !truthWarning)
     }
 
     /// Whether `path` was written by this run (the report stage writes it when the inputs end).
