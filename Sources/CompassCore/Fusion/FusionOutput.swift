@@ -50,6 +50,38 @@ public struct FusionFlags: OptionSet, Sendable, Hashable, CustomStringConvertibl
     public var description: String { Self.names.filter { contains($0.0) }.map(\.1).joined(separator: "|") }
 }
 
+/// Why the gate refuses a magnetometer reading. The one list the filters' verdict flags, the
+/// interference tally and the report's labels are read from: a new check is its test in
+/// `MagneticDisturbanceGate`, a case and flag here, and its name in `FusionFlags.names`.
+public enum MagnetometerVerdictReason: CaseIterable, Sendable {
+    /// The field strength differs from the reference.
+    case strength
+    /// The dip differs from the reference.
+    case dip
+    /// The compass turned while the gyro says the device did not (or the reverse).
+    case gyroInconsistent
+
+    public var flag: FusionFlags {
+        switch self {
+        case .strength: .magneticStrengthDisturbed
+        case .dip: .magneticDipDisturbed
+        case .gyroInconsistent: .magneticGyroInconsistent
+        }
+    }
+
+    /// How the report's flags chart labels it.
+    public var label: String {
+        switch self {
+        case .strength: "reason: field strength"
+        case .dip: "reason: dip"
+        case .gyroInconsistent: "reason: compass vs gyro"
+        }
+    }
+
+    /// Every reason's flag, and the rejection they explain: a magnetometer's whole verdict.
+    public static let verdictFlags = FusionFlags(allCases.map(\.flag)).union(.magnetometerRejected)
+}
+
 /// One fused estimate.
 public struct FusionOutput: Sendable, Equatable {
     /// Time of the IMU sample this estimate belongs to, seconds.

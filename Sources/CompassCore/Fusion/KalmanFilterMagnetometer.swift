@@ -67,9 +67,7 @@ extension KalmanFilter {
         return flags
     }
 
-    static let magneticVerdictFlags: FusionFlags = [
-        .magnetometerRejected, .magneticStrengthDisturbed, .magneticDipDisturbed, .magneticGyroInconsistent,
-    ]
+    static let magneticVerdictFlags = MagnetometerVerdictReason.verdictFlags
 
     /// Gates one magnetometer reading; an accepted one joins the innovation average. Returns the flags
     /// it raised.

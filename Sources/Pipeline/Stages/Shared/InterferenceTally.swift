@@ -12,9 +12,7 @@ struct InterferenceTally {
     var throttle: StatusThrottle<Bool>
 
     /// The reasons a reading is not used.
-    static let reasons: FusionFlags = [
-        .magneticStrengthDisturbed, .magneticDipDisturbed, .magneticGyroInconsistent, .magnetometerRejected,
-    ]
+    static let reasons = MagnetometerVerdictReason.verdictFlags
 
     init(statusSeconds: Double) { throttle = StatusThrottle(intervalSeconds: statusSeconds) }
 

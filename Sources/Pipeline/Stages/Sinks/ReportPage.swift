@@ -30,16 +30,20 @@ struct ReportPage {
     }
     static let flagLabels = [
         "magnetometer_rejected": "disturbance (magnetometer rejected)",
-        "magnetic_strength": "reason: field strength", "magnetic_dip": "reason: dip",
-        "magnetic_gyro_inconsistent": "reason: compass vs gyro", "magnetic_reference_changed": "new field reference",
-        "compass_gnss_disagree": "compass disagrees with GNSS",
-    ]
+        "magnetic_reference_changed": "new field reference", "compass_gnss_disagree": "compass disagrees with GNSS",
+    ].merging(MagnetometerVerdictReason.allCases.map { (name(of: $0.flag), $0.label) }) { a, _ in a }
     static let flagColors = [
         "initialising": "#999", "at_rest": "#4a9", "acceleration_rejected": "#e80", "magnetometer_rejected": "#d33",
-        "gyro_only": "#a3c", "magnetic_strength": "#e77", "magnetic_dip": "#e77", "magnetic_gyro_inconsistent": "#e77",
-        "magnetic_reference_changed": "#37a", "filter_reset": "#000", "magnetometer_uncalibrated": "#777",
-        "gnss_aided": "#2a9d3a", "compass_gnss_disagree": "#c0c",
-    ]
+        "gyro_only": "#a3c", "magnetic_reference_changed": "#37a", "filter_reset": "#000",
+        "magnetometer_uncalibrated": "#777", "gnss_aided": "#2a9d3a", "compass_gnss_disagree": "#c0c",
+    ].merging(MagnetometerVerdictReason.allCases.map { (name(of: $0.flag), Self.reasonColor) }) { a, _ in a }
+    /// Every reason a reading was refused is drawn in the same colour, a lighter red than the refusal.
+    static let reasonColor = "#e77"
+
+    /// A flag's name, as `FusionFlags.names` spells it.
+    static func name(of flag: FusionFlags) -> String {
+        FusionFlags.names.first { $0.0 == flag }?.1 ?? "\(flag.rawValue)"
+    }
     /// The shade of the uncalibrated period on every time plot.
     static let uncalibratedShade = "#ececec"
 
