@@ -32,7 +32,7 @@ public final class MCAPReader: @unchecked Sendable {
     /// Damage met while reading in salvage mode.
     public internal(set) var damage: [BagError] = []
     /// Damage found when the file was opened (footer, summary): part of every read's.
-    internal(set) var openingDamage: [BagError] = []
+    var openingDamage: [BagError] = []
     /// Where the data section ends (footer and summary known), for its CRC; checked on the first read,
     /// not at opening, so listing a bag's topics does not read the whole file.
     private var dataSectionBounds: (summaryStart: Int, footerStart: Int)?
