@@ -95,34 +95,18 @@ enum ROS2Command {
         let participant = try DomainParticipant(domainId: domain)
         defer { participant.close() }
         let discovery = try EndpointDiscovery(participant, .publications)
-        let ddsTopic = "rt" + name
         let started = Clocks.monotonicSeconds()
         var type = a.string("--type")
         if let t = type, KnownInterfaces.schema(for: t) == nil {
             writeStandardError("fusion-node: warning: \(t) is not a type this build can decode; printing sizes only\n")
         }
-        var warnedAt = started
-        // The type, from the first publisher discovery shows.
-        while type == nil {
-            if stop.requested { return .interrupted }
-            discovery.refresh()
-            if let e = discovery.on(ddsTopic).first { type = ROS2Names.rosType(ofDDSType: e.ddsType) ?? e.ddsType }
-            if type != nil { break }
-            let now = Clocks.monotonicSeconds()
-            if timeout > 0, now - started >= timeout {
-                writeStandardError("fusion-node: no publisher of \(name) within \(format(timeout, 1)) s; giving up\n")
-                return .failed
-            }
-            if now - warnedAt >= 5 {
-                warnedAt = now
-                let anyType = try ROS2Topic(name, type: "unknown/msg/Unknown", qos: qos)
-                writeStandardError(
-                    "fusion-node: \(whyNothing(discovery, anyType, domain: domain)); "
-                        + "waiting (--type TYPE subscribes without waiting)\n")
-            }
-            usleep(20_000)
+        if type == nil {
+            type = try discoveredType(
+                discovery, name: name, qos: qos, domain: domain, timeout: timeout, since: started, stop: stop)
         }
-        let topic = try ROS2Topic(name, type: type!, qos: qos)
+        guard let type else { return stop.requested ? .interrupted : .failed }
+        var warnedAt = started
+        let topic = try ROS2Topic(name, type: type, qos: qos)
         let reader = try SerializedReader(participant, topic)
         let waitSet = try ReaderWaitSet(participant, readers: [reader])
         writeStandardError("fusion-node: echoing \(topic) in DDS domain \(domain)\n")
@@ -155,17 +139,10 @@ enum ROS2Command {
             lastArrival = Clocks.monotonicSeconds()
             warnedAt = lastArrival
             for s in samples {
-                var body = "{\"bytes\":\(s.bytes.count)}"
-                if let schema {
-                    do { body = try schema.decode(s.bytes).json } catch {
-                        writeStandardError("fusion-node: \(name): malformed \(topic.type) skipped: \(error)\n")
-                        continue
-                    }
+                guard let line = jsonLine(s.bytes, topic: name, type: topic.type, schema: schema, hex: hex) else {
+                    continue
                 }
-                var line =
-                    "{\"topic\":\(JSONText.string(name)),\"type\":\(JSONText.string(topic.type)),\"message\":\(body)"
-                if hex { line += ",\"cdr\":\"" + s.bytes.map { String(format: "%02x", $0) }.joined() + "\"" }
-                print(line + "}")
+                print(line)
                 printed += 1
                 if let limit, printed >= limit {
                     fflush(nil)
@@ -175,6 +152,52 @@ enum ROS2Command {
             fflush(nil)
         }
         return .interrupted
+    }
+
+    /// One message as the JSON line `echo` prints: decoded when the type is known (a malformed one is
+    /// said and nil), its size otherwise; with `hex`, its CDR bytes too.
+    static func jsonLine(
+        _ bytes: [UInt8], topic name: String, type: String, schema: MessageSchema?, hex: Bool
+    ) -> String? {
+        var body = "{\"bytes\":\(bytes.count)}"
+        if let schema {
+            do { body = try schema.decode(bytes).json } catch {
+                writeStandardError("fusion-node: \(name): malformed \(type) skipped: \(error)\n")
+                return nil
+            }
+        }
+        var line = "{\"topic\":\(JSONText.string(name)),\"type\":\(JSONText.string(type)),\"message\":\(body)"
+        if hex { line += ",\"cdr\":\"" + bytes.map { String(format: "%02x", $0) }.joined() + "\"" }
+        return line + "}"
+    }
+
+    /// The ROS type of `name`'s first publisher, as discovery shows it, saying every 5 s what is
+    /// missing; nil when `timeout` (seconds, 0: none) passes first (said) or a stop is requested.
+    static func discoveredType(
+        _ discovery: EndpointDiscovery, name: String, qos: ROS2QoS, domain: UInt32, timeout: Double,
+        since started: Double,
+        stop: StopToken
+    ) throws -> String? {
+        let ddsTopic = "rt" + name
+        var warnedAt = started
+        while !stop.requested {
+            discovery.refresh()
+            if let e = discovery.on(ddsTopic).first { return ROS2Names.rosType(ofDDSType: e.ddsType) ?? e.ddsType }
+            let now = Clocks.monotonicSeconds()
+            if timeout > 0, now - started >= timeout {
+                writeStandardError("fusion-node: no publisher of \(name) within \(format(timeout, 1)) s; giving up\n")
+                return nil
+            }
+            if now - warnedAt >= 5 {
+                warnedAt = now
+                let anyType = try ROS2Topic(name, type: "unknown/msg/Unknown", qos: qos)
+                writeStandardError(
+                    "fusion-node: \(whyNothing(discovery, anyType, domain: domain)); "
+                        + "waiting (--type TYPE subscribes without waiting)\n")
+            }
+            usleep(20_000)
+        }
+        return nil
     }
 
     static func list(_ args: [String]) throws -> ExitCode {
