@@ -208,6 +208,14 @@ struct Supervisor {
                 forwarded = true
             }
         }
+        return outcome(
+            restarts: restarts, failed: failed, finishedWithLoss: finishedWithLoss,
+            finishedWithWarning: finishedWithWarning)
+    }
+
+    /// The supervised run's exit code once every stage has ended, saying what the restarts cost: nothing
+    /// when every restarted stage rebuilds what it held, what was in flight otherwise (exit 3).
+    func outcome(restarts: [String: Int], failed: Bool, finishedWithLoss: Bool, finishedWithWarning: Bool) -> ExitCode {
         if failed { return .failed }
         if stop.interruptedBySignal { return .interrupted }
         let total = restarts.values.reduce(0, +)
