@@ -28,35 +28,7 @@ enum GuidedCalibration {
 
     static func run(_ a: Arguments, output: String) throws -> ExitCode {
         let (config, source) = try sourceConfig(a)
-        var settings = CalibrationGuideSettings()
-        if let level = a.string("--fit") {
-            guard let parsed = CalibrationFitLevel(rawValue: level) else {
-                throw UsageError(
-                    message:
-                        "--fit \(level): not a fit level"
-                        + didYouMean(level, in: CalibrationFitLevel.allCases.map(\.rawValue)),
-                    command: CalibrateCommand.help.path)
-            }
-            settings.fitLevel = parsed
-        }
-        let latitude = try a.double("--latitude", minimum: -90, maximum: 90)
-        let longitude = try a.double("--longitude", minimum: -180, maximum: 180)
-        if (latitude == nil) != (longitude == nil) {
-            throw UsageError(message: "--latitude and --longitude go together", command: CalibrateCommand.help.path)
-        }
-        if let latitude, let longitude {
-            let year = decimalYear(unixSeconds: Date().timeIntervalSince1970) ?? .nan
-            switch Result(catching: {
-                try WorldMagneticModel.wmm2025.elements(
-                    latitudeDegrees: latitude, longitudeDegrees: longitude, heightKilometres: 0, decimalYear: year)
-            }) {
-            case .success(let e): settings.expectedStrengthMicrotesla = e.totalNanotesla / 1000
-            case .failure(let error):
-                // Said, not skipped: the strength is then only checked against 20 to 70 uT.
-                writeStandardError(
-                    "fusion-node: no expected field strength at the site (\(error)): 20 to 70 uT accepted\n")
-            }
-        }
+        let settings = try guideSettings(a)
         let timeout = try a.double("--timeout", minimum: 1, maximum: 86_400)
         var guide = CalibrationGuide(settings: settings)
         var detector = MountingRotationDetector()
@@ -121,6 +93,41 @@ enum GuidedCalibration {
         for line in view.summary { print(line) }
         print("saved:           \(output)")
         return .complete
+    }
+
+    /// The guide's settings from the command line: the fit level, and the expected field strength at
+    /// the site when `--latitude` and `--longitude` give it (the World Magnetic Model's, this year).
+    static func guideSettings(_ a: Arguments) throws -> CalibrationGuideSettings {
+        var settings = CalibrationGuideSettings()
+        if let level = a.string("--fit") {
+            guard let parsed = CalibrationFitLevel(rawValue: level) else {
+                throw UsageError(
+                    message:
+                        "--fit \(level): not a fit level"
+                        + didYouMean(level, in: CalibrationFitLevel.allCases.map(\.rawValue)),
+                    command: CalibrateCommand.help.path)
+            }
+            settings.fitLevel = parsed
+        }
+        let latitude = try a.double("--latitude", minimum: -90, maximum: 90)
+        let longitude = try a.double("--longitude", minimum: -180, maximum: 180)
+        if (latitude == nil) != (longitude == nil) {
+            throw UsageError(message: "--latitude and --longitude go together", command: CalibrateCommand.help.path)
+        }
+        if let latitude, let longitude {
+            let year = decimalYear(unixSeconds: Date().timeIntervalSince1970) ?? .nan
+            switch Result(catching: {
+                try WorldMagneticModel.wmm2025.elements(
+                    latitudeDegrees: latitude, longitudeDegrees: longitude, heightKilometres: 0, decimalYear: year)
+            }) {
+            case .success(let e): settings.expectedStrengthMicrotesla = e.totalNanotesla / 1000
+            case .failure(let error):
+                // Said, not skipped: the strength is then only checked against 20 to 70 uT.
+                writeStandardError(
+                    "fusion-node: no expected field strength at the site (\(error)): 20 to 70 uT accepted\n")
+            }
+        }
+        return settings
     }
 
     /// The pipeline to tap and the name of its source stage.
