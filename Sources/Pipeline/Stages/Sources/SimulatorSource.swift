@@ -244,15 +244,9 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
                 fieldTesla: settings.useMagnetometer ? toMagnetometer * x.magnetometer.fieldMicrotesla * 1e-6 : nil,
                 magnetometerFrame: settings.publishTF ? "mag_link" : nil, to: &batch)
             if settings.useMagnetometer {
-                for (i, extra) in extras.enumerated() {
-                    let field =
-                        extra.rotation.matrix.transposed * x.bodyFieldMicrotesla + extra.hardIronMicrotesla
-                        + extraNoise[i].vector(sigma: sim.scenario.sensors.magnetometerNoiseMicrotesla)
-                    let mag = MagneticFieldMessage(
-                        header: RosHeader(stamp: stamp, frameId: extra.name + "_link"), magneticField: field * 1e-6,
-                        magneticFieldCovariance: .zero)
-                    batch.append(cdrFrame(mag, topic: PipelineTopics.magnetometer(named: extra.name)))
-                }
+                appendExtraMagnetometers(
+                    bodyFieldMicrotesla: x.bodyFieldMicrotesla, stamp: stamp, noise: &extraNoise,
+                    sigma: sim.scenario.sensors.magnetometerNoiseMicrotesla, to: &batch)
             }
             k += 1
             if settings.realtime {
@@ -267,6 +261,23 @@ final class SimulatorSource: StageLogic, SourceLogic, @unchecked Sendable {
         }
         _ = try emit(batch)
         try truth?.close()
+    }
+
+    /// Each extra magnetometer's reading of the body-frame field: turned by its mounting, with its
+    /// hard iron and its own noise (`sigma` microtesla, from `noise[i]`), on imu/mag/NAME.
+    func appendExtraMagnetometers(
+        bodyFieldMicrotesla: Vector3, stamp: RosTime, noise: inout [SeededGenerator], sigma: Double,
+        to batch: inout [WireFrame]
+    ) {
+        for (i, extra) in extras.enumerated() {
+            let field =
+                extra.rotation.matrix.transposed * bodyFieldMicrotesla + extra.hardIronMicrotesla
+                + noise[i].vector(sigma: sigma)
+            let mag = MagneticFieldMessage(
+                header: RosHeader(stamp: stamp, frameId: extra.name + "_link"), magneticField: field * 1e-6,
+                magneticFieldCovariance: .zero)
+            batch.append(cdrFrame(mag, topic: PipelineTopics.magnetometer(named: extra.name)))
+        }
     }
 }
 
