@@ -32,24 +32,10 @@ enum CurveBench {
                 message: "--compression must be auto, lz4 or none, found '\(compressionName)'", command: help.path)
         }
         let stop = StopToken().handleSignals()
-        var template = Array("/tmp/gyrocompass-curve-XXXXXX".utf8CString)
-        guard let pointer = mkdtemp(&template) else { throw UsageError(message: "cannot create a temporary folder") }
-        let dir = String(cString: pointer)
-        mkdir(dir + "/allowed", 0o700)
-        try CurveKeyPair.generate().write(name: dir + "/server")
-        try CurveKeyPair.generate().write(name: dir + "/client")
-        let security =
-            "security:\n  server_key: \(dir)/server\n  client_key: \(dir)/client\n  allowed_clients: \(dir)/allowed\n"
+        let (dir, security) = try keysDirectory()
         let stages = ["source", "calibration", "fusion", "sink"]
         var port = 20_000 + Int(getpid() % 2000) * 10
 
-        /// CPU seconds (user and system) of every child process waited for so far.
-        func childCPUSeconds() -> Double {
-            var usage = rusage()
-            getrusage(RUSAGE_CHILDREN.rawValue, &usage)
-            func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
-            return seconds(usage.ru_utime) + seconds(usage.ru_stime)
-        }
         /// One run of the four processes: the sink's report (rate, p99 latency in microseconds) and the
         /// CPU time the four used, in microseconds per sample (steadier than the rate on a shared
         /// machine: it does not count time spent waiting for the CPU).
@@ -101,5 +87,27 @@ enum CurveBench {
                 + "p99 at 1 kHz plain \(format(PipelineBench.median(plainP99) / 1000, 2)) ms, CURVE "
                 + "\(format(PipelineBench.median(curveP99) / 1000, 2)) ms")
         return .complete
+    }
+
+    /// A new temporary folder with a server and a client key pair and an empty allowed-clients folder,
+    /// and the pipeline's `security` section naming them.
+    static func keysDirectory() throws -> (directory: String, security: String) {
+        var template = Array("/tmp/gyrocompass-curve-XXXXXX".utf8CString)
+        guard let pointer = mkdtemp(&template) else { throw UsageError(message: "cannot create a temporary folder") }
+        let dir = String(cString: pointer)
+        mkdir(dir + "/allowed", 0o700)
+        try CurveKeyPair.generate().write(name: dir + "/server")
+        try CurveKeyPair.generate().write(name: dir + "/client")
+        let security =
+            "security:\n  server_key: \(dir)/server\n  client_key: \(dir)/client\n  allowed_clients: \(dir)/allowed\n"
+        return (dir, security)
+    }
+
+    /// CPU seconds (user and system) of every child process waited for so far.
+    static func childCPUSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_CHILDREN.rawValue, &usage)
+        func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 }
