@@ -226,29 +226,7 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
                 inputs.append(
                     try input(settings.gnssHeadingTopic, ImuMessage.self, settings.fixQoS, PipelineTopics.gnssHeading))
             }
-            if !settings.currentTopic.isEmpty {
-                let t = try ROS2Topic(
-                    settings.currentTopic, namespace: settings.namespace, type: settings.currentType.typeName,
-                    qos: settings.imuQoS)
-                let type = settings.currentType.typeName
-                var current = Input(
-                    reader: try SerializedReader(participant, t), pipelineTopic: PipelineTopics.motorCurrent,
-                    check: { bytes in
-                        if type == BatteryStateMessage.typeName {
-                            do throws(CDRError) {
-                                _ = try BatteryStateMessage(cdrBytes: bytes)
-                            } catch { return error }
-                            return nil
-                        }
-                        let decoded = bytes.withUnsafeBytes { b in
-                            Result { () throws(CDRError) in try standardFloatValue(type: type, cdr: b) }
-                        }
-                        if case .failure(let error) = decoded { return error }
-                        return nil
-                    })
-                current.convertsFloat = type != BatteryStateMessage.typeName
-                inputs.append(current)
-            }
+            if !settings.currentTopic.isEmpty { inputs.append(try Self.currentInput(settings, participant)) }
             self.inputs = inputs
             waitSet = try ReaderWaitSet(participant, readers: inputs.map(\.reader))
             discovery = try EndpointDiscovery(participant, .publications)
@@ -261,6 +239,32 @@ final class ROS2Source: StageLogic, SourceLogic, @unchecked Sendable {
         log(
             "\(stage): reading " + inputs.map { "\($0.reader.topic)" }.joined(separator: ", ")
                 + " in DDS domain \(settings.domainId)")
+    }
+
+    /// The motors' current (BatteryState, or a std_msgs Float32/Float64 in amperes) as an input; a
+    /// float is converted to BatteryState when it is read.
+    static func currentInput(_ settings: Settings, _ participant: DomainParticipant) throws -> Input {
+        let t = try ROS2Topic(
+            settings.currentTopic, namespace: settings.namespace, type: settings.currentType.typeName,
+            qos: settings.imuQoS)
+        let type = settings.currentType.typeName
+        var current = Input(
+            reader: try SerializedReader(participant, t), pipelineTopic: PipelineTopics.motorCurrent,
+            check: { bytes in
+                if type == BatteryStateMessage.typeName {
+                    do throws(CDRError) {
+                        _ = try BatteryStateMessage(cdrBytes: bytes)
+                    } catch { return error }
+                    return nil
+                }
+                let decoded = bytes.withUnsafeBytes { b in
+                    Result { () throws(CDRError) in try standardFloatValue(type: type, cdr: b) }
+                }
+                if case .failure(let error) = decoded { return error }
+                return nil
+            })
+        current.convertsFloat = type != BatteryStateMessage.typeName
+        return current
     }
 
     /// A taken sample waiting for its turn.
