@@ -187,57 +187,61 @@ enum PipelineBench {
                 + "\(format(median(multiRatio), 3)) x the raw ipc one-hop message rate of the same round")
 
         mkdir(dir + "/l", 0o755)
-        for run in 0..<latencyRuns {
-            // Baseline first: the same source straight into the sink, one ipc hop, no stage between.
-            let hopPath = dir + "/hop.yaml", hopReport = dir + "/hop-\(run).json"
-            let h = try BufferedFileWriter(path: hopPath)
-            try h.write(
-                """
-                stages:
-                  source:
-                    type: simulator
-                    rate_hz: 1000
-                    duration_s: 11
-                    realtime: true
-                    stamp: wall
-                    endpoint: ipc://\(dir)/l/hop-source
-                  sink:
-                    type: measure
-                    inputs: [source]
-                    topic: imu/data_raw
-                    report_path: \(hopReport)
-                """)
-            try h.close()
-            _ = try runProcesses(hopPath, stages: ["source", "sink"], stop: stop)
-            let hop = sinkReport(hopReport)
-            let latencyPath = dir + "/latency.yaml", latencyReport = dir + "/latency-\(run).json"
-            let l = try BufferedFileWriter(path: latencyPath)
-            try l.write(
-                pipelineText(samples: 11_000, rate: 1000, realtime: true, directory: dir + "/l", report: latencyReport))
-            try l.close()
-            _ = try runProcesses(latencyPath, stages: stages, stop: stop)
-            let lat = sinkReport(latencyReport)
-            // The same four processes with every thread on CPU 0 (the pipeline's `cpus` setting).
-            let pinnedPath = dir + "/pinned.yaml", pinnedReport = dir + "/pinned-\(run).json"
-            let p = try BufferedFileWriter(path: pinnedPath)
-            try p.write(
-                pipelineText(
-                    samples: 11_000, rate: 1000, realtime: true, directory: dir + "/l", report: pinnedReport, cpus: [0])
-            )
-            try p.close()
-            _ = try runProcesses(pinnedPath, stages: stages, stop: stop)
-            let pinned = sinkReport(pinnedReport)
-            print(
-                "latency at a steady 1 kHz (source stamp to sink arrival, 10 s after a 1 s warm-up): across four "
-                    + "processes "
-                    + "p50 \(format(lat.p50 ?? .nan, 0)) us, p99 \(format(lat.p99 ?? .nan, 0)) us, max "
-                    + "\(format(lat.max ?? .nan, 0)) us; "
-                    + "the same pinned to CPU 0 (cpus: [0]) p50 \(format(pinned.p50 ?? .nan, 0)) us, p99 "
-                    + "\(format(pinned.p99 ?? .nan, 0)) us, max \(format(pinned.max ?? .nan, 0)) us; "
-                    + "baseline, source to sink in two processes (one ipc hop) p50 \(format(hop.p50 ?? .nan, 0)) "
-                    + "us, p99 \(format(hop.p99 ?? .nan, 0)) us"
-            )
-        }
+        for run in 0..<latencyRuns { try latencyRun(run, directory: dir, stages: stages, stop: stop) }
         return .complete
+    }
+
+    /// One latency measurement at a steady 1 kHz: one ipc hop as the baseline, the four processes, and
+    /// the same pinned to CPU 0; printed as one line.
+    static func latencyRun(_ run: Int, directory dir: String, stages: [String], stop: StopToken) throws {
+        // Baseline first: the same source straight into the sink, one ipc hop, no stage between.
+        let hopPath = dir + "/hop.yaml", hopReport = dir + "/hop-\(run).json"
+        let h = try BufferedFileWriter(path: hopPath)
+        try h.write(
+            """
+            stages:
+              source:
+                type: simulator
+                rate_hz: 1000
+                duration_s: 11
+                realtime: true
+                stamp: wall
+                endpoint: ipc://\(dir)/l/hop-source
+              sink:
+                type: measure
+                inputs: [source]
+                topic: imu/data_raw
+                report_path: \(hopReport)
+            """)
+        try h.close()
+        _ = try runProcesses(hopPath, stages: ["source", "sink"], stop: stop)
+        let hop = sinkReport(hopReport)
+        let latencyPath = dir + "/latency.yaml", latencyReport = dir + "/latency-\(run).json"
+        let l = try BufferedFileWriter(path: latencyPath)
+        try l.write(
+            pipelineText(samples: 11_000, rate: 1000, realtime: true, directory: dir + "/l", report: latencyReport))
+        try l.close()
+        _ = try runProcesses(latencyPath, stages: stages, stop: stop)
+        let lat = sinkReport(latencyReport)
+        // The same four processes with every thread on CPU 0 (the pipeline's `cpus` setting).
+        let pinnedPath = dir + "/pinned.yaml", pinnedReport = dir + "/pinned-\(run).json"
+        let p = try BufferedFileWriter(path: pinnedPath)
+        try p.write(
+            pipelineText(
+                samples: 11_000, rate: 1000, realtime: true, directory: dir + "/l", report: pinnedReport, cpus: [0])
+        )
+        try p.close()
+        _ = try runProcesses(pinnedPath, stages: stages, stop: stop)
+        let pinned = sinkReport(pinnedReport)
+        print(
+            "latency at a steady 1 kHz (source stamp to sink arrival, 10 s after a 1 s warm-up): across four "
+                + "processes "
+                + "p50 \(format(lat.p50 ?? .nan, 0)) us, p99 \(format(lat.p99 ?? .nan, 0)) us, max "
+                + "\(format(lat.max ?? .nan, 0)) us; "
+                + "the same pinned to CPU 0 (cpus: [0]) p50 \(format(pinned.p50 ?? .nan, 0)) us, p99 "
+                + "\(format(pinned.p99 ?? .nan, 0)) us, max \(format(pinned.max ?? .nan, 0)) us; "
+                + "baseline, source to sink in two processes (one ipc hop) p50 \(format(hop.p50 ?? .nan, 0)) "
+                + "us, p99 \(format(hop.p99 ?? .nan, 0)) us"
+        )
     }
 }
