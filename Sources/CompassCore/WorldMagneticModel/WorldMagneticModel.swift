@@ -139,38 +139,8 @@ public struct WorldMagneticModel: Sendable {
         // derivatives, by the standard Gauss-normalised recursion followed by the Schmidt factors.
         let ct = sin(latC)  // cos(colatitude)
         let st = cos(latC)  // sin(colatitude)
-        var pnm = [Double](repeating: 0, count: size * size)
-        var dp = [Double](repeating: 0, count: size * size)
-        pnm[0] = 1
-        for n in 1...nMax {
-            for m in 0...n {
-                let i = n * size + m
-                if n == m {
-                    pnm[i] = st * pnm[(n - 1) * size + m - 1]
-                    dp[i] = st * dp[(n - 1) * size + m - 1] + ct * pnm[(n - 1) * size + m - 1]
-                } else if n == 1 {
-                    pnm[i] = ct * pnm[m]
-                    dp[i] = ct * dp[m] - st * pnm[m]
-                } else {
-                    let k = m > n - 2 ? 0.0 : Double((n - 1) * (n - 1) - m * m) / Double((2 * n - 1) * (2 * n - 3))
-                    let p2 = m > n - 2 ? 0.0 : pnm[(n - 2) * size + m]
-                    let d2 = m > n - 2 ? 0.0 : dp[(n - 2) * size + m]
-                    pnm[i] = ct * pnm[(n - 1) * size + m] - k * p2
-                    dp[i] = ct * dp[(n - 1) * size + m] - st * pnm[(n - 1) * size + m] - k * d2
-                }
-            }
-        }
-        // Schmidt factors: S(n,0) = S(n-1,0)(2n-1)/n; S(n,m) = S(n,m-1) sqrt((n-m+1)(1+delta(m,1))/(n+m)).
-        var schmidt = [Double](repeating: 0, count: size * size)
-        schmidt[0] = 1
-        for n in 1...nMax {
-            schmidt[n * size] = schmidt[(n - 1) * size] * Double(2 * n - 1) / Double(n)
-            for m in 1...n {
-                let delta = m == 1 ? 2.0 : 1.0
-                schmidt[n * size + m] =
-                    schmidt[n * size + m - 1] * (Double(n - m + 1) * delta / Double(n + m)).squareRoot()
-            }
-        }
+        let (pnm, dp) = Self.legendre(cosColatitude: ct, sinColatitude: st, maximumDegree: nMax)
+        let schmidt = Self.schmidtFactors(maximumDegree: nMax)
 
         var bNorth = 0.0, bEast = 0.0, bDown = 0.0  // geocentric X', Y', Z'
         let ratio = Self.referenceRadiusKm / r
@@ -193,6 +163,54 @@ public struct WorldMagneticModel: Sendable {
         let x = bNorth * cos(psi) - bDown * sin(psi)
         let z = bNorth * sin(psi) + bDown * cos(psi)
         return GeomagneticElements(northNanotesla: x, eastNanotesla: bEast, downNanotesla: z)
+    }
+
+    /// The associated Legendre functions of cos(colatitude) up to `maximumDegree` and their colatitude
+    /// derivatives, Gauss-normalised (the Schmidt factors are applied by the caller), row-major by
+    /// degree n and order m in arrays of (n + 1)^2.
+    static func legendre(cosColatitude ct: Double, sinColatitude st: Double, maximumDegree nMax: Int) -> (
+        p: [Double], dp: [Double]
+    ) {
+        let size = nMax + 1
+        var pnm = [Double](repeating: 0, count: size * size)
+        var dp = [Double](repeating: 0, count: size * size)
+        pnm[0] = 1
+        for n in 1...nMax {
+            for m in 0...n {
+                let i = n * size + m
+                if n == m {
+                    pnm[i] = st * pnm[(n - 1) * size + m - 1]
+                    dp[i] = st * dp[(n - 1) * size + m - 1] + ct * pnm[(n - 1) * size + m - 1]
+                } else if n == 1 {
+                    pnm[i] = ct * pnm[m]
+                    dp[i] = ct * dp[m] - st * pnm[m]
+                } else {
+                    let k = m > n - 2 ? 0.0 : Double((n - 1) * (n - 1) - m * m) / Double((2 * n - 1) * (2 * n - 3))
+                    let p2 = m > n - 2 ? 0.0 : pnm[(n - 2) * size + m]
+                    let d2 = m > n - 2 ? 0.0 : dp[(n - 2) * size + m]
+                    pnm[i] = ct * pnm[(n - 1) * size + m] - k * p2
+                    dp[i] = ct * dp[(n - 1) * size + m] - st * pnm[(n - 1) * size + m] - k * d2
+                }
+            }
+        }
+        return (pnm, dp)
+    }
+
+    /// Schmidt semi-normalisation factors up to `maximumDegree`, laid out as `legendre`'s.
+    static func schmidtFactors(maximumDegree nMax: Int) -> [Double] {
+        let size = nMax + 1
+        // Schmidt factors: S(n,0) = S(n-1,0)(2n-1)/n; S(n,m) = S(n,m-1) sqrt((n-m+1)(1+delta(m,1))/(n+m)).
+        var schmidt = [Double](repeating: 0, count: size * size)
+        schmidt[0] = 1
+        for n in 1...nMax {
+            schmidt[n * size] = schmidt[(n - 1) * size] * Double(2 * n - 1) / Double(n)
+            for m in 1...n {
+                let delta = m == 1 ? 2.0 : 1.0
+                schmidt[n * size + m] =
+                    schmidt[n * size + m - 1] * (Double(n - m + 1) * delta / Double(n + m)).squareRoot()
+            }
+        }
+        return schmidt
     }
 }
 
