@@ -148,6 +148,27 @@ public enum YAMLParser {
     }
 
     static func build(_ parser: inout yaml_parser_t, file: String, limits: Limits) throws(YAMLError) -> YAMLNode? {
+        var tree = TreeBuilder(file: file, limits: limits)
+        while !tree.done {
+            var event = yaml_event_t()
+            guard yaml_parser_parse(&parser, &event) == 1 else {
+                let problem = parser.problem.map { String(cString: $0) } ?? "syntax error"
+                let context = parser.context.map { " " + String(cString: $0) } ?? ""
+                throw YAMLError(
+                    file: file, mark: TreeBuilder.mark(parser.problem_mark),
+                    message: "YAML syntax error: \(problem)\(context)")
+            }
+            defer { yaml_event_delete(&event) }
+            try tree.take(event)
+        }
+        return tree.root
+    }
+
+    /// The tree as libyaml's events build it, within the limits: nesting depth, and nodes with every
+    /// alias expanded (an alias counts as the nodes of the subtree it names).
+    struct TreeBuilder {
+        let file: String
+        let limits: Limits
         var stack: [Frame] = []
         var anchors: [String: YAMLNode] = [:]
         /// Nodes each anchored subtree stands for, aliases inside it expanded.
@@ -155,7 +176,17 @@ public enum YAMLParser {
         /// Expanded nodes so far, and per open collection the count at its start.
         var nodes = 0
         var nodesAtStart: [Int] = []
-        func count(_ n: Int, at m: YAMLMark) throws(YAMLError) {
+        var root: YAMLNode?
+        var done = false
+
+        init(file: String, limits: Limits) {
+            self.file = file
+            self.limits = limits
+        }
+
+        static func mark(_ m: yaml_mark_t) -> YAMLMark { YAMLMark(line: Int(m.line) + 1, column: Int(m.column) + 1) }
+
+        mutating func count(_ n: Int, at m: YAMLMark) throws(YAMLError) {
             nodes += n
             if nodes > limits.maximumNodes {
                 throw YAMLError(
@@ -163,11 +194,8 @@ public enum YAMLParser {
                     message: "the document expands to more than \(limits.maximumNodes) nodes (aliases included)")
             }
         }
-        var root: YAMLNode?
-        var done = false
-        func mark(_ m: yaml_mark_t) -> YAMLMark { YAMLMark(line: Int(m.line) + 1, column: Int(m.column) + 1) }
 
-        func attach(_ node: YAMLNode) throws(YAMLError) {
+        mutating func attach(_ node: YAMLNode) throws(YAMLError) {
             guard let top = stack.last else {
                 root = node
                 return
@@ -187,16 +215,8 @@ public enum YAMLParser {
             top.pendingKey = nil
         }
 
-        while !done {
-            var event = yaml_event_t()
-            guard yaml_parser_parse(&parser, &event) == 1 else {
-                let problem = parser.problem.map { String(cString: $0) } ?? "syntax error"
-                let context = parser.context.map { " " + String(cString: $0) } ?? ""
-                throw YAMLError(
-                    file: file, mark: mark(parser.problem_mark), message: "YAML syntax error: \(problem)\(context)")
-            }
-            defer { yaml_event_delete(&event) }
-            let m = mark(event.start_mark)
+        mutating func take(_ event: yaml_event_t) throws(YAMLError) {
+            let m = Self.mark(event.start_mark)
             switch event.type {
             case YAML_SCALAR_EVENT:
                 let s = event.data.scalar
@@ -243,6 +263,5 @@ public enum YAMLParser {
                 break
             }
         }
-        return root
     }
 }
