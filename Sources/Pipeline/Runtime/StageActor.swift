@@ -88,20 +88,8 @@ actor StageActor {
             }
         }
         defer { retransmitServer?.stop() }
-        var inputs: [BusSocket] = []
+        let inputs = try connectInputs()
         defer { inputs.forEach { $0.close() } }
-        for (_, endpoint) in wiring.inputs {
-            let s = try BusSocket(context, .sub)
-            try s.set(.receiveHighWaterMark, Self.highWaterMark)
-            try s.limitMessages(toBytes: maximumMessageBytes)
-            if let security = wiring.security, !endpoint.hasPrefix("inproc://") {
-                try s.makeCurveClient(serverPublicKey: security.server.publicKey, keys: security.client)
-            }
-            try s.subscribe([])
-            try s.subscribe(Publisher.readerMark(of: config.name))
-            try s.connect(endpoint)
-            inputs.append(s)
-        }
         let retransmitClients = try wiring.inputs.indices.map { i -> RetransmitClient? in
             guard i < wiring.inputRetransmitEndpoints.count, let endpoint = wiring.inputRetransmitEndpoints[i] else {
                 return nil
@@ -119,7 +107,62 @@ actor StageActor {
             log: log)
         try publisher.waitForReaders(pausing: false)
 
-        var missing = 0  // frames the inputs' sequence numbers say never came
+        // Frames the inputs' sequence numbers say never came, and whether an input ended failed.
+        let (missing, failedUpstream) = try run(
+            logic, inputs: inputs, retransmitClients: retransmitClients, &publisher, &report)
+        if let server = retransmitServer, let note = Self.retransmitNote(server) { report.notes.append(note) }
+        // An incomplete input makes an incomplete output: the failure travels down the graph. So does an
+        // abandoned run's: a source stopped because its parent died did not reach its end.
+        try publisher.publish(
+            [WireFrame.endOfStream(from: config.name, failed: failedUpstream || stop.abandoned)],
+            report: &report, counted: false)
+        if publisher.pauses > 0 {
+            report.notes.append(
+                "paused \(publisher.pauses) time(s), \(format(publisher.pausedSeconds, 2)) s in all, while a "
+                    + "reader was missing"
+            )
+        }
+        if publisher.readers.refused > 0 {
+            report.notes.append(publisher.readers.refusalSummary)
+        }
+        report.notes += logic.notes
+        report.losses = logic.losses + report.malformed + report.unexpected + missing
+        report.knownWrong = logic.knownWrong
+        return report
+    }
+
+    /// A subscriber per input, each connected and subscribed to everything and to its readers' mark;
+    /// the ones made before a failure are closed.
+    func connectInputs() throws -> [BusSocket] {
+        var inputs: [BusSocket] = []
+        do {
+            for (_, endpoint) in wiring.inputs {
+                let s = try BusSocket(context, .sub)
+                inputs.append(s)
+                try s.set(.receiveHighWaterMark, Self.highWaterMark)
+                try s.limitMessages(toBytes: maximumMessageBytes)
+                if let security = wiring.security, !endpoint.hasPrefix("inproc://") {
+                    try s.makeCurveClient(serverPublicKey: security.server.publicKey, keys: security.client)
+                }
+                try s.subscribe([])
+                try s.subscribe(Publisher.readerMark(of: config.name))
+                try s.connect(endpoint)
+            }
+        } catch {
+            inputs.forEach { $0.close() }
+            throw error
+        }
+        return inputs
+    }
+
+    /// Runs a source until its stream ends or a stop, or a transform or sink until every input has
+    /// ended. Returns the frames the inputs' numbers say never came and whether an input ended failed.
+    /// On a failure the readers are told at once that the stream is incomplete.
+    func run(
+        _ logic: StageLogic, inputs: [BusSocket], retransmitClients: [RetransmitClient?], _ publisher: inout Publisher,
+        _ report: inout StageReport
+    ) throws -> (missing: Int, failedUpstream: Bool) {
+        var missing = 0
         var failedUpstream = false
         do {
             if let source = logic as? SourceLogic {
@@ -157,31 +200,17 @@ actor StageActor {
                 [WireFrame.endOfStream(from: config.name, failed: true)], report: &report, counted: false)
             throw error
         }
-        if let served = retransmitServer?.served, served.requests > 0 {
-            let refused = retransmitServer!.refused
-            report.notes.append(
-                "sent \(served.messages) bus message(s) again for \(served.requests) retransmit request(s) on "
-                    + "\(retransmitServer!.endpoint)"
-                    + (refused > 0 ? "; \(refused) request(s) refused: the client had used up its budget" : ""))
-        }
-        // An incomplete input makes an incomplete output: the failure travels down the graph. So does an
-        // abandoned run's: a source stopped because its parent died did not reach its end.
-        try publisher.publish(
-            [WireFrame.endOfStream(from: config.name, failed: failedUpstream || stop.abandoned)],
-            report: &report, counted: false)
-        if publisher.pauses > 0 {
-            report.notes.append(
-                "paused \(publisher.pauses) time(s), \(format(publisher.pausedSeconds, 2)) s in all, while a "
-                    + "reader was missing"
-            )
-        }
-        if publisher.readers.refused > 0 {
-            report.notes.append(publisher.readers.refusalSummary)
-        }
-        report.notes += logic.notes
-        report.losses = logic.losses + report.malformed + report.unexpected + missing
-        report.knownWrong = logic.knownWrong
-        return report
+        return (missing, failedUpstream)
+    }
+
+    /// What the retransmit server sent again, when it was asked at all.
+    static func retransmitNote(_ server: RetransmitServer) -> String? {
+        let served = server.served
+        guard served.requests > 0 else { return nil }
+        let refused = server.refused
+        return "sent \(served.messages) bus message(s) again for \(served.requests) retransmit request(s) on "
+            + "\(server.endpoint)"
+            + (refused > 0 ? "; \(refused) request(s) refused: the client had used up its budget" : "")
     }
 }
 
