@@ -110,130 +110,158 @@ enum SourceMagnetometers {
         var mountBody: YAMLNode?
 
         init(source: String, body node: YAMLNode, file: String) throws(PipelineConfigError) {
-            func fail(_ at: YAMLNode, _ message: String) -> PipelineConfigError {
-                PipelineConfigError(file: file, mark: at.mark, message: "stage '\(source)': \(message)")
+            var reader = ListReader(source: source, node: node, file: file)
+            for key in ["imu_rotation", "base_frame"] {
+                guard let entry = (node.mapping ?? []).first(where: { $0.key.scalar == key }) else { continue }
+                reader.mount.append(entry)
+                reader.turns = true
             }
-            func scalar(_ text: String, _ at: YAMLNode) -> YAMLNode {
-                YAMLNode(value: .scalar(text, plain: true), mark: at.mark)
-            }
-            let body = node.mapping ?? []
-            var kept = body.filter { !SourceMagnetometers.keys.contains($0.key.scalar ?? "") }
-            var mount: [(key: YAMLNode, value: YAMLNode)] = [
+            if let list = node["magnetometers"] { try reader.read(list) }
+            sourceBody = YAMLNode(value: .mapping(reader.kept), mark: node.mark)
+            mountBody = reader.turns ? YAMLNode(value: .mapping(reader.mount), mark: node.mark) : nil
+        }
+    }
+
+    /// Reads a source's `magnetometers` list into the source's own settings (`mag_topic`,
+    /// `extra_magnetometers`, `current_topic`) and the mount stage's (`mag_rotation`,
+    /// `extra_mag_rotations`), refusing each mistake where it is.
+    private struct ListReader {
+        let source: String, node: YAMLNode, file: String
+        /// The source's settings kept (the shorthand's keys taken out) and added.
+        var kept: [(key: YAMLNode, value: YAMLNode)]
+        /// The mount stage's settings.
+        var mount: [(key: YAMLNode, value: YAMLNode)]
+        /// Whether anything turns (else no mount stage).
+        var turns = false
+        var extras: [YAMLNode] = []
+        var extraRotations: [YAMLNode] = []
+        var seenNames: Set<String> = [PipelineTopics.primaryMagnetometerName]
+        var seenTopics: Set<String> = []
+        var currentTopic: YAMLNode?
+
+        init(source: String, node: YAMLNode, file: String) {
+            self.source = source
+            self.node = node
+            self.file = file
+            kept = (node.mapping ?? []).filter { !SourceMagnetometers.keys.contains($0.key.scalar ?? "") }
+            mount = []
+            currentTopic = node["current_topic"]
+            mount = [
                 (scalar("type", node), scalar("mount", node)),
                 (scalar("inputs", node), YAMLNode(value: .sequence([scalar(source, node)]), mark: node.mark)),
             ]
-            var turns = false
-            for key in ["imu_rotation", "base_frame"] {
-                guard let entry = body.first(where: { $0.key.scalar == key }) else { continue }
-                mount.append(entry)
+        }
+
+        func fail(_ at: YAMLNode, _ message: String) -> PipelineConfigError {
+            PipelineConfigError(file: file, mark: at.mark, message: "stage '\(source)': \(message)")
+        }
+
+        func scalar(_ text: String, _ at: YAMLNode) -> YAMLNode {
+            YAMLNode(value: .scalar(text, plain: true), mark: at.mark)
+        }
+
+        mutating func read(_ list: YAMLNode) throws(PipelineConfigError) {
+            let conflicting = ["mag_topic", "extra_magnetometers"].filter { node[$0] != nil }
+            guard conflicting.isEmpty else {
+                throw fail(
+                    list,
+                    "give the magnetometers either as 'magnetometers' or as "
+                        + "\(conflicting.map { "'\($0)'" }.joined(separator: " and ")), not both")
+            }
+            if let useMag = node["use_mag"], ["false", "no", "off"].contains(useMag.scalar ?? "") {
+                throw fail(useMag, "use_mag: false reads no magnetometer, yet 'magnetometers' lists some")
+            }
+            guard let items = list.sequence, !items.isEmpty else {
+                throw fail(list, "'magnetometers' must be a non-empty list of {name, topic, rotation}")
+            }
+            for (index, item) in items.enumerated() { try read(item, index: index) }
+            if let currentTopic, node["current_topic"] == nil {
+                kept.append((scalar("current_topic", currentTopic), currentTopic))
+            }
+            if !extras.isEmpty {
+                kept.append((scalar("extra_magnetometers", list), YAMLNode(value: .sequence(extras), mark: list.mark)))
+            }
+            if !extraRotations.isEmpty {
+                mount.append(
+                    (scalar("extra_mag_rotations", list), YAMLNode(value: .sequence(extraRotations), mark: list.mark)))
+            }
+        }
+
+        /// One entry of the list: the first is the primary, the others are read as imu/mag/NAME.
+        mutating func read(_ item: YAMLNode, index: Int) throws(PipelineConfigError) {
+            guard let fields = item.mapping else {
+                throw fail(item, "each magnetometer must be a mapping {name, topic, rotation}, found \(item.kind)")
+            }
+            for (k, _) in fields where !SourceMagnetometers.entryKeys.contains(k.scalar ?? "") {
+                throw fail(
+                    k,
+                    "unknown key '\(k.scalar ?? "?")' in a magnetometer (expected name, topic, rotation, "
+                        + "current_topic)\(didYouMean(k.scalar ?? "", in: SourceMagnetometers.entryKeys))")
+            }
+            if let current = item["current_topic"] {
+                // The pipeline carries one motor current (motor/current); each magnetometer's
+                // calibration stage learns its own coefficients against it.
+                if let first = currentTopic, first.scalar != current.scalar {
+                    throw fail(
+                        current,
+                        "current_topic '\(current.scalar ?? current.kind)' differs from "
+                            + "'\(first.scalar ?? first.kind)' given for another magnetometer (line "
+                            + "\(first.mark.line)): a pipeline carries one motor current, and each "
+                            + "magnetometer's calibration stage learns its own coefficients against it")
+                }
+                currentTopic = current
+            }
+            guard let topicNode = item["topic"], let topic = topicNode.scalar, !topicNode.isNull else {
+                throw fail(item, "magnetometer \(index + 1) has no 'topic'")
+            }
+            guard seenTopics.insert(PipelineTopics.named(topic)).inserted else {
+                throw fail(topicNode, "\(topic) is already read as another magnetometer")
+            }
+            if let rotation = item["rotation"], let problem = SourceMagnetometers.rotationProblem(rotation) {
+                throw fail(rotation, problem)
+            }
+            if index == 0 {
+                try readPrimary(item, topicNode: topicNode)
+            } else {
+                try readOther(item, index: index, topic: topic)
+            }
+        }
+
+        mutating func readPrimary(_ item: YAMLNode, topicNode: YAMLNode) throws(PipelineConfigError) {
+            if let name = item["name"]?.scalar, name != PipelineTopics.primaryMagnetometerName {
+                throw fail(
+                    item["name"]!,
+                    "the first magnetometer is the primary, read as imu/mag and named "
+                        + "'\(PipelineTopics.primaryMagnetometerName)' in statuses and the calibration "
+                        + "file; leave its name out or write '\(PipelineTopics.primaryMagnetometerName)', "
+                        + "found '\(name)'")
+            }
+            kept.append((scalar("mag_topic", topicNode), topicNode))
+            if let rotation = item["rotation"] {
+                mount.append((scalar("mag_rotation", rotation), rotation))
                 turns = true
             }
-            if let list = node["magnetometers"] {
-                let conflicting = ["mag_topic", "extra_magnetometers"].filter { node[$0] != nil }
-                guard conflicting.isEmpty else {
-                    throw fail(
-                        list,
-                        "give the magnetometers either as 'magnetometers' or as "
-                            + "\(conflicting.map { "'\($0)'" }.joined(separator: " and ")), not both")
-                }
-                if let useMag = node["use_mag"], ["false", "no", "off"].contains(useMag.scalar ?? "") {
-                    throw fail(useMag, "use_mag: false reads no magnetometer, yet 'magnetometers' lists some")
-                }
-                guard let items = list.sequence, !items.isEmpty else {
-                    throw fail(list, "'magnetometers' must be a non-empty list of {name, topic, rotation}")
-                }
-                var extras: [YAMLNode] = []
-                var extraRotations: [YAMLNode] = []
-                var seenNames: Set<String> = [PipelineTopics.primaryMagnetometerName]
-                var seenTopics: Set<String> = []
-                var currentTopic: YAMLNode? = node["current_topic"]
-                for (index, item) in items.enumerated() {
-                    guard let fields = item.mapping else {
-                        throw fail(
-                            item, "each magnetometer must be a mapping {name, topic, rotation}, found \(item.kind)")
-                    }
-                    for (k, _) in fields where !SourceMagnetometers.entryKeys.contains(k.scalar ?? "") {
-                        throw fail(
-                            k,
-                            "unknown key '\(k.scalar ?? "?")' in a magnetometer (expected name, topic, rotation, "
-                                + "current_topic)\(didYouMean(k.scalar ?? "", in: SourceMagnetometers.entryKeys))")
-                    }
-                    if let current = item["current_topic"] {
-                        // The pipeline carries one motor current (motor/current); each magnetometer's
-                        // calibration stage learns its own coefficients against it.
-                        if let first = currentTopic, first.scalar != current.scalar {
-                            throw fail(
-                                current,
-                                "current_topic '\(current.scalar ?? current.kind)' differs from "
-                                    + "'\(first.scalar ?? first.kind)' given for another magnetometer (line "
-                                    + "\(first.mark.line)): a pipeline carries one motor current, and each "
-                                    + "magnetometer's calibration stage learns its own coefficients against it")
-                        }
-                        currentTopic = current
-                    }
-                    guard let topicNode = item["topic"], let topic = topicNode.scalar, !topicNode.isNull else {
-                        throw fail(item, "magnetometer \(index + 1) has no 'topic'")
-                    }
-                    guard seenTopics.insert(PipelineTopics.named(topic)).inserted else {
-                        throw fail(topicNode, "\(topic) is already read as another magnetometer")
-                    }
-                    if let rotation = item["rotation"], let problem = SourceMagnetometers.rotationProblem(rotation) {
-                        throw fail(rotation, problem)
-                    }
-                    let name = item["name"]?.scalar
-                    if index == 0 {
-                        if let name, name != PipelineTopics.primaryMagnetometerName {
-                            throw fail(
-                                item["name"]!,
-                                "the first magnetometer is the primary, read as imu/mag and named "
-                                    + "'\(PipelineTopics.primaryMagnetometerName)' in statuses and the calibration "
-                                    + "file; leave its name out or write '\(PipelineTopics.primaryMagnetometerName)', "
-                                    + "found '\(name)'")
-                        }
-                        kept.append((scalar("mag_topic", topicNode), topicNode))
-                        if let rotation = item["rotation"] {
-                            mount.append((scalar("mag_rotation", rotation), rotation))
-                            turns = true
-                        }
-                        continue
-                    }
-                    guard let name, !name.isEmpty else {
-                        throw fail(
-                            item, "magnetometer \(index + 1) (\(topic)) needs a 'name': it is read as imu/mag/NAME")
-                    }
-                    if let problem = magnetometerNameProblem(name) { throw fail(item["name"]!, problem) }
-                    guard seenNames.insert(name).inserted else {
-                        throw fail(item["name"]!, "the name '\(name)' is given to two magnetometers")
-                    }
-                    extras.append(scalar("\(name)=\(topic)", item))
-                    if let rotation = item["rotation"] {
-                        let text: String
-                        if let angles = rotation.sequence {
-                            text = angles.map { $0.scalar ?? "?" }.joined(separator: ",")
-                        } else {
-                            text = rotation.scalar ?? "?"
-                        }
-                        extraRotations.append(scalar("\(name)=\(text)", rotation))
-                        turns = true
-                    }
-                }
-                if let currentTopic, node["current_topic"] == nil {
-                    kept.append((scalar("current_topic", currentTopic), currentTopic))
-                }
-                if !extras.isEmpty {
-                    kept.append(
-                        (scalar("extra_magnetometers", list), YAMLNode(value: .sequence(extras), mark: list.mark)))
-                }
-                if !extraRotations.isEmpty {
-                    mount.append(
-                        (
-                            scalar("extra_mag_rotations", list),
-                            YAMLNode(value: .sequence(extraRotations), mark: list.mark)
-                        ))
-                }
+        }
+
+        mutating func readOther(_ item: YAMLNode, index: Int, topic: String) throws(PipelineConfigError) {
+            guard let name = item["name"]?.scalar, !name.isEmpty else {
+                throw fail(item, "magnetometer \(index + 1) (\(topic)) needs a 'name': it is read as imu/mag/NAME")
             }
-            sourceBody = YAMLNode(value: .mapping(kept), mark: node.mark)
-            mountBody = turns ? YAMLNode(value: .mapping(mount), mark: node.mark) : nil
+            if let problem = magnetometerNameProblem(name) { throw fail(item["name"]!, problem) }
+            guard seenNames.insert(name).inserted else {
+                throw fail(item["name"]!, "the name '\(name)' is given to two magnetometers")
+            }
+            extras.append(scalar("\(name)=\(topic)", item))
+            if let rotation = item["rotation"] {
+                let text: String
+                if let angles = rotation.sequence {
+                    text = angles.map { $0.scalar ?? "?" }.joined(separator: ",")
+                } else {
+                    text = rotation.scalar ?? "?"
+                }
+                extraRotations.append(scalar("\(name)=\(text)", rotation))
+                turns = true
+            }
         }
     }
 }
