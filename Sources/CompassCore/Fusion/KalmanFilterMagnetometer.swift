@@ -59,15 +59,13 @@ extension KalmanFilter {
         if !others.isEmpty {
             // The output's flags describe the heading: another magnetometer steering it means it is not
             // held on the gyro, whatever the primary's verdict (kept for the primary's own status).
-            primaryMagneticFlags = flags.intersection(Self.magneticVerdictFlags)
+            primaryMagneticFlags = flags.intersection(MagnetometerVerdictReason.verdictFlags)
             if gateOthers(rotation: motion.rotation, headingVariance: headingVariance, at: time) {
-                flags.subtract(Self.magneticVerdictFlags)
+                flags.subtract(MagnetometerVerdictReason.verdictFlags)
             }
         }
         return flags
     }
-
-    static let magneticVerdictFlags = MagnetometerVerdictReason.verdictFlags
 
     /// Gates one magnetometer reading; an accepted one joins the innovation average. Returns the flags
     /// it raised.

@@ -144,11 +144,10 @@ enum SourceMagnetometers {
             self.node = node
             self.file = file
             kept = (node.mapping ?? []).filter { !SourceMagnetometers.keys.contains($0.key.scalar ?? "") }
-            mount = []
             currentTopic = node["current_topic"]
             mount = [
-                (scalar("type", node), scalar("mount", node)),
-                (scalar("inputs", node), YAMLNode(value: .sequence([scalar(source, node)]), mark: node.mark)),
+                (Self.scalar("type", node), Self.scalar("mount", node)),
+                (Self.scalar("inputs", node), YAMLNode(value: .sequence([Self.scalar(source, node)]), mark: node.mark)),
             ]
         }
 
@@ -156,7 +155,7 @@ enum SourceMagnetometers {
             PipelineConfigError(file: file, mark: at.mark, message: "stage '\(source)': \(message)")
         }
 
-        func scalar(_ text: String, _ at: YAMLNode) -> YAMLNode {
+        static func scalar(_ text: String, _ at: YAMLNode) -> YAMLNode {
             YAMLNode(value: .scalar(text, plain: true), mark: at.mark)
         }
 
@@ -176,14 +175,18 @@ enum SourceMagnetometers {
             }
             for (index, item) in items.enumerated() { try read(item, index: index) }
             if let currentTopic, node["current_topic"] == nil {
-                kept.append((scalar("current_topic", currentTopic), currentTopic))
+                kept.append((Self.scalar("current_topic", currentTopic), currentTopic))
             }
             if !extras.isEmpty {
-                kept.append((scalar("extra_magnetometers", list), YAMLNode(value: .sequence(extras), mark: list.mark)))
+                kept.append(
+                    (Self.scalar("extra_magnetometers", list), YAMLNode(value: .sequence(extras), mark: list.mark)))
             }
             if !extraRotations.isEmpty {
                 mount.append(
-                    (scalar("extra_mag_rotations", list), YAMLNode(value: .sequence(extraRotations), mark: list.mark)))
+                    (
+                        Self.scalar("extra_mag_rotations", list),
+                        YAMLNode(value: .sequence(extraRotations), mark: list.mark)
+                    ))
             }
         }
 
@@ -236,9 +239,9 @@ enum SourceMagnetometers {
                         + "file; leave its name out or write '\(PipelineTopics.primaryMagnetometerName)', "
                         + "found '\(name)'")
             }
-            kept.append((scalar("mag_topic", topicNode), topicNode))
+            kept.append((Self.scalar("mag_topic", topicNode), topicNode))
             if let rotation = item["rotation"] {
-                mount.append((scalar("mag_rotation", rotation), rotation))
+                mount.append((Self.scalar("mag_rotation", rotation), rotation))
                 turns = true
             }
         }
@@ -251,7 +254,7 @@ enum SourceMagnetometers {
             guard seenNames.insert(name).inserted else {
                 throw fail(item["name"]!, "the name '\(name)' is given to two magnetometers")
             }
-            extras.append(scalar("\(name)=\(topic)", item))
+            extras.append(Self.scalar("\(name)=\(topic)", item))
             if let rotation = item["rotation"] {
                 let text: String
                 if let angles = rotation.sequence {
@@ -259,7 +262,7 @@ enum SourceMagnetometers {
                 } else {
                     text = rotation.scalar ?? "?"
                 }
-                extraRotations.append(scalar("\(name)=\(text)", rotation))
+                extraRotations.append(Self.scalar("\(name)=\(text)", rotation))
                 turns = true
             }
         }
