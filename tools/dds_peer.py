@@ -140,6 +140,22 @@ class Heading(IdlStruct, typename='gyrocompass_msgs::msg::dds_::Heading_'):
     magnetic_field: Vector3
     source: uint8
     flags: uint16
+    reasons: uint32
+
+
+@dataclass
+class HeadingV1(IdlStruct, typename='gyrocompass_msgs::msg::dds_::Heading_'):
+    """Heading as gyrocompass_msgs 0.3.0 (message version 1) defined it, without `reasons`: what a
+    node built against the older package reads."""
+    header: Header
+    magnetic_heading: float64
+    true_heading: float64
+    heading_accuracy: float64
+    declination: float64
+    orientation: Quaternion
+    magnetic_field: Vector3
+    source: uint8
+    flags: uint16
 
 
 @dataclass

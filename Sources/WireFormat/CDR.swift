@@ -79,6 +79,14 @@ public struct CDRReader {
         Float(bitPattern: try raw(UInt32.self, field))
     }
 
+    /// A uint32 field appended in a later version of a message: nil when the payload ends before it
+    /// (an older writer's, possibly with up to 3 bytes of end padding, as rosidl writers add).
+    public mutating func appendedUInt32(_ field: String) throws(CDRError) -> UInt32? {
+        var probe = self
+        probe.align(4)
+        return probe.remaining >= 4 ? try uint32(field) : nil
+    }
+
     /// A CDR string: uint32 length including the terminating NUL, the bytes, the NUL.
     public mutating func string(_ field: String) throws(CDRError) -> String {
         let length = Int(try uint32(field))

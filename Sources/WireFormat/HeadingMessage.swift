@@ -22,8 +22,11 @@ public struct HeadingMessage: RosMessage, Equatable {
     /// Calibrated field, tesla, sensor frame.
     public var magneticField: Vector3
     public var source: UInt8
-    /// `FusionFlags` raw value, plus the true-north bits below.
+    /// Bits 0-15 of the `FusionFlags`, plus the true-north bits below.
     public var flags: UInt16
+    /// `MagnetometerVerdictReason` bits (`wireBit`): why the magnetometer was refused. A version 1
+    /// message (without the field) gives the reasons its flags hold.
+    public var reasons: UInt32
 
     /// No position is known, so there is no declination and true_heading is NaN.
     public static let flagNoPosition: UInt16 = 1024
@@ -32,11 +35,25 @@ public struct HeadingMessage: RosMessage, Equatable {
     /// Near a magnetic pole (horizontal field below 6000 nT): declination and true_heading degrade.
     public static let flagModelCautionZone: UInt16 = 4096
 
-    /// The names of the bits set in `flags` (fusion flags, then the true-north bits).
-    public static func flagNames(_ flags: UInt16) -> [String] {
-        FusionFlags.names.filter {
-            FusionFlags(rawValue: flags & ~(flagNoPosition | flagModelOutOfRange | flagModelCautionZone)).contains($0.0)
-        }.map(\.1)
+    static let northFlags = flagNoPosition | flagModelOutOfRange | flagModelCautionZone
+
+    /// The filter's flags: `flags` without the true-north bits, with the flags of every reason in
+    /// `reasons` (including those the 16-bit word has no room for).
+    public var fusionFlags: FusionFlags { Self.fusionFlags(flags, reasons: reasons) }
+
+    static func fusionFlags(_ flags: UInt16, reasons: UInt32) -> FusionFlags {
+        FusionFlags(rawValue: UInt32(flags & ~northFlags)).union(MagnetometerVerdictReason.flags(wireReasons: reasons))
+    }
+
+    /// The 16-bit `flags` word and the `reasons` word for a filter's flags and the true-north bits.
+    public static func wireFlags(_ flags: FusionFlags, north: UInt16 = 0) -> (flags: UInt16, reasons: UInt32) {
+        (UInt16(truncatingIfNeeded: flags.rawValue) & ~northFlags | north, MagnetometerVerdictReason.wireReasons(flags))
+    }
+
+    /// The names of the flags set in `flags` and `reasons` (fusion flags, then the true-north bits).
+    public static func flagNames(_ flags: UInt16, reasons: UInt32 = 0) -> [String] {
+        let fusion = fusionFlags(flags, reasons: reasons)
+        return FusionFlags.names.filter { fusion.contains($0.0) }.map(\.1)
             + [
                 (flagNoPosition, "no_position"), (flagModelOutOfRange, "model_out_of_range"),
                 (flagModelCautionZone, "model_caution_zone"),
@@ -45,7 +62,7 @@ public struct HeadingMessage: RosMessage, Equatable {
 
     public init(
         header: RosHeader, magneticHeading: Double, trueHeading: Double, headingAccuracy: Double, declination: Double,
-        orientation: Quaternion, magneticField: Vector3, source: UInt8, flags: UInt16
+        orientation: Quaternion, magneticField: Vector3, source: UInt8, flags: UInt16, reasons: UInt32? = nil
     ) {
         self.header = header
         self.magneticHeading = magneticHeading
@@ -56,6 +73,7 @@ public struct HeadingMessage: RosMessage, Equatable {
         self.magneticField = magneticField
         self.source = source
         self.flags = flags
+        self.reasons = reasons ?? MagnetometerVerdictReason.wireReasons(FusionFlags(rawValue: UInt32(flags)))
     }
 
     public init(cdr: UnsafeRawBufferPointer) throws(CDRError) {
@@ -72,6 +90,10 @@ public struct HeadingMessage: RosMessage, Equatable {
             try r.float64("magnetic_field.x"), try r.float64("magnetic_field.y"), try r.float64("magnetic_field.z"))
         source = try r.uint8("source")
         flags = try r.uint16("flags")
+        // Version 1 ends here.
+        reasons =
+            try r.appendedUInt32("reasons")
+            ?? MagnetometerVerdictReason.wireReasons(FusionFlags(rawValue: UInt32(flags)))
     }
 
     public func cdr() -> [UInt8] {
@@ -90,6 +112,7 @@ public struct HeadingMessage: RosMessage, Equatable {
         w.float64(magneticField.z)
         w.uint8(source)
         w.uint16(flags)
+        w.uint32(reasons)
         return w.take()
     }
 
@@ -108,12 +131,16 @@ public struct HeadingMessage: RosMessage, Equatable {
         uint16 FLAG_MAGNETIC_DIP=64
         uint16 FLAG_MAGNETIC_GYRO_INCONSISTENT=128
         uint16 FLAG_MAGNETIC_REFERENCE_CHANGED=256
+        uint16 FLAG_FILTER_RESET=512
         uint16 FLAG_NO_POSITION=1024
         uint16 FLAG_WMM_OUT_OF_RANGE=2048
         uint16 FLAG_WMM_CAUTION_ZONE=4096
         uint16 FLAG_MAGNETOMETER_UNCALIBRATED=8192
         uint16 FLAG_GNSS_AIDED=16384
         uint16 FLAG_COMPASS_GNSS_DISAGREE=32768
+        uint32 REASON_STRENGTH=1
+        uint32 REASON_DIP=2
+        uint32 REASON_GYRO_INCONSISTENT=4
         std_msgs/Header header
         float64 magnetic_heading
         float64 true_heading
@@ -123,6 +150,7 @@ public struct HeadingMessage: RosMessage, Equatable {
         geometry_msgs/Vector3 magnetic_field
         uint8 source
         uint16 flags
+        uint32 reasons
         """
 }
 

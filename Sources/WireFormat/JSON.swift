@@ -76,7 +76,8 @@ extension HeadingMessage: JSONRepresentable {
             + "\"heading_accuracy\":\(JSONText.number(headingAccuracy)),"
             + "\"declination\":\(JSONText.number(declination)),\"orientation\":\(JSONText.quaternion(orientation)),"
             + "\"magnetic_field\":\(JSONText.vector(magneticField)),\"source\":\(source),\"flags\":\(flags),"
-            + "\"flag_names\":\(JSONText.strings(HeadingMessage.flagNames(flags)))}"
+            + "\"reasons\":\(reasons),"
+            + "\"flag_names\":\(JSONText.strings(HeadingMessage.flagNames(flags, reasons: reasons)))}"
     }
 }
 

@@ -88,6 +88,7 @@ public enum MessageDefinitions {
         float64 disturbed_seconds
         float64 expected_strength
         float64 expected_dip
+        uint32 reasons
         """
     public static let calibrationStatus =
         calibrationStatusText + dependency("std_msgs/Header", header)

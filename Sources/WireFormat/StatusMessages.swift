@@ -77,10 +77,14 @@ public struct InterferenceStatusMessage: RosMessage, Equatable {
     public static let typeName = "gyrocompass_msgs/msg/InterferenceStatus"
     public var header: RosHeader
     public var disturbed: Bool
-    /// FusionFlags raw value (magnetic reasons).
+    /// Bits 0-15 of the `FusionFlags` (magnetic reasons), as Heading's `flags`.
     public var flags: UInt16
+    /// `MagnetometerVerdictReason` bits, as Heading's `reasons`.
+    public var reasons: UInt32
     public var samplesAssessed: UInt32
     public var samplesFlagged: UInt32
+    /// The filter's flags `flags` and `reasons` carry, as Heading's `fusionFlags`.
+    public var fusionFlags: FusionFlags { HeadingMessage.fusionFlags(flags, reasons: reasons) }
     /// `samplesFlagged` as a share of `samplesAssessed`, percent (0 before any).
     public var flaggedPercent: Double {
         samplesAssessed > 0 ? 100 * Double(samplesFlagged) / Double(samplesAssessed) : 0
@@ -93,11 +97,13 @@ public struct InterferenceStatusMessage: RosMessage, Equatable {
 
     public init(
         header: RosHeader, disturbed: Bool, flags: UInt16, samplesAssessed: UInt32, samplesFlagged: UInt32,
-        disturbedPeriods: UInt32, disturbedSeconds: Double, expectedStrength: Double, expectedDip: Double
+        disturbedPeriods: UInt32, disturbedSeconds: Double, expectedStrength: Double, expectedDip: Double,
+        reasons: UInt32? = nil
     ) {
         self.header = header
         self.disturbed = disturbed
         self.flags = flags
+        self.reasons = reasons ?? MagnetometerVerdictReason.wireReasons(FusionFlags(rawValue: UInt32(flags)))
         self.samplesAssessed = samplesAssessed
         self.samplesFlagged = samplesFlagged
         self.disturbedPeriods = disturbedPeriods
@@ -117,6 +123,10 @@ public struct InterferenceStatusMessage: RosMessage, Equatable {
         disturbedSeconds = try r.float64("disturbed_seconds")
         expectedStrength = try r.float64("expected_strength")
         expectedDip = try r.float64("expected_dip")
+        // Before gyrocompass_msgs 0.4.0 the message ended here.
+        reasons =
+            try r.appendedUInt32("reasons")
+            ?? MagnetometerVerdictReason.wireReasons(FusionFlags(rawValue: UInt32(flags)))
     }
 
     public func cdr() -> [UInt8] {
@@ -130,6 +140,7 @@ public struct InterferenceStatusMessage: RosMessage, Equatable {
         w.float64(disturbedSeconds)
         w.float64(expectedStrength)
         w.float64(expectedDip)
+        w.uint32(reasons)
         return w.take()
     }
 }
@@ -151,7 +162,7 @@ extension InterferenceStatusMessage: JSONRepresentable {
             + "\"samples_flagged\":\(samplesFlagged),\"disturbed_periods\":\(disturbedPeriods),"
             + "\"disturbed_seconds\":\(JSONText.number(disturbedSeconds)),"
             + "\"expected_strength\":\(JSONText.number(expectedStrength)),"
-            + "\"expected_dip\":\(JSONText.number(expectedDip)),"
-            + "\"flag_names\":\(JSONText.strings(HeadingMessage.flagNames(flags)))}"
+            + "\"expected_dip\":\(JSONText.number(expectedDip)),\"reasons\":\(reasons),"
+            + "\"flag_names\":\(JSONText.strings(HeadingMessage.flagNames(flags, reasons: reasons)))}"
     }
 }

@@ -11,7 +11,7 @@ Also: a topic of another type and a QoS that cannot match are explained on stder
 a peer is counted and skipped (exit 3); SIGINT leaves the domain at once; `fusion-node ros2 echo`
 prints what `replay --ros2` publishes.
 """
-import itertools, json, os, signal, subprocess, time
+import itertools, json, math, os, signal, subprocess, time
 from pathlib import Path
 
 import pytest
@@ -126,6 +126,16 @@ def test_cyclonedds_python_peer_fuses_like_replay(node, recording, tmp_path, pyt
     publisher = dds_peer.Publisher(participant)
     assert publisher.wait_for_readers(), 'fusion-node never subscribed to imu/data_raw and imu/mag'
     assert receiver.wait_for_writers(), 'fusion-node never published imu/data and heading'
+    # A node built against gyrocompass_msgs 0.3.0 (Heading without `reasons`) on a participant of its own.
+    from cyclonedds.sub import DataReader
+    from cyclonedds.topic import Topic
+    old_participant = python_participant(domain)
+    old_reader = DataReader(old_participant, Topic(old_participant, 'rt/heading', dds_peer.HeadingV1),
+                            qos=dds_peer.RELIABLE_KEEP_ALL)
+    deadline = time.time() + 20
+    while old_reader.get_subscription_matched_status().current_count == 0 and time.time() < deadline:
+        time.sleep(0.01)
+    assert old_reader.get_subscription_matched_status().current_count > 0, 'the version 1 reader never matched'
     time.sleep(1.0)  # this side matched; give the other side's discovery the same chance
     publisher.publish(messages, rate_hz=1000)
     counts = {t: len(v) for t, v in reference.items()}
@@ -138,6 +148,18 @@ def test_cyclonedds_python_peer_fuses_like_replay(node, recording, tmp_path, pyt
         # rosbags serialized each received value; replay recorded its own bytes: identical, frame by frame.
         mismatch = next((i for i, (a, b) in enumerate(zip(received, reference[topic])) if a != b), None)
         assert mismatch is None, f'{topic}: frame {mismatch} differs from replay'
+    # The version 1 reader got every heading, each field as the current definition decodes it.
+    old = []
+    deadline = time.time() + 10
+    while len(old) < len(reference['/heading']) and time.time() < deadline:
+        old += dds_peer.data_samples(old_reader.take(N=1000))
+        time.sleep(0.01)
+    assert len(old) == len(reference['/heading'])
+    for sample, raw in zip(old, reference['/heading']):
+        current = store.deserialize_cdr(raw, 'gyrocompass_msgs/msg/Heading')
+        for name in ('magnetic_heading', 'heading_accuracy', 'flags'):
+            mine, theirs = getattr(sample, name), getattr(current, name)
+            assert mine == theirs or (math.isnan(mine) and math.isnan(theirs)), name
 
 
 def fastdds_script(recording, path, extra=()):

@@ -1,7 +1,10 @@
 /// What a fusion filter is doing right now. Several flags can be set at once.
 public struct FusionFlags: OptionSet, Sendable, Hashable, CustomStringConvertible {
-    public let rawValue: UInt16
-    @inlinable public init(rawValue: UInt16) { self.rawValue = rawValue }
+    /// Bits 0-15 travel in the heading message's 16-bit `flags` (where bits 10-12 are its true-north
+    /// flags, so the filters leave them clear); bits 16-31 are for magnetometer verdict reasons added
+    /// later, which travel in the message's `reasons` only.
+    public let rawValue: UInt32
+    @inlinable public init(rawValue: UInt32) { self.rawValue = rawValue }
 
     /// The filter has not converged yet (first second, or heading uncertainty still large).
     public static let initialising = FusionFlags(rawValue: 1 << 0)
@@ -51,8 +54,12 @@ public struct FusionFlags: OptionSet, Sendable, Hashable, CustomStringConvertibl
 }
 
 /// Why the gate refuses a magnetometer reading. The one list the filters' verdict flags, the
-/// interference tally and the report's labels are read from: a new check is its test in
-/// `MagneticDisturbanceGate`, a case and flag here, and its name in `FusionFlags.names`.
+/// interference tally, the report's labels and the wire's `reasons` field are read from: a new check
+/// is its test in `MagneticDisturbanceGate`, a case and a flag (bit 16 or above) here with its name in
+/// `FusionFlags.names`, and its `REASON_` constant in Heading.msg.
+///
+/// Append only: a case's place in `allCases` is its bit in the heading and interference messages'
+/// `reasons` field, which readers of recorded bags rely on.
 public enum MagnetometerVerdictReason: CaseIterable, Sendable {
     /// The field strength differs from the reference.
     case strength
@@ -80,6 +87,20 @@ public enum MagnetometerVerdictReason: CaseIterable, Sendable {
 
     /// Every reason's flag, and the rejection they explain: a magnetometer's whole verdict.
     public static let verdictFlags = FusionFlags(allCases.map(\.flag)).union(.magnetometerRejected)
+
+    /// The reason's bit in the wire's `reasons` field: its place in `allCases`.
+    public var wireBit: UInt32 { 1 << UInt32(Self.allCases.firstIndex(of: self) ?? 0) }
+
+    /// The wire's `reasons` word for the reasons among `flags`.
+    public static func wireReasons(_ flags: FusionFlags) -> UInt32 {
+        allCases.reduce(0) { flags.contains($1.flag) ? $0 | $1.wireBit : $0 }
+    }
+
+    /// The flags of the reasons in a wire `reasons` word (bits of reasons this build does not know are
+    /// ignored: a newer writer's).
+    public static func flags(wireReasons reasons: UInt32) -> FusionFlags {
+        FusionFlags(allCases.filter { reasons & $0.wireBit != 0 }.map(\.flag))
+    }
 }
 
 /// One fused estimate.

@@ -108,7 +108,7 @@ struct CompassReadout {
         return "true north unknown"
     }
 
-    var flags: FusionFlags { FusionFlags(rawValue: (heading?.flags ?? 0) & 0x3FF) }
+    var flags: FusionFlags { heading?.fusionFlags ?? [] }
 
     /// The state in words, most important first.
     func stateLines(at now: Double) -> [String] {

@@ -38,10 +38,10 @@ extension PipelineRunTests {
         let onset = 1_700_000_020.0
         let first = try #require(statuses.first { $0.disturbed }, "never flagged")
         #expect(first.header.stamp.seconds - onset < 1.0, "flagged \(first.header.stamp.seconds - onset) s after onset")
-        #expect(FusionFlags(rawValue: first.flags).contains(.magneticGyroInconsistent))
+        #expect(first.fusionFlags.contains(.magneticGyroInconsistent))
         #expect(
-            !FusionFlags(rawValue: first.flags).contains(.magneticStrengthDisturbed)
-                && !FusionFlags(rawValue: first.flags).contains(.magneticDipDisturbed))
+            !first.fusionFlags.contains(.magneticStrengthDisturbed)
+                && !first.fusionFlags.contains(.magneticDipDisturbed))
         let last = statuses.last!
         #expect(last.disturbedPeriods >= 1 && last.samplesFlagged > 0 && last.disturbedSeconds >= 9)
         // Fusion does not use the readings its gate flags: it keeps its heading.

@@ -119,7 +119,7 @@ struct FirstBootTests {
             let headingError = 2 * atan2(abs(e.z), abs(e.w)) * degreesPerRadian
             headings += 1
             if h.headingAccuracy.isFinite && headingError <= h.headingAccuracy { covered += 1 }
-            let flags = FusionFlags(rawValue: h.flags)
+            let flags = h.fusionFlags
             if !flags.contains(.initialising) {
                 initialised += 1
                 if flags.contains(.magnetometerUncalibrated) { uncalibratedFlags += 1 }
@@ -135,7 +135,7 @@ struct FirstBootTests {
             n += 1
             if undisturbed[i] {
                 considered += 1
-                if !FusionFlags(rawValue: h.flags).intersection(disturbedFlags).isEmpty { flagged += 1 }
+                if !h.fusionFlags.intersection(disturbedFlags).isEmpty { flagged += 1 }
             }
         }
         return Outcome(

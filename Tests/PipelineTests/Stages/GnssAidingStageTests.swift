@@ -41,7 +41,7 @@ struct GnssAidingStageTests {
         let fused = try processed(frames, by: stage)
         let rmse = try headingRMSE(fused, scenario: source.scenario(), count: 24_000, from: from)
         let aided = try fused.filter { $0.topic == PipelineTopics.heading }.filter {
-            try HeadingMessage(cdrBytes: $0.payload).flags & FusionFlags.gnssAided.rawValue != 0
+            try HeadingMessage(cdrBytes: $0.payload).fusionFlags.contains(.gnssAided)
         }.count
         return Outcome(
             rmse: rmse, notes: stage.notes, losses: stage.losses, aidedHeadings: aided,

@@ -40,7 +40,7 @@ struct HealthDiagnostics {
     mutating func observe(_ h: HeadingMessage) {
         heading = h
         headingsSinceReport += 1
-        let flags = FusionFlags(rawValue: h.flags)
+        let flags = h.fusionFlags
         if flags.contains(.gnssAided) {
             gnssAidedSinceReport += 1
             gnssSeen = true
@@ -111,10 +111,7 @@ struct HealthDiagnostics {
         guard let h = heading else {
             return .init(level: .error, name: name, message: "no heading yet", hardwareId: hardware, values: [])
         }
-        let flags = FusionFlags(
-            rawValue: h.flags
-                & ~(HeadingMessage.flagNoPosition | HeadingMessage.flagModelOutOfRange
-                | HeadingMessage.flagModelCautionZone))
+        let flags = h.fusionFlags
         let accuracy = h.headingAccuracy
         var level = DiagnosticArrayMessage.Level.ok
         var message = "tracking"

@@ -47,10 +47,12 @@ struct InterferenceTally {
         guard throttle.due(disturbed, at: t, force: force) else { return nil }
         let gate = gate()
         let running = disturbedSince.map { t - $0 } ?? 0
+        let wire = HeadingMessage.wireFlags(lastFlags)
         return InterferenceStatusMessage(
-            header: header, disturbed: disturbed, flags: lastFlags.rawValue, samplesAssessed: assessed,
+            header: header, disturbed: disturbed, flags: wire.flags, samplesAssessed: assessed,
             samplesFlagged: flagged, disturbedPeriods: periods, disturbedSeconds: disturbedSeconds + running,
-            expectedStrength: gate.referenceFieldMicrotesla ?? .nan, expectedDip: gate.referenceDipDegrees ?? .nan)
+            expectedStrength: gate.referenceFieldMicrotesla ?? .nan, expectedDip: gate.referenceDipDegrees ?? .nan,
+            reasons: wire.reasons)
     }
 
     var summary: String { "\(flagged) of \(assessed) magnetometer samples flagged in \(periods) disturbed period(s)" }

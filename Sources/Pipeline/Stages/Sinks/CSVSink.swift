@@ -83,7 +83,7 @@ final class CSVSink: StageLogic, SinkLogic, @unchecked Sendable {
             if accuracyResumed?.isWritten(h.header.stamp) == true { return }
             let heading = h.magneticHeading.isFinite ? format(h.magneticHeading, 4) : ""
             let bound = h.headingAccuracy.isFinite ? format(h.headingAccuracy, 4) : ""
-            try accuracy.write("\(stampText(h.header.stamp)),\(heading),\(bound),\(FusionFlags(rawValue: h.flags))\n")
+            try accuracy.write("\(stampText(h.header.stamp)),\(heading),\(bound),\(h.fusionFlags)\n")
         }
     }
 

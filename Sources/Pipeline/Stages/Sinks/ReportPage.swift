@@ -24,7 +24,7 @@ struct ReportPage {
     }
 
     /// Every flag the filter can raise, as the flags chart draws it: bit, label, colour, element id.
-    static let flagRows: [(UInt16, String, String, String)] = FusionFlags.names.map { flag, name in
+    static let flagRows: [(UInt32, String, String, String)] = FusionFlags.names.map { flag, name in
         let label = flagLabels[name] ?? name.replacingOccurrences(of: "_", with: " ")
         return (flag.rawValue, label, flagColors[name] ?? "#888", "flag-" + name)
     }

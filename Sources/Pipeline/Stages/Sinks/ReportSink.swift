@@ -42,7 +42,7 @@ final class ReportSink: StageLogic, SinkLogic, @unchecked Sendable {
 
     let settings: Settings
     var t: [Double] = [], heading: [Double] = [], accuracy: [Double] = [], strength: [Double] = [], dip: [Double] = []
-    var flags: [UInt16] = []
+    var flags: [UInt32] = []
     var raw = EvenSample(), calibrated = EvenSample()
     var expected: (strength: Double, dip: Double)?
     /// The gyro bias the filter removed: raw minus fused angular velocity at the same stamp, rad/s.
@@ -109,7 +109,7 @@ final class ReportSink: StageLogic, SinkLogic, @unchecked Sendable {
             t.append(h.header.stamp.seconds)
             heading.append(h.magneticHeading)
             accuracy.append(h.headingAccuracy)
-            flags.append(h.flags)
+            flags.append(h.fusionFlags.rawValue)
             let field = h.fieldStrengthAndDip
             strength.append(field.strengthMicrotesla)
             dip.append(field.dipDegrees)
@@ -177,7 +177,7 @@ final class ReportSink: StageLogic, SinkLogic, @unchecked Sendable {
     }
 
     /// Spans of time during which `flag` was set, seconds from the first heading.
-    func spans(_ flag: UInt16) -> [(Double, Double)] {
+    func spans(_ flag: UInt32) -> [(Double, Double)] {
         guard let t0 = t.first else { return [] }
         var out: [(Double, Double)] = [], start: Double?
         for i in t.indices {

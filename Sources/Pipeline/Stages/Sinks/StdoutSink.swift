@@ -67,7 +67,7 @@ final class StdoutSink: StageLogic, SinkLogic, @unchecked Sendable {
             guard h.magneticHeading.isFinite, let delivered = changeFilter.offer(h.magneticHeading) else { return }
             let name = CardinalDirection.name(forHeadingDegrees: delivered) ?? "-"
             let accuracy = h.headingAccuracy.isFinite ? "+-\(format(h.headingAccuracy, 1))" : "+-?"
-            let flags = FusionFlags(rawValue: h.flags).description
+            let flags = h.fusionFlags.description
             buffer +=
                 "t=\(format(h.header.stamp.seconds, 3)) heading=\(format(delivered, 1)) (\(name)) \(accuracy)"
                 + "\(flags.isEmpty ? "" : " [\(flags)]")\n"

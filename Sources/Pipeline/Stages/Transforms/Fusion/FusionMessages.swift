@@ -16,11 +16,12 @@ struct HeldSample {
 /// The two outputs of a fusion update: gyrocompass_msgs/Heading and sensor_msgs/Imu with orientation.
 public enum FusionMessages {
     public static func heading(_ o: FusionOutput, header: RosHeader, field: Vector3?) -> HeadingMessage {
-        HeadingMessage(
+        let wire = HeadingMessage.wireFlags(o.flags)
+        return HeadingMessage(
             header: header, magneticHeading: o.headingDegrees ?? .nan, trueHeading: .nan,
             headingAccuracy: o.headingAccuracyDegrees ?? .nan, declination: .nan, orientation: o.orientation,
             magneticField: field.map { $0 * 1e-6 } ?? Vector3(.nan, .nan, .nan),
-            source: HeadingMessage.Source.fusion.rawValue, flags: o.flags.rawValue)
+            source: HeadingMessage.Source.fusion.rawValue, flags: wire.flags, reasons: wire.reasons)
     }
 
     /// Orientation covariance: only the heading (about z) is estimated; x and y stay 0 (unknown).
