@@ -12,11 +12,9 @@ let package = Package(
     ],
     targets: [
         // Core mathematics and algorithms: standard library only.
-        .target(
-            name: "CompassCore",
-            swiftSettings: [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))],
-            linkerSettings: [.linkedLibrary("m")]
-        ),
+        // No unsafe flags in a library target: a package that depends on this one by version may not
+        // build them. What other modules call per sample is `@inlinable` instead.
+        .target(name: "CompassCore", linkerSettings: [.linkedLibrary("m")]),
         // Seeded, deterministic IMU + magnetometer simulator (product feature and test bed).
         .target(name: "IMUSimulator", dependencies: ["CompassCore"]),
 
