@@ -8,6 +8,8 @@ let package = Package(
     products: [
         .library(name: "CompassCore", targets: ["CompassCore"]),
         .library(name: "IMUSimulator", targets: ["IMUSimulator"]),
+        // libgyrocompass.so: the C interface (Sources/CGyroCompass/include/gyrocompass.h).
+        .library(name: "gyrocompass", type: .dynamic, targets: ["GyroCompassC"]),
         .executable(name: "fusion-node", targets: ["FusionNode"]),
     ],
     targets: [
@@ -73,6 +75,10 @@ let package = Package(
             dependencies: [
                 "CompassCore", "IMUSimulator", "WireFormat", "YAML", "Bags", "MessageBus", "ROS2DDS", "BuildInfo",
             ]),
+
+        // The C interface: the header and its C side, and the Swift functions behind it.
+        .target(name: "CGyroCompass"),
+        .target(name: "GyroCompassC", dependencies: ["CGyroCompass", "CompassCore", "Pipeline", "BuildInfo"]),
 
         .executableTarget(
             name: "FusionNode",

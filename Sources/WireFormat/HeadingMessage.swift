@@ -35,7 +35,8 @@ public struct HeadingMessage: RosMessage, Equatable {
     /// Near a magnetic pole (horizontal field below 6000 nT): declination and true_heading degrade.
     public static let flagModelCautionZone: UInt16 = 4096
 
-    static let northFlags = flagNoPosition | flagModelOutOfRange | flagModelCautionZone
+    /// The true-north bits of `flags`.
+    public static let northFlags = flagNoPosition | flagModelOutOfRange | flagModelCautionZone
 
     /// The filter's flags: `flags` without the true-north bits, with the flags of every reason in
     /// `reasons` (including those the 16-bit word has no room for).

@@ -19,6 +19,7 @@ struct BinnedReading: Sendable {
 /// Levenberg-Marquardt on the geometric residuals, and accepted only when the fit is good and the
 /// field strength plausible. A later fit replaces the current one only if it is at least as good.
 public struct OnlineCalibrator: Sendable {
+    /// Where the calibrator is, as calibration/status's `state` carries it.
     public enum State: UInt8, Sendable { case uncalibrated = 0, collecting = 1, calibrated = 2, degraded = 3 }
 
     public var settings: OnlineCalibrationSettings

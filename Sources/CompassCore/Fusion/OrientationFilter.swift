@@ -157,6 +157,14 @@ public struct SampleAligner: Sendable {
         return (h, takePending(for: h))
     }
 
+    /// Pairs `sample` at once with the newest magnetometer sample given (through `magnetometer(_:)`)
+    /// not after it: the pair `imu(_:)` makes when each magnetometer sample comes before its IMU
+    /// sample, without the one-sample hold. For callers that give both streams in time order; do not
+    /// mix with `imu(_:)`.
+    public mutating func pairNow(_ sample: ImuSample) -> (imu: ImuSample, magnetometer: MagnetometerSample?) {
+        (sample, takePending(for: sample))
+    }
+
     /// The held IMU sample at the end of the stream.
     public mutating func finish() -> (imu: ImuSample, magnetometer: MagnetometerSample?)? {
         defer { held = nil }

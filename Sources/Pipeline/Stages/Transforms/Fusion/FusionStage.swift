@@ -34,6 +34,10 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
     /// The site the magnetic reference was taken at; nil = none yet.
     var referenceSite: MagneticModelLookup.Position?
 
+    /// Set by `FusionEngine`: each estimate (its heading message, not encoded, and the filter's output)
+    /// goes here instead of onto the bus.
+    var estimateSink: ((HeadingMessage, FusionOutput) -> Void)?
+
     /// The calibration last read from calibration/status.
     var calibration: CalibrationStatusMessage?
 
@@ -145,6 +149,13 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
             into: &output)
     }
 
+    /// A pair from `FusionEngine`, outside the bus (its estimates go to `estimateSink`).
+    func fuse(_ header: RosHeader, paired pair: (imu: ImuSample, magnetometer: MagnetometerSample?)) throws {
+        pendingHeaders.append(header)
+        var unused: [WireFrame] = []
+        try fuse(pair, into: &unused)
+    }
+
     /// Reads samples in place and publishes only its own outputs; fixes and status take the general path.
     var inputHandling: InputHandling { .inPlace(.ownFramesOnly) }
 
@@ -207,6 +218,10 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
             h.magneticHeading.isFinite && north.declination.isFinite
             ? normalizedDegrees(h.magneticHeading + north.declination) : .nan
         h.flags |= north.flags
+        if let estimateSink {
+            estimateSink(h, o)
+            return
+        }
         output.append(cdrFrame(h, topic: PipelineTopics.heading))
         output.append(cdrFrame(FusionMessages.imu(o, header: header, sample: imu), topic: PipelineTopics.imuFused))
         lastHeader = header

@@ -1,0 +1,152 @@
+import CompassCore
+import WireFormat
+import YAML
+
+/// One estimate of `FusionEngine`: what the fusion stage publishes on `heading` and `imu/data` for an
+/// IMU sample, as numbers.
+public struct FusionEstimate: Sendable, Equatable {
+    /// Time of the IMU sample, seconds.
+    public var timestampSeconds: Double
+    /// Sensor frame relative to ENU with y = magnetic north (the reference offset applied).
+    public var orientation: Quaternion
+    /// Degrees clockwise from magnetic north, [0, 360); NaN when the x axis is vertical.
+    public var magneticHeadingDegrees: Double
+    /// Degrees clockwise from true north; NaN without a site (`latitude`, `longitude`).
+    public var trueHeadingDegrees: Double
+    /// 95 % bound of the heading error, degrees; NaN when not valid.
+    public var headingAccuracyDegrees: Double
+    /// Declination used, degrees east; NaN without a site.
+    public var declinationDegrees: Double
+    /// `FusionFlags` raw value with the heading message's true-north bits (10-12) set as it sets them.
+    public var flags: UInt32
+    /// The filter's gyro bias estimate, rad/s, sensor axes.
+    public var gyroBiasRadiansPerSecond: Vector3
+}
+
+/// A setting the engine refuses, or a sample it cannot take: the message names the setting (with its
+/// line and column in the settings text) or the sample.
+public struct FusionEngineError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
+}
+
+/// The fusion stage as a library filter: the same settings (names, units, ranges, defaults: the stage's
+/// one declaration) and the same per-sample code as `fusion-node replay`'s fusion stage, without the
+/// bus. Feed samples in time order; each IMU sample gives at most one estimate at once (the
+/// smoother's come from `finish()`). Not thread-safe: one engine per thread, or a lock around it.
+public final class FusionEngine {
+    let stage: FusionStage
+    var aligner = SampleAligner()
+    var produced: [FusionEstimate] = []
+    var lastImuTime = -Double.infinity
+    static let frameId = "imu_link"
+
+    /// The settings the engine takes: the fusion stage's, as `fusion-node stages fusion` lists them.
+    public static var settingSpecs: [SettingSpec] { FusionStage.type.settings }
+
+    /// `settingsYAML`: a YAML mapping of fusion-stage settings, as under a fusion stage in a pipeline
+    /// file ("" = every default).
+    public init(settingsYAML: String) throws(FusionEngineError) {
+        let settings: StageSettings
+        do {
+            let node = try YAMLParser.parse(settingsYAML, file: "settings")
+            let mapping: [(key: YAMLNode, value: YAMLNode)]
+            if let node, !node.isNull {
+                guard let m = node.mapping else {
+                    throw FusionEngineError(
+                        message: "settings: expected a mapping of setting: value, found \(node.kind)")
+                }
+                mapping = m
+            } else {
+                mapping = []
+            }
+            settings = try StageSettings(
+                type: FusionStage.type, stage: "fusion", at: node?.mark ?? YAMLMark(line: 1, column: 1),
+                nodes: mapping, file: "settings", environment: [:])
+        } catch let e as YAMLError {
+            throw FusionEngineError(message: "settings, \(e.mark): \(e.message)")
+        } catch let e as PipelineConfigError {
+            throw FusionEngineError(message: "settings, \(e.mark): \(e.message)")
+        } catch let e as FusionEngineError {
+            throw e
+        } catch {
+            throw FusionEngineError(message: "settings: \(error)")
+        }
+        if let problem = FusionStage.type.check(settings) {
+            throw FusionEngineError(message: "settings: '\(problem.setting)': \(problem.message)")
+        }
+        stage = FusionStage(FusionStage.Settings.table.read(settings))
+        stage.estimateSink = { [unowned self] heading, output in
+            self.produced.append(
+                FusionEstimate(
+                    timestampSeconds: output.timestamp, orientation: heading.orientation,
+                    magneticHeadingDegrees: heading.magneticHeading, trueHeadingDegrees: heading.trueHeading,
+                    headingAccuracyDegrees: heading.headingAccuracy, declinationDegrees: heading.declination,
+                    flags: heading.fusionFlags.rawValue | UInt32(heading.flags & HeadingMessage.northFlags),
+                    gyroBiasRadiansPerSecond: output.gyroBias))
+        }
+    }
+
+    /// A magnetometer reading, microtesla, sensor axes: paired with the first IMU sample at or after
+    /// its time (as the fusion stage pairs a bag's messages), if that comes within 0.1 s.
+    public func magnetometer(timestampSeconds t: Double, fieldMicrotesla: Vector3) throws(FusionEngineError) {
+        guard t.isFinite, fieldMicrotesla.isFinite else {
+            throw FusionEngineError(message: "magnetometer sample at t = \(t): not finite")
+        }
+        let stamp = RosTime(seconds: t)
+        _ = aligner.magnetometer(MagnetometerSample(timestamp: stamp.seconds, fieldMicrotesla: fieldMicrotesla))
+    }
+
+    /// An IMU sample (rad/s, m/s^2 specific force, sensor axes), with the magnetometer reading taken at
+    /// the same time if there is one. Returns its estimate, or nil when the filter skipped the sample
+    /// (a gap, a repeated time; counted in the summary) or holds it (the smoother).
+    public func imu(
+        timestampSeconds t: Double, angularVelocity: Vector3, specificForce: Vector3, fieldMicrotesla: Vector3? = nil
+    ) throws(FusionEngineError) -> FusionEstimate? {
+        guard t.isFinite, angularVelocity.isFinite, specificForce.isFinite else {
+            throw FusionEngineError(message: "IMU sample at t = \(t): not finite")
+        }
+        guard t > lastImuTime else {
+            throw FusionEngineError(message: "IMU sample at t = \(t): time not after the previous one (\(lastImuTime))")
+        }
+        if let field = fieldMicrotesla { try magnetometer(timestampSeconds: t, fieldMicrotesla: field) }
+        lastImuTime = t
+        let header = RosHeader(stamp: RosTime(seconds: t), frameId: Self.frameId)
+        let sample = ImuSample(
+            timestamp: header.stamp.seconds, angularVelocity: angularVelocity, specificForce: specificForce)
+        produced.removeAll(keepingCapacity: true)
+        do { try stage.fuse(header, paired: aligner.pairNow(sample)) } catch {
+            throw FusionEngineError(message: "IMU sample at t = \(t): \(error)")
+        }
+        return produced.last
+    }
+
+    /// The end of the stream: the smoother's estimates (every sample's, in order); nothing for a filter.
+    public func finish() -> [FusionEstimate] {
+        produced.removeAll(keepingCapacity: true)
+        _ = try? stage.finish()
+        return produced
+    }
+
+    /// What the fusion stage's summary says: samples fused and skipped, the gate's counts, the
+    /// calibration check's finding.
+    public var summary: [String] { stage.notes }
+}
+
+extension FusionEngine {
+    /// Every setting, one per line: name, kind, unit, range ("" = none; choices for a string), default
+    /// and help, tab-separated: the fusion stage's declaration, as `fusion-node stages fusion` prints it.
+    public static var settingsReference: String {
+        settingSpecs.map { spec in
+            let range =
+                spec.range.map { "\(format($0.lowerBound))...\(format($0.upperBound))" }
+                ?? spec.choices.joined(separator: "|")
+            return [spec.name, spec.kind.referenceName, spec.unit, range, spec.defaultValue ?? "", spec.help]
+                .joined(separator: "\t")
+        }.joined(separator: "\n")
+    }
+
+    static func format(_ v: Double) -> String {
+        v == v.rounded() && abs(v) < 1e15 ? String(Int64(v)) : "\(v)"
+    }
+}
