@@ -130,7 +130,7 @@ public final class FusionEngine {
 
     /// What the fusion stage's summary says: samples fused and skipped, the gate's counts, the
     /// calibration check's finding.
-    public var summary: [String] { stage.notes }
+    public var summary: [String] { stage.summaryNotes().lines }
 }
 
 extension FusionEngine {

@@ -220,10 +220,10 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
         h.flags |= north.flags
         if let estimateSink {
             estimateSink(h, o)
-            return
+        } else {
+            output.append(cdrFrame(h, topic: PipelineTopics.heading))
+            output.append(cdrFrame(FusionMessages.imu(o, header: header, sample: imu), topic: PipelineTopics.imuFused))
         }
-        output.append(cdrFrame(h, topic: PipelineTopics.heading))
-        output.append(cdrFrame(FusionMessages.imu(o, header: header, sample: imu), topic: PipelineTopics.imuFused))
         lastHeader = header
         if field != nil {
             // The primary's own verdict: with several magnetometers the output's flags are the heading's.
@@ -231,7 +231,7 @@ final class FusionStage: StageLogic, InPlaceTransform, @unchecked Sendable {
                 settings.smooth || others.isEmpty
                 ? nil : multiMagnetometerFilter?.primaryMagnetometerFlags.map { o.flags.union($0) }
             tally.count(primary ?? o.flags, at: header.stamp.seconds)
-            if let status = tally.status(header, gate: gate) {
+            if estimateSink == nil, let status = tally.status(header, gate: gate) {
                 output.append(cdrFrame(status, topic: PipelineTopics.interferenceStatus))
             }
         }

@@ -41,13 +41,24 @@ extension FusionStage {
         if tally.assessed > 0, let status = tally.status(lastHeader, gate: gate, force: true) {
             out.append(cdrFrame(status, topic: PipelineTopics.interferenceStatus))
         }
-        notes.append(tally.summary)
+        let summary = summaryNotes()
+        notes += summary.lines
+        losses += summary.lost
+        try emit(out)
+    }
+
+    /// What the summary says about the run so far, and how many inputs it could not use (for the exit
+    /// code). Reads the state only: `FusionEngine.summary` asks at any time.
+    func summaryNotes() -> (lines: [String], lost: Int) {
+        var lines: [String] = []
+        var lost = 0
+        lines.append(tally.summary)
         if implausibleFixes > 0 {
-            notes.append(
+            lines.append(
                 "\(implausibleFixes) fix(es) with a position off the earth passed over (no declination from them)")
         }
         if let f = calibrationFinding {
-            notes.append(
+            lines.append(
                 "uncalibrated readings: from \(format(f.time, 2)) s the readings, which nothing calibrates, showed "
                     + "\(Self.describe(f)), turning their heading by \(format(f.headingShiftDegrees, 0)) degrees: "
                     + (headingDeclaredUnusable
@@ -56,42 +67,42 @@ extension FusionStage {
                             + "magnetometer all the same"))
         }
         let health = multiMagnetometerFilter?.magnetometerHealth ?? []
-        if !health.isEmpty { notes.append("magnetometers: " + health.map(Self.describe).joined(separator: "; ")) }
+        if !health.isEmpty { lines.append("magnetometers: " + health.map(Self.describe).joined(separator: "; ")) }
         for name in otherNames {
             let o = others[name]!
             if o.passedOver > 0 {
-                notes.append(
+                lines.append(
                     "\(o.passedOver) reading(s) of magnetometer \(name) not used: "
                         + (settings.smooth
                             ? "the smoother fuses one magnetometer" : "only the kalman filter fuses several"))
-                losses += o.passedOver
+                lost += o.passedOver
             }
         }
         if let counts = (filter as? any GnssAidedFilter)?.gnssCounts,
             counts.velocities + counts.coursesUsed + counts.headingsUsed + counts.unusable > 0
         {
-            notes.append("gnss: " + counts.summary)
-            losses += counts.unusable
+            lines.append("gnss: " + counts.summary)
+            lost += counts.unusable
         }
         if gnssPassedOver > 0 {
-            notes.append(
+            lines.append(
                 "\(gnssPassedOver) GNSS message(s) not used: "
                     + (settings.smooth ? "the smoother does not take GNSS" : "only the kalman filter takes GNSS"))
-            losses += gnssPassedOver
+            lost += gnssPassedOver
         }
-        notes.append(
+        lines.append(
             "heading accuracy at the end "
                 + Self.describe(filter.headingAccuracyParts))
         let k = filter.skipped
         if k.total > 0 || k.stateResets > 0 || k.timelineRestarts > 0 {
-            notes.append("filter skipped \(k.total) sample(s): \(k.reasons)")
+            lines.append("filter skipped \(k.total) sample(s): \(k.reasons)")
         }
         if !k.holes.isEmpty {
-            notes.append("holes of more than \(format(SampleValidator.holeSeconds, 0)) s in the streams: \(k.holes)")
+            lines.append("holes of more than \(format(SampleValidator.holeSeconds, 0)) s in the streams: \(k.holes)")
         }
         // Samples the filter could not use (time not increasing, beyond what a sensor reports,
         // non-finite) change the output: the run says so in its exit code, not only in this note.
-        losses += k.total
-        try emit(out)
+        lost += k.total
+        return (lines, lost)
     }
 }

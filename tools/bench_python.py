@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""The Python package's throughput against VQF's on the same samples in the same run.
+
+`gyrocompass.Filter.update_batch` (the wheel's library: release, the Swift runtime linked in) and VQF's
+`updateBatch` (pip `vqf`, C++) take the same numpy arrays: a bag's gyroscope, accelerometer and
+magnetometer (microtesla; NaN rows where there is no reading), decoded here with `rosbags`. Rounds are
+interleaved so machine noise hits both alike; each is the best of 5 runs on one core.
+
+Usage: tools/.venv/bin/python tools/bench_python.py [BAG] [--rounds 5]
+(BAG defaults to the first BROAD trial in ../shared/data/broad/bags.)
+"""
+import argparse, os, sys, time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from broad_benchmark import read_bag  # noqa: E402
+import build_wheel  # noqa: E402
+
+
+def best_rate(make, run, n, repeats=5):
+    best = float('inf')
+    for _ in range(repeats):
+        f = make()
+        t0 = time.perf_counter()
+        run(f)
+        best = min(best, time.perf_counter() - t0)
+    return n / best
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('bag', nargs='?')
+    ap.add_argument('--rounds', type=int, default=5)
+    args = ap.parse_args()
+    bag = Path(args.bag) if args.bag else sorted((ROOT.parent / 'shared' / 'data' / 'broad' / 'bags').iterdir())[0]
+    os.environ['GYROCOMPASS_LIBRARY'] = str(build_wheel.build_library())
+    sys.path.insert(0, str(ROOT / 'python'))
+    import gyrocompass
+    import vqf
+
+    t, gyr, acc, mag = read_bag(bag)
+    ts = float(np.median(np.diff(t)))
+    n = len(t)
+    rates = {'kalman': [], 'complementary': [], 'vqf': []}
+    for _ in range(args.rounds):
+        rates['kalman'].append(best_rate(gyrocompass.Filter, lambda f: f.update_batch(gyr, acc, mag, t), n))
+        rates['complementary'].append(best_rate(lambda: gyrocompass.Filter(filter='complementary'),
+                                                lambda f: f.update_batch(gyr, acc, mag, t), n))
+        rates['vqf'].append(best_rate(lambda: vqf.VQF(ts), lambda v: v.updateBatch(gyr, acc, mag), n))
+    best = {k: max(v) for k, v in rates.items()}
+    print(f'Python batch throughput on {bag.name} ({n} samples), best of {args.rounds} interleaved rounds x 5 runs, '
+          f'one core ({gyrocompass.version()}):\n')
+    print('| call | samples/s | vs VQF updateBatch |')
+    print('|---|---:|---:|')
+    for key, label in (('kalman', 'gyrocompass.Filter().update_batch (Kalman)'),
+                       ('complementary', "gyrocompass.Filter(filter='complementary').update_batch"),
+                       ('vqf', 'vqf.VQF(Ts).updateBatch (C++)')):
+        print(f'| {label} | {best[key]:,.0f} | {best[key] / best["vqf"]:.2f}x |')
+
+
+if __name__ == '__main__':
+    main()
