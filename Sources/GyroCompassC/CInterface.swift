@@ -20,6 +20,7 @@ enum Status {
     static let settings = Int32(GC_ERROR_SETTINGS.rawValue)
     static let sample = Int32(GC_ERROR_SAMPLE.rawValue)
     static let buffer = Int32(GC_ERROR_BUFFER.rawValue)
+    static let file = Int32(GC_ERROR_FILE.rawValue)
 }
 
 /// Sets the thread's last error and returns `status`.
@@ -112,6 +113,30 @@ public func cFilterCreate(_ settings: UnsafePointer<CChar>?, _ filter: UnsafeMut
 public func cFilterDestroy(_ filter: OpaquePointer?) {
     guard let filter else { return }
     Unmanaged<FilterHandle>.fromOpaque(UnsafeRawPointer(filter)).release()
+}
+
+@_cdecl("gc_filter_declare_calibrated")
+public func cFilterDeclareCalibrated(_ filter: OpaquePointer?) -> Int32 {
+    guard let h = handle(filter) else { return fail(Status.argument, "gc_filter_declare_calibrated: filter is NULL") }
+    do {
+        try h.engine.declareCalibrated()
+        return succeed()
+    } catch {
+        return fail(Status.file, error.message)
+    }
+}
+
+@_cdecl("gc_filter_use_calibration_file")
+public func cFilterUseCalibrationFile(_ filter: OpaquePointer?, _ path: UnsafePointer<CChar>?) -> Int32 {
+    guard let h = handle(filter), let path else {
+        return fail(Status.argument, "gc_filter_use_calibration_file: filter or path is NULL")
+    }
+    do {
+        try h.engine.useCalibration(file: String(cString: path))
+        return succeed()
+    } catch {
+        return fail(Status.file, error.message)
+    }
 }
 
 @_cdecl("gc_filter_add_magnetometer")

@@ -11,6 +11,7 @@ the same code for every sample. See help(gyrocompass.Filter) for the settings.
 import ctypes
 import json
 import math
+import os
 
 import numpy as np
 
@@ -115,10 +116,13 @@ def _rows(name, value, n=None, allow_missing_rows=False):
 class Filter:
     """A gyro-compass filter: the fusion stage of `fusion-node replay` as a library.
 
-    Filter(rate_hz=None, *, mag_unit='uT', **settings)
+    Filter(rate_hz=None, *, mag_unit='uT', calibration=None, **settings)
 
     rate_hz: the IMU rate, Hz, used for the sample times when `t` is not given (sample k at k / rate_hz,
     counted over every call). mag_unit: 'uT' (microtesla) or 'T' (tesla, as ROS carries it) for `mag`.
+    calibration: None (the readings as they come, checked for iron nobody removes, as `fusion-node
+    replay --no-calibration`), 'calibrated' (the readings are calibrated already: not checked), or the
+    path of a calibration file from `fusion-node calibrate -o FILE` (applied to every reading).
     settings: the fusion stage's settings by name (listed below), e.g. filter='complementary',
     latitude=48.1, longitude=11.6 (true north), smooth=True (the offline smoother: estimates from
     finish()). Inputs are in the sensor's axes: gyr in rad/s, acc the specific force in m/s^2 (up at
@@ -131,7 +135,7 @@ class Filter:
     from two threads at once; the GIL is released while the library works.
     """
 
-    def __init__(self, rate_hz=None, *, mag_unit='uT', **settings):
+    def __init__(self, rate_hz=None, *, mag_unit='uT', calibration=None, **settings):
         self._handle = None
         if rate_hz is not None and not (isinstance(rate_hz, (int, float)) and math.isfinite(rate_hz) and rate_hz > 0):
             raise ValueError(f'rate_hz: {rate_hz!r} is not a positive number of samples per second')
@@ -143,6 +147,15 @@ class Filter:
         if lib.gc_filter_create(_yaml(settings).encode(), ctypes.byref(handle)) != GC_OK:
             raise ValueError(_native.last_error())
         self._handle = handle
+        if calibration is not None:
+            if calibration == 'calibrated':
+                status = lib.gc_filter_declare_calibrated(handle)
+            elif isinstance(calibration, (str, os.PathLike)):
+                status = lib.gc_filter_use_calibration_file(handle, os.fsencode(calibration))
+            else:
+                raise ValueError(f"calibration: {calibration!r}, expected None, 'calibrated' or a file's path")
+            if status != GC_OK:
+                raise ValueError(_native.last_error())
 
     def __del__(self):
         self.close()

@@ -12,7 +12,7 @@ import numpy as np
 
 _HERE = Path(__file__).resolve().parent
 
-GC_OK, GC_ERROR_ARGUMENT, GC_ERROR_SETTINGS, GC_ERROR_SAMPLE, GC_ERROR_BUFFER = range(5)
+GC_OK, GC_ERROR_ARGUMENT, GC_ERROR_SETTINGS, GC_ERROR_SAMPLE, GC_ERROR_BUFFER, GC_ERROR_FILE = range(6)
 
 # gc_estimate, field for field (C alignment).
 ESTIMATE = np.dtype([
@@ -56,6 +56,10 @@ lib.gc_filter_create.restype = ctypes.c_int
 lib.gc_filter_create.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
 lib.gc_filter_destroy.restype = None
 lib.gc_filter_destroy.argtypes = [ctypes.c_void_p]
+lib.gc_filter_declare_calibrated.restype = ctypes.c_int
+lib.gc_filter_declare_calibrated.argtypes = [ctypes.c_void_p]
+lib.gc_filter_use_calibration_file.restype = ctypes.c_int
+lib.gc_filter_use_calibration_file.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 lib.gc_filter_add_magnetometer.restype = ctypes.c_int
 lib.gc_filter_add_magnetometer.argtypes = [ctypes.c_void_p, ctypes.c_double, _d]
 lib.gc_filter_update_batch.restype = ctypes.c_int

@@ -110,12 +110,9 @@ def test_update_batch_equals_update_sample_by_sample(venv, tmp_path):
     assert 0 < result['bound'] < 180
 
 
-def test_update_batch_gives_what_replay_gives(venv, node, tmp_path):
-    bag = golden_replays.record(node, 'hand', tmp_path)
-    q_csv = tmp_path / 'q.csv'
-    subprocess.run([str(node), 'replay', str(bag), '--no-calibration', '--csv', str(q_csv), '--quiet'], check=True)
-    expected = [[float(r[k]) for k in ('qw', 'qx', 'qy', 'qz')] for r in csv.DictReader(open(q_csv))]
-    # The bag's samples, with the magnetometer (tesla, as ROS carries it) on the IMU row of its stamp.
+def write_samples(bag, path):
+    """A bag's samples as JSON rows [t, gyro, accel, field in tesla or NaN], the magnetometer on the IMU
+    row of its stamp (the simulator samples both together)."""
     from rosbags.highlevel import AnyReader
     imu, mag = {}, {}
     with AnyReader([bag]) as reader:
@@ -129,13 +126,28 @@ def test_update_batch_gives_what_replay_gives(venv, node, tmp_path):
                 mag[t] = [m.magnetic_field.x, m.magnetic_field.y, m.magnetic_field.z]
     times = sorted(imu)
     assert set(mag) <= set(times)
-    rows = [[t, *imu[t], *mag.get(t, [float('nan')] * 3)] for t in times]
-    data = tmp_path / 'samples.json'
-    data.write_text(json.dumps(rows))
+    path.write_text(json.dumps([[t, *imu[t], *mag.get(t, [float('nan')] * 3)] for t in times]))
+    return path
+
+
+@pytest.mark.parametrize('recording,calibrated', [('hand', False), ('tour', True)])
+def test_update_batch_gives_what_replay_gives(venv, node, tmp_path, recording, calibrated):
+    """Without a calibration as `replay --no-calibration`; with a file from `fusion-node calibrate` as
+    `replay --calibration FILE`."""
+    bag = golden_replays.record(node, recording, tmp_path)
+    q_csv = tmp_path / 'q.csv'
+    options, calibration = ['--no-calibration'], None
+    if calibrated:
+        calibration = tmp_path / 'calibration.json'
+        subprocess.run([str(node), 'calibrate', str(bag), '-o', str(calibration)], check=True, capture_output=True)
+        options = ['--calibration', str(calibration)]
+    subprocess.run([str(node), 'replay', str(bag), *options, '--csv', str(q_csv), '--quiet'], check=True)
+    expected = [[float(r[k]) for k in ('qw', 'qx', 'qy', 'qz')] for r in csv.DictReader(open(q_csv))]
+    data = write_samples(bag, tmp_path / 'samples.json')
     out = run(venv, f"""
         import gyrocompass, json, numpy as np
         a = np.array(json.load(open({str(data)!r})))
-        f = gyrocompass.Filter(mag_unit='T')
+        f = gyrocompass.Filter(mag_unit='T', calibration={None if calibration is None else str(calibration)!r})
         out = f.update_batch(a[:, 1:4], a[:, 4:7], a[:, 7:10], t=a[:, 0])
         print(json.dumps(out['quaternion'][out['valid']].tolist()))
     """, tmp_path)
@@ -164,6 +176,8 @@ def test_bad_input_is_a_clear_value_error(venv, tmp_path):
             'kind': lambda f: gyrocompass.Filter(100.0, filter=3),
             'mag unit': lambda f: gyrocompass.Filter(100.0, mag_unit='gauss'),
             'rate': lambda f: gyrocompass.Filter(-1.0),
+            'calibration file': lambda f: gyrocompass.Filter(100.0, calibration='/nonexistent/calibration.json'),
+            'calibration kind': lambda f: gyrocompass.Filter(100.0, calibration=3),
             'later': lambda f: (f.update_batch(gyr[:10], acc[:10], mag[:10], t[:10]),
                                 f.update_batch(gyr[:10], acc[:10], mag[:10], t[:10])),
         }
@@ -186,6 +200,26 @@ def test_bad_input_is_a_clear_value_error(venv, tmp_path):
     assert "unknown setting 'no_such_setting'" in m['unknown'] and 'filter' in m['kind']
     assert 'microtesla' in m['mag unit'] and 'rate_hz' in m['rate']
     assert 'not after' in m['later']
+    assert '/nonexistent/calibration.json' in m['calibration file'] and "'calibrated'" in m['calibration kind']
+
+
+def test_calibrated_readings_are_not_judged(venv, node, tmp_path):
+    """The simulator's tour carries 41 uT of hard iron: judged, the readings are found uncalibrated (as
+    `replay --no-calibration` finds them); declared calibrated, they are taken as they are."""
+    data = write_samples(golden_replays.record(node, 'tour', tmp_path), tmp_path / 'samples.json')
+    out = run(venv, f"""
+        import gyrocompass, json, numpy as np
+        s = np.array(json.load(open({str(data)!r})))
+        t, gyr, acc, mag = s[:, 0], s[:, 1:4], s[:, 4:7], s[:, 7:10]
+        judged = gyrocompass.Filter(mag_unit='T')
+        trusted = gyrocompass.Filter(mag_unit='T', calibration='calibrated')
+        a, b = judged.update_batch(gyr, acc, mag, t), trusted.update_batch(gyr, acc, mag, t)
+        print(json.dumps({{'judged': ' '.join(judged.summary), 'trusted': ' '.join(trusted.summary),
+                           'bound': [float(a['accuracy_deg'][-1]), float(b['accuracy_deg'][-1])]}}))
+    """, tmp_path)
+    r = json.loads(out)
+    assert r['bound'][0] >= 180 > r['bound'][1], r     # the judged heading is reported unusable
+    assert 'uncalibrated readings' in r['judged'] and 'uncalibrated readings' not in r['trusted'], r
 
 
 def test_help_lists_every_setting_from_its_declaration(venv, node, tmp_path):

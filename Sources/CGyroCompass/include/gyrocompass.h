@@ -38,7 +38,9 @@ typedef enum gc_status {
     /* A sample with a value that is not finite, or an IMU time not after the previous one. */
     GC_ERROR_SAMPLE = 3,
     /* A buffer too small for what it should hold (the size needed is given back). */
-    GC_ERROR_BUFFER = 4
+    GC_ERROR_BUFFER = 4,
+    /* A file that cannot be read or is not what it should be, or a call out of order. */
+    GC_ERROR_FILE = 5
 } gc_status;
 
 /* Bits of gc_estimate.flags: those of gyrocompass_msgs/Heading's FLAG_* and REASON_* constants. */
@@ -99,6 +101,16 @@ gc_status gc_settings_reference(char *text, size_t capacity, size_t *needed);
 /* A filter from settings: a YAML mapping as under a fusion stage in a pipeline file, e.g.
  * "filter: kalman\nlatitude: 48.1\nlongitude: 11.6"; NULL or "" for every default. */
 gc_status gc_filter_create(const char *settings_yaml, gc_filter **filter);
+
+/* The magnetometer readings are calibrated already (by the device or the caller): the filter does not
+ * judge them as uncalibrated (without this, or a file, it checks them for iron nobody removes, as
+ * `fusion-node replay --no-calibration` does). Before the first sample. */
+gc_status gc_filter_declare_calibrated(gc_filter *filter);
+
+/* A calibration file (`fusion-node calibrate -o FILE`) applied to every magnetometer reading, as
+ * `fusion-node replay --calibration FILE` applies it. Before the first sample. GC_ERROR_FILE when it
+ * cannot be read or is not a calibration. */
+gc_status gc_filter_use_calibration_file(gc_filter *filter, const char *path);
 
 /* Frees a filter (NULL is allowed). */
 void gc_filter_destroy(gc_filter *filter);

@@ -39,6 +39,8 @@ public final class FusionEngine {
     var aligner = SampleAligner()
     var produced: [FusionEstimate] = []
     var lastImuTime = -Double.infinity
+    /// Applied to every magnetometer reading (`useCalibration(file:)`).
+    var calibration: MagnetometerCalibration?
     static let frameId = "imu_link"
 
     /// The settings the engine takes: the fusion stage's, as `fusion-node stages fusion` lists them.
@@ -94,7 +96,10 @@ public final class FusionEngine {
             throw FusionEngineError(message: "magnetometer sample at t = \(t): not finite")
         }
         let stamp = RosTime(seconds: t)
-        _ = aligner.magnetometer(MagnetometerSample(timestamp: stamp.seconds, fieldMicrotesla: fieldMicrotesla))
+        // Through tesla and back, as the calibration stage hands the fusion stage a calibrated reading: the
+        // same rounding, so the estimates are those of a replay with the same file, bit for bit.
+        let field = calibration.map { ($0.apply(fieldMicrotesla) * 1e-6) * 1e6 } ?? fieldMicrotesla
+        _ = aligner.magnetometer(MagnetometerSample(timestamp: stamp.seconds, fieldMicrotesla: field))
     }
 
     /// An IMU sample (rad/s, m/s^2 specific force, sensor axes), with the magnetometer reading taken at
