@@ -58,15 +58,15 @@ public struct FusionFlags: OptionSet, Sendable, Hashable, CustomStringConvertibl
 /// is its test in `MagneticDisturbanceGate`, a case and a flag (bit 16 or above) here with its name in
 /// `FusionFlags.names`, and its `REASON_` constant in Heading.msg.
 ///
-/// Append only: a case's place in `allCases` is its bit in the heading and interference messages'
-/// `reasons` field, which readers of recorded bags rely on.
-public enum MagnetometerVerdictReason: CaseIterable, Sendable {
+/// Append only: a case's raw value is its bit in the heading and interference messages' `reasons`
+/// field, which readers of recorded bags rely on; the next case takes the next number.
+public enum MagnetometerVerdictReason: Int, CaseIterable, Sendable {
     /// The field strength differs from the reference.
-    case strength
+    case strength = 0
     /// The dip differs from the reference.
-    case dip
+    case dip = 1
     /// The compass turned while the gyro says the device did not (or the reverse).
-    case gyroInconsistent
+    case gyroInconsistent = 2
 
     public var flag: FusionFlags {
         switch self {
@@ -88,18 +88,22 @@ public enum MagnetometerVerdictReason: CaseIterable, Sendable {
     /// Every reason's flag, and the rejection they explain: a magnetometer's whole verdict.
     public static let verdictFlags = FusionFlags(allCases.map(\.flag)).union(.magnetometerRejected)
 
-    /// The reason's bit in the wire's `reasons` field: its place in `allCases`.
-    public var wireBit: UInt32 { 1 << UInt32(Self.allCases.firstIndex(of: self) ?? 0) }
+    /// The reason's bit in the wire's `reasons` field: its raw value.
+    public var wireBit: UInt32 { 1 << UInt32(rawValue) }
 
-    /// The wire's `reasons` word for the reasons among `flags`.
+    /// The wire's `reasons` word for the reasons among `flags` (per message: a loop, no allocation).
     public static func wireReasons(_ flags: FusionFlags) -> UInt32 {
-        allCases.reduce(0) { flags.contains($1.flag) ? $0 | $1.wireBit : $0 }
+        var bits: UInt32 = 0
+        for reason in allCases where flags.contains(reason.flag) { bits |= reason.wireBit }
+        return bits
     }
 
     /// The flags of the reasons in a wire `reasons` word (bits of reasons this build does not know are
     /// ignored: a newer writer's).
     public static func flags(wireReasons reasons: UInt32) -> FusionFlags {
-        FusionFlags(allCases.filter { reasons & $0.wireBit != 0 }.map(\.flag))
+        var flags: FusionFlags = []
+        for reason in allCases where reasons & reason.wireBit != 0 { flags.insert(reason.flag) }
+        return flags
     }
 }
 

@@ -37,7 +37,9 @@ public struct FusionEngineError: Error, Sendable, CustomStringConvertible {
 public final class FusionEngine {
     let stage: FusionStage
     var aligner = SampleAligner()
-    var produced: [FusionEstimate] = []
+    /// The estimate of the sample being fused; with `collecting`, every estimate (the smoother's).
+    var latest: FusionEstimate?
+    var collected: [FusionEstimate]?
     var lastImuTime = -Double.infinity
     /// Applied to every magnetometer reading (`useCalibration(file:)`).
     var calibration: MagnetometerCalibration?
@@ -79,13 +81,14 @@ public final class FusionEngine {
         }
         stage = FusionStage(FusionStage.Settings.table.read(settings))
         stage.estimateSink = { [unowned self] heading, output in
-            self.produced.append(
-                FusionEstimate(
-                    timestampSeconds: output.timestamp, orientation: heading.orientation,
-                    magneticHeadingDegrees: heading.magneticHeading, trueHeadingDegrees: heading.trueHeading,
-                    headingAccuracyDegrees: heading.headingAccuracy, declinationDegrees: heading.declination,
-                    flags: heading.fusionFlags.rawValue | UInt32(heading.flags & HeadingMessage.northFlags),
-                    gyroBiasRadiansPerSecond: output.gyroBias))
+            // The filter's flags (reasons beyond the message's 16 bits included) with the true-north bits.
+            let estimate = FusionEstimate(
+                timestampSeconds: output.timestamp, orientation: heading.orientation,
+                magneticHeadingDegrees: heading.magneticHeading, trueHeadingDegrees: heading.trueHeading,
+                headingAccuracyDegrees: heading.headingAccuracy, declinationDegrees: heading.declination,
+                flags: output.flags.rawValue | UInt32(heading.flags & HeadingMessage.northFlags),
+                gyroBiasRadiansPerSecond: output.gyroBias)
+            if self.collected != nil { self.collected!.append(estimate) } else { self.latest = estimate }
         }
     }
 
@@ -119,18 +122,19 @@ public final class FusionEngine {
         let header = RosHeader(stamp: RosTime(seconds: t), frameId: Self.frameId)
         let sample = ImuSample(
             timestamp: header.stamp.seconds, angularVelocity: angularVelocity, specificForce: specificForce)
-        produced.removeAll(keepingCapacity: true)
+        latest = nil
         do { try stage.fuse(header, paired: aligner.pairNow(sample)) } catch {
             throw FusionEngineError(message: "IMU sample at t = \(t): \(error)")
         }
-        return produced.last
+        return latest
     }
 
     /// The end of the stream: the smoother's estimates (every sample's, in order); nothing for a filter.
     public func finish() -> [FusionEstimate] {
-        produced.removeAll(keepingCapacity: true)
+        collected = []
+        defer { collected = nil }
         _ = try? stage.finish()
-        return produced
+        return collected ?? []
     }
 
     /// What the fusion stage's summary says: samples fused and skipped, the gate's counts, the
