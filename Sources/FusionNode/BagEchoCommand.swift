@@ -33,41 +33,19 @@ enum BagEchoCommand {
         options.salvage = a.has("--salvage")
         let limit = try a.integer("--limit", minimum: 1)
         var printed = 0, undecodable = 0
-        // Types this module does not know are decoded through the definition the bag carries.
-        var schemas: [String: MessageSchema?] = [:]
-        func schema(for m: BagMessage) -> MessageSchema? {
-            if let cached = schemas[m.topic] { return cached }
-            // The bag's own definition, else a known one (older sqlite3 bags carry none).
-            let text =
-                bag.schema(forTopic: m.topic).flatMap { $0.encoding == "ros2msg" ? $0.text : nil }
-                ?? KnownInterfaces.definition(for: m.type)
-            let s = text.flatMap { try? MessageSchema(name: m.type, text: $0) }
-            schemas[m.topic] = s
-            return s
-        }
+        var lines = BagJSONLines(bag: bag)
         struct Done: Error {}
         do {
             try bag.forEachMessage(options) { m in
                 if let limit, printed >= limit { throw Done() }
-                let body: String
-                do {
-                    if let known = try jsonFromCDR(type: m.type, m.data) {
-                        body = "\"message\":" + known
-                    } else if m.encoding == "cdr", let s = schema(for: m) {
-                        body = "\"message\":" + (try s.decode(m.data)).json
-                    } else {
-                        body = "\"bytes\":\(m.data.count)"
-                    }
-                } catch {
+                let line: String
+                do { line = try lines.line(m) } catch {
                     undecodable += 1
                     writeStandardError(
                         "fusion-node: \(a.positionals[0]): \(m.topic) at log time \(m.logTime): \(error)\n")
                     return
                 }
-                print(
-                    "{\"topic\":\(JSONText.string(m.topic)),\"type\":\(JSONText.string(m.type)),"
-                        + "\"log_time\":\(m.logTime),\(body)}"
-                )
+                print(line)
                 printed += 1
             }
         } catch is Done {}

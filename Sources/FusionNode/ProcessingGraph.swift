@@ -232,46 +232,13 @@ enum ProcessingGraph {
         after source: String, calibrate: Bool, _ a: Arguments? = nil, calibrationFile: String? = nil,
         learnIntoFile: Bool = false
     ) -> [(String, YAMLValue)] {
-        var stages: [(String, YAMLValue)] = []
-        var upstream = source
-        let imu = a?.string("--imu-rotation")
-        let detect = a?.string("--mag-rotation") == "auto"
-        let mag = detect ? nil : a?.string("--mag-rotation")
         // Names checked by `checkMounting` before the graph is made.
-        let extras = (a?.strings("--extra-magnetometer") ?? []).map { String($0.prefix { $0 != "=" }) }
-        let extraRotations = a?.strings("--extra-mag-rotation") ?? []
-        if imu != nil || mag != nil || !extraRotations.isEmpty {
-            func value(_ text: String) -> YAMLValue {
-                text.contains(",") ? .sequence(text.split(separator: ",").map { .string(String($0)) }) : .string(text)
-            }
-            var mount: [(String, YAMLValue)] = [("type", .string("mount")), ("inputs", .sequence([.string(source)]))]
-            if let imu { mount.append(("imu_rotation", value(imu))) }
-            if let mag { mount.append(("mag_rotation", value(mag))) }
-            if !extraRotations.isEmpty {
-                mount.append(("extra_mag_rotations", .sequence(extraRotations.map { .string($0) })))
-            }
-            stages.append(("mount", .mapping(mount)))
-            upstream = "mount"
-        }
-        if calibrate {
-            // The primary's calibration, then each extra magnetometer's own (online, or from the same
-            // file, keyed by name); only the primary's finds its mounting.
-            let stored: [(String, YAMLValue)] =
-                calibrationFile.map { [("file", .string($0)), ("online", .string(learnIntoFile ? "true" : "false"))] }
-                ?? [("online", .string("true"))]
-            for name in [nil] + extras.map(Optional.some) {
-                let stage = name.map { "calibration_\($0)" } ?? "calibration"
-                var settings: [(String, YAMLValue)] = [
-                    ("type", .string("calibration")), ("inputs", .sequence([.string(upstream)])),
-                ]
-                if let name { settings.append(("magnetometer", .string(name))) }
-                settings += stored + [("prompt", .string("false"))]
-                if name == nil && detect { settings.append(("detect_rotation", .string("true"))) }
-                stages.append((stage, .mapping(settings)))
-                upstream = stage
-            }
-        }
-        stages.append(("fusion", .mapping([("type", .string("fusion")), ("inputs", .sequence([.string(upstream)]))])))
-        return stages
+        let mounting = ProcessingGraphStages.Mounting(
+            imuRotation: a?.string("--imu-rotation"), magRotation: a?.string("--mag-rotation"),
+            extraMagnetometers: (a?.strings("--extra-magnetometer") ?? []).map { String($0.prefix { $0 != "=" }) },
+            extraRotations: a?.strings("--extra-mag-rotation") ?? [])
+        return ProcessingGraphStages.stages(
+            after: source, calibrate: calibrate, mounting: mounting, calibrationFile: calibrationFile,
+            learnIntoFile: learnIntoFile)
     }
 }

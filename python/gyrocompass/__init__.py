@@ -12,13 +12,15 @@ import ctypes
 import json
 import math
 import os
+import tempfile
+import warnings
 
 import numpy as np
 
 from . import _native
 from ._native import ESTIMATE, GC_OK, lib
 
-__all__ = ['Filter', 'FLAGS', 'flag_names', 'settings', 'version', 'LIBRARY_PATH']
+__all__ = ['Filter', 'FLAGS', 'flag_names', 'read_bag', 'replay', 'settings', 'version', 'LIBRARY_PATH']
 
 LIBRARY_PATH = _native.LIBRARY_PATH
 
@@ -297,3 +299,109 @@ def _settings_doc():
 
 
 Filter.__doc__ += _settings_doc()
+
+
+def replay(path, *, settings=None, **options):
+    """`fusion-node replay PATH` in this process: the same graph (the bag source, the online calibration,
+    the fusion stage) and the same estimates as its `--csv` and `--accuracy-csv` files.
+
+    options: calibration ('online', the default; 'none'; or a calibration file's path), imu_rotation,
+    mag_rotation (as the command's --imu-rotation, --mag-rotation), filter, smooth, sensor_latency_s,
+    imu_topic, mag_topic, start_s, duration_s; settings: {'STAGE.SETTING': value} for any other setting
+    of the graph's stages (as --set). Returns columns: 't' (s), 'quaternion' (N x 4, w x y z),
+    'heading_deg', 'accuracy_deg' (NaN where the command's CSV leaves it empty), 'flags' (FLAGS bits);
+    a pandas DataFrame (t, qw, qx, qy, qz, heading_deg, accuracy_deg, flags) when pandas is installed and
+    as_dataframe is not False. The stages' reports are in the result's 'summary' (dict) or attrs
+    (DataFrame); inputs lost or causes of wrong output found (the command's exit codes 3 and 4) are a
+    RuntimeWarning naming them.
+    """
+    as_dataframe = options.pop('as_dataframe', None)
+    given = dict(options)
+    for key, value in (settings or {}).items():
+        if '.' not in key:
+            raise ValueError(f'settings: {key!r} is not STAGE.SETTING')
+        given[key] = value
+    if not os.path.exists(path):
+        raise FileNotFoundError(f'{path}: no such bag')
+    result = ctypes.c_void_p()
+    status = lib.gc_replay(os.fsencode(path), _yaml(given).encode(), None, None, ctypes.byref(result))
+    if status == _native.GC_ERROR_SETTINGS:
+        raise ValueError(_native.last_error())
+    if status == _native.GC_ERROR_FILE:
+        raise OSError(_native.last_error())
+    if status != GC_OK:
+        raise RuntimeError(_native.last_error())
+    try:
+        n = lib.gc_replay_result_count(result)
+        columns = {'t': np.empty(n), 'quaternion': np.empty((n, 4)), 'heading_deg': np.empty(n),
+                   'accuracy_deg': np.empty(n), 'flags': np.empty(n, dtype=np.uint32)}
+        lib.gc_replay_result_columns(result, *(_native.pointer(columns[k]) for k in
+                                               ('t', 'quaternion', 'heading_deg', 'accuracy_deg')),
+                                     columns['flags'].ctypes.data_as(ctypes.POINTER(ctypes.c_uint32)))
+        reports = _native.text(lib.gc_replay_result_summary, result).splitlines()
+        losses, known_wrong = ctypes.c_size_t(0), ctypes.c_size_t(0)
+        lib.gc_replay_result_outcome(result, ctypes.byref(losses), ctypes.byref(known_wrong))
+    finally:
+        lib.gc_replay_result_destroy(result)
+    if losses.value or known_wrong.value:
+        # What the command's exit code 3 or 4 says: the output is complete but not to be trusted as is.
+        warnings.warn(f'{path}: {losses.value} input(s) lost and {known_wrong.value} cause(s) of wrong output '
+                      'found; see the summary: ' + ' | '.join(reports), RuntimeWarning, stacklevel=2)
+    if as_dataframe is not False:
+        try:
+            import pandas as pd
+        except ImportError:
+            if as_dataframe:
+                raise
+        else:
+            frame = pd.DataFrame({'t': columns['t'], 'qw': columns['quaternion'][:, 0],
+                                  'qx': columns['quaternion'][:, 1], 'qy': columns['quaternion'][:, 2],
+                                  'qz': columns['quaternion'][:, 3], 'heading_deg': columns['heading_deg'],
+                                  'accuracy_deg': columns['accuracy_deg'], 'flags': columns['flags']})
+            frame.attrs['summary'] = reports
+            return frame
+    columns['summary'] = reports
+    return columns
+
+
+def read_bag(path, topics=None):
+    """A bag's raw messages (MCAP or sqlite3; a file or a rosbag2 directory), by topic.
+
+    topics: names (with or without the leading slash), or None for every topic. Returns {topic: {'type':
+    the ROS type, 'log_time': int64 ns array, 'messages': the messages as dicts with the .msg field
+    names}}; for sensor_msgs/msg/Imu also 't' (header stamps, s), 'angular_velocity' and
+    'linear_acceleration' (N x 3), for sensor_msgs/msg/MagneticField 't' and 'magnetic_field' (N x 3,
+    tesla as the bag holds it). The bag is read by the library (as `fusion-node bag echo` reads it).
+    """
+    if isinstance(topics, str):
+        topics = [topics]
+    if not os.path.exists(path):
+        raise FileNotFoundError(f'{path}: no such bag')
+    with tempfile.TemporaryDirectory(prefix='gyrocompass-bag-') as d:
+        out = os.path.join(d, 'messages.jsonl')
+        wanted = None if topics is None else '\n'.join(topics).encode()
+        status = lib.gc_bag_to_json_lines(os.fsencode(path), wanted, out.encode())
+        if status == _native.GC_ERROR_SETTINGS:
+            raise ValueError(_native.last_error())
+        if status != GC_OK:
+            raise OSError(_native.last_error())
+        by_topic = {}
+        with open(out) as f:
+            for line in f:
+                m = json.loads(line)
+                entry = by_topic.setdefault(m['topic'], {'type': m['type'], 'log_time': [], 'messages': []})
+                entry['log_time'].append(m['log_time'])
+                entry['messages'].append(m.get('message', {'bytes': m.get('bytes')}))
+    for entry in by_topic.values():
+        entry['log_time'] = np.array(entry['log_time'], dtype=np.int64)
+        messages = entry['messages']
+        def stamps():
+            return np.array([m['header']['stamp']['sec'] + m['header']['stamp']['nanosec'] * 1e-9 for m in messages])
+        def vectors(field):
+            return np.array([[m[field]['x'], m[field]['y'], m[field]['z']] for m in messages], dtype=float).reshape(-1, 3)
+        if entry['type'] == 'sensor_msgs/msg/Imu':
+            entry.update(t=stamps(), angular_velocity=vectors('angular_velocity'),
+                         linear_acceleration=vectors('linear_acceleration'))
+        elif entry['type'] == 'sensor_msgs/msg/MagneticField':
+            entry.update(t=stamps(), magnetic_field=vectors('magnetic_field'))
+    return by_topic

@@ -321,3 +321,76 @@ def test_the_wheel_works_in_a_clean_debian_root(python_root, wheel):
     assert r.returncode == 0, r.stderr[-2000:]
     version, valid, bound = r.stdout.split()[0], int(r.stdout.split()[-2]), float(r.stdout.split()[-1])
     assert valid == 3000 and 0 < bound < 180, r.stdout
+
+
+@pytest.mark.parametrize('options,cli', [
+    ({}, []),
+    ({'calibration': 'none', 'filter': 'complementary'}, ['--no-calibration', '--filter', 'complementary']),
+    ({'smooth': True, 'settings': {'fusion.heading_noise_density': 0.05}},
+     ['--smooth', '--set', 'fusion.heading_noise_density=0.05']),
+])
+def test_replay_gives_the_commands_csv(venv, node, tmp_path, options, cli):
+    bag = golden_replays.record(node, 'tour', tmp_path)
+    q_csv, a_csv = tmp_path / 'q.csv', tmp_path / 'a.csv'
+    r = subprocess.run([str(node), 'replay', str(bag), *cli, '--csv', str(q_csv), '--accuracy-csv', str(a_csv),
+                        '--quiet'], capture_output=True, text=True)
+    assert r.returncode in (0, 4), r.stderr     # 4: the run names a cause of wrong output (uncalibrated iron)
+    out = run(venv, f"""
+        import gyrocompass, json, warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            r = gyrocompass.replay({str(bag)!r}, as_dataframe=False, **{options!r})
+        print(json.dumps({{'warned': [str(w.message) for w in caught], 't': r['t'].tolist(), 'q': r['quaternion'].tolist(), 'h': r['heading_deg'].tolist(),
+                           'a': r['accuracy_deg'].tolist(), 'f': [gyrocompass.flag_names(x) for x in r['flags']],
+                           'summary': r['summary']}}))
+    """, tmp_path)
+    got = json.loads(out)
+    expected_q = list(csv.DictReader(open(q_csv)))
+    expected_a = list(csv.DictReader(open(a_csv)))
+    assert len(got['q']) == len(expected_q) == len(expected_a) > 1000
+    assert got['q'] == [[float(r[k]) for k in ('qw', 'qx', 'qy', 'qz')] for r in expected_q]
+    assert [f'{t:.9f}' for t in got['t']] == [r['t'] for r in expected_q]
+    for key, column in (('h', 'heading_deg'), ('a', 'accuracy_deg')):
+        assert [None if v != v else round(v, 4) for v in got[key]] == [
+            float(r[column]) if r[column] else None for r in expected_a]
+    assert ['|'.join(f) for f in got['f']] == [r['flags'] for r in expected_a]
+    assert any(line.startswith('fusion:') for line in got['summary'])
+    # The command's exit code 4 (a cause of wrong output named) is the library's warning.
+    assert bool(got['warned']) == (r.returncode == 4), got['warned']
+
+
+def test_read_bag_and_replay_errors(venv, node, tmp_path):
+    bag = golden_replays.record(node, 'hand', tmp_path)
+    from rosbags.highlevel import AnyReader
+    with AnyReader([bag]) as reader:
+        conn = next(c for c in reader.connections if c.topic == '/imu/mag')
+        reference = [reader.deserialize(raw, conn.msgtype).magnetic_field for _, _, raw in reader.messages([conn])]
+    out = run(venv, f"""
+        import gyrocompass, json
+        b = gyrocompass.read_bag({str(bag)!r}, ['imu/mag'])
+        m = b['/imu/mag']
+        errors = {{}}
+        for name, call in {{
+            'missing bag': lambda: gyrocompass.replay('/nonexistent.mcap'),
+            'bad option': lambda: gyrocompass.replay({str(bag)!r}, filter='nope'),
+            'unknown option': lambda: gyrocompass.replay({str(bag)!r}, no_such_option=1),
+            'bad file': lambda: gyrocompass.replay({str(bag)!r}, calibration='/nonexistent.json'),
+            'missing topic': lambda: gyrocompass.read_bag({str(bag)!r}, ['/nope']),
+        }}.items():
+            try:
+                call()
+                errors[name] = None
+            except (ValueError, OSError) as e:
+                errors[name] = type(e).__name__ + ': ' + str(e)
+        print(json.dumps({{'topics': sorted(b), 'type': m['type'], 'field': m['magnetic_field'].tolist(),
+                           'n': len(m['messages']), 'errors': errors}}))
+    """, tmp_path)
+    r = json.loads(out)
+    assert r['topics'] == ['/imu/mag'] and r['type'] == 'sensor_msgs/msg/MagneticField'
+    assert r['field'] == [[v.x, v.y, v.z] for v in reference]
+    e = r['errors']
+    assert e['missing bag'].startswith('FileNotFoundError') and 'nonexistent.mcap' in e['missing bag']
+    assert e['bad option'].startswith('ValueError') and 'kalman, complementary' in e['bad option']
+    assert e['unknown option'].startswith('ValueError') and 'no_such_option' in e['unknown option']
+    assert e['bad file'].startswith('OSError') and '/nonexistent.json' in e['bad file']
+    assert e['missing topic'].startswith('ValueError') and '/imu/mag' in e['missing topic']

@@ -141,6 +141,52 @@ gc_status gc_filter_finish(gc_filter *filter, gc_estimate *out, size_t capacity,
  * separated by '\n'; as gc_settings_reference for the buffer. */
 gc_status gc_filter_summary(gc_filter *filter, char *text, size_t capacity, size_t *needed);
 
+typedef struct gc_replay_result gc_replay_result;
+
+/* `fusion-node replay BAG --csv QUATERNION_CSV --accuracy-csv ACCURACY_CSV` in this process: the same
+ * graph (bag source, calibration, fusion) and the same two files (NULL: temporary ones, removed once
+ * read). `options_yaml` (NULL or "" for the command's defaults) is a YAML mapping:
+ *   calibration: online | none | PATH        (as the default, --no-calibration, --calibration PATH)
+ *   imu_rotation, mag_rotation               (as --imu-rotation, --mag-rotation)
+ *   filter, smooth, sensor_latency_s         (the fusion stage's)
+ *   imu_topic, mag_topic, start_s, duration_s (the bag source's)
+ *   STAGE.SETTING                            (any setting of the graph's stages, as --set)
+ * `*result` (when `result` is not NULL) receives the estimates as columns and the stages' reports; free
+ * it with gc_replay_result_destroy. Blocks until the replay ends; call it from a thread of your own,
+ * not from a Swift concurrency task. GC_ERROR_SETTINGS for options the graph refuses, GC_ERROR_FILE for
+ * a bag that cannot be read or gives nothing to fuse, or an output that cannot be written. */
+gc_status gc_replay(const char *bag_path, const char *options_yaml, const char *quaternion_csv,
+                    const char *accuracy_csv, gc_replay_result **result);
+
+/* How many estimates a replay gave. */
+size_t gc_replay_result_count(const gc_replay_result *result);
+
+/* Copies the columns (each NULL to skip it): times (s), quaternions (w, x, y, z: 4 per estimate),
+ * magnetic headings and 95 % bounds (degrees; NaN where the CSV leaves them empty), flags (GC_FLAG_*
+ * bits, without the true-north ones the CSV does not carry). Each array holds gc_replay_result_count
+ * values (quaternions 4 times as many). */
+gc_status gc_replay_result_columns(const gc_replay_result *result, double *time_s, double *quaternion_wxyz,
+                                   double *heading_deg, double *accuracy_deg, uint32_t *flags);
+
+/* The stages' reports, one per line, as fusion-node prints them; as gc_settings_reference for the buffer. */
+gc_status gc_replay_result_summary(const gc_replay_result *result, char *text, size_t capacity, size_t *needed);
+
+/* What the command's exit code says: inputs skipped or lost (exit 3 when more than 0) and causes found
+ * that make the output wrong, such as readings with iron nobody removes (exit 4); each named in the
+ * summary. */
+gc_status gc_replay_result_outcome(const gc_replay_result *result, size_t *losses, size_t *known_wrong);
+
+/* Frees a replay's result (NULL is allowed). */
+void gc_replay_result_destroy(gc_replay_result *result);
+
+/* A bag's messages (MCAP or sqlite3, a file or a rosbag2 directory) as JSON lines in `output_path`, as
+ * `fusion-node bag echo` prints them: {"topic", "type", "log_time" (ns), "message"} ("bytes" instead of
+ * "message" for a type without a definition). `topics`: newline-separated names (with or without the
+ * leading slash), or NULL for every topic. GC_ERROR_SETTINGS for a topic the bag does not have (the
+ * message lists those it has); GC_ERROR_FILE for a bag that cannot be read, an output that cannot be
+ * written, or messages that do not decode (the others are written; the message counts them). */
+gc_status gc_bag_to_json_lines(const char *bag_path, const char *topics, const char *output_path);
+
 #ifdef __cplusplus
 }
 #endif

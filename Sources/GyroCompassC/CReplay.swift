@@ -1,0 +1,108 @@
+import CGyroCompass
+import Foundation
+import Pipeline
+
+/// What a gc_replay_result* points to.
+final class ReplayResultHandle {
+    let columns: ReplayColumns
+    let reports: [StageReport]
+    init(_ columns: ReplayColumns, reports: [StageReport]) {
+        self.columns = columns
+        self.reports = reports
+    }
+}
+
+func replayHandle(_ p: OpaquePointer?) -> ReplayResultHandle? {
+    p.map { Unmanaged<ReplayResultHandle>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
+}
+
+@_cdecl("gc_replay")
+public func cReplay(
+    _ bag: UnsafePointer<CChar>?, _ options: UnsafePointer<CChar>?, _ quaternionCSV: UnsafePointer<CChar>?,
+    _ accuracyCSV: UnsafePointer<CChar>?, _ result: UnsafeMutablePointer<OpaquePointer?>?
+) -> Int32 {
+    result?.pointee = nil
+    guard let bag else { return fail(Status.argument, "gc_replay: bag_path is NULL") }
+    let parsed: LibraryReplay.Options
+    do {
+        parsed = try LibraryReplay.Options(yaml: options.map { String(cString: $0) } ?? "")
+    } catch {
+        return fail(Status.settings, error.message)
+    }
+    // Temporary files where the caller names none, removed once read.
+    var temporary: String?
+    if quaternionCSV == nil || accuracyCSV == nil {
+        let template = NSTemporaryDirectory() + "gyrocompass-replay-XXXXXX"
+        var bytes = Array(template.utf8CString)
+        guard mkdtemp(&bytes) != nil else {
+            return fail(Status.file, "gc_replay: no temporary directory in \(NSTemporaryDirectory())")
+        }
+        temporary = String(cString: bytes)
+    }
+    defer { if let temporary { try? FileManager.default.removeItem(atPath: temporary) } }
+    let q = quaternionCSV.map { String(cString: $0) } ?? temporary! + "/orientation.csv"
+    let a = accuracyCSV.map { String(cString: $0) } ?? temporary! + "/accuracy.csv"
+    do {
+        let reports = try LibraryReplay(bagPath: String(cString: bag), options: parsed).run(
+            quaternionCSV: q, accuracyCSV: a)
+        if let result {
+            let columns = try ReplayColumns(quaternionCSV: q, accuracyCSV: a)
+            let handle = ReplayResultHandle(columns, reports: reports)
+            result.pointee = OpaquePointer(Unmanaged.passRetained(handle).toOpaque())
+        }
+        return succeed()
+    } catch let e as PipelineConfigError {
+        return fail(Status.settings, e.description)
+    } catch {
+        return fail(Status.file, error.message)
+    }
+}
+
+@_cdecl("gc_replay_result_count")
+public func cReplayResultCount(_ result: OpaquePointer?) -> Int { replayHandle(result)?.columns.count ?? 0 }
+
+@_cdecl("gc_replay_result_columns")
+public func cReplayResultColumns(
+    _ result: OpaquePointer?, _ time: UnsafeMutablePointer<Double>?, _ quaternions: UnsafeMutablePointer<Double>?,
+    _ heading: UnsafeMutablePointer<Double>?, _ accuracy: UnsafeMutablePointer<Double>?,
+    _ flags: UnsafeMutablePointer<UInt32>?
+) -> Int32 {
+    guard let c = replayHandle(result)?.columns else {
+        return fail(Status.argument, "gc_replay_result_columns: result is NULL")
+    }
+    func copy<T>(_ values: [T], to out: UnsafeMutablePointer<T>?) {
+        guard let out else { return }
+        values.withUnsafeBufferPointer { if let base = $0.baseAddress { out.update(from: base, count: $0.count) } }
+    }
+    copy(c.timeSeconds, to: time)
+    copy(c.quaternions, to: quaternions)
+    copy(c.headingDegrees, to: heading)
+    copy(c.accuracyDegrees, to: accuracy)
+    copy(c.flags, to: flags)
+    return succeed()
+}
+
+@_cdecl("gc_replay_result_summary")
+public func cReplayResultSummary(
+    _ result: OpaquePointer?, _ text: UnsafeMutablePointer<CChar>?, _ capacity: Int,
+    _ needed: UnsafeMutablePointer<Int>?
+) -> Int32 {
+    guard let h = replayHandle(result) else { return fail(Status.argument, "gc_replay_result_summary: result is NULL") }
+    return copyText(h.reports.map(\.description).joined(separator: "\n"), text, capacity, needed)
+}
+
+@_cdecl("gc_replay_result_outcome")
+public func cReplayResultOutcome(
+    _ result: OpaquePointer?, _ losses: UnsafeMutablePointer<Int>?, _ knownWrong: UnsafeMutablePointer<Int>?
+) -> Int32 {
+    guard let h = replayHandle(result) else { return fail(Status.argument, "gc_replay_result_outcome: result is NULL") }
+    losses?.pointee = h.reports.reduce(0) { $0 + $1.losses }
+    knownWrong?.pointee = h.reports.reduce(0) { $0 + $1.knownWrong }
+    return succeed()
+}
+
+@_cdecl("gc_replay_result_destroy")
+public func cReplayResultDestroy(_ result: OpaquePointer?) {
+    guard let result else { return }
+    Unmanaged<ReplayResultHandle>.fromOpaque(UnsafeRawPointer(result)).release()
+}
