@@ -7,6 +7,7 @@ RUNPATH $ORIGIN), so that `pip install gyrocompass-*.whl` works on a machine wit
 libraries (glibc 2.36 or newer: Debian 12).
 
 Usage: tools/.venv/bin/python tools/build_wheel.py [OUTDIR]   (default .build/wheel/dist; prints the path)
+       tools/.venv/bin/python tools/build_wheel.py --library-only   (builds libgyrocompass.so; prints its path)
 """
 import os, platform, re, shutil, subprocess, sys, tempfile
 from pathlib import Path
@@ -63,6 +64,10 @@ def patchelf():
 
 
 def main():
+    if sys.argv[1:] == ['--library-only']:
+        # tools/package.sh's: the library as the wheel bundles it, its path on stdout.
+        print(build_library())
+        return
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else BUILD / 'dist'
     library = build_library()
     tool = patchelf()

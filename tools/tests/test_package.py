@@ -20,14 +20,51 @@ ROOT_TARBALL = CACHE / 'debian12-apt-man-systemd.tar'
 
 
 @pytest.fixture(scope='module')
-def deb(tmp_path_factory):
+def debs(tmp_path_factory):
+    """{package name: path} of the three packages tools/package.sh builds."""
     out = tmp_path_factory.mktemp('deb')
     r = subprocess.run(['bash', str(ROOT / 'tools' / 'package.sh'), str(out)], capture_output=True, text=True,
-                       timeout=1200)
+                       timeout=1800)
     assert r.returncode == 0, r.stderr[-3000:]
-    path = Path(r.stdout.strip().splitlines()[-1])
-    assert path.exists() and path.parent == out, r.stdout
-    return path
+    paths = [Path(line) for line in r.stdout.strip().splitlines()]
+    assert all(p.exists() and p.parent == out for p in paths), r.stdout
+    assert paths[-1].name.startswith('gyrocompass_'), r.stdout
+    return {p.name.split('_')[0]: p for p in paths}
+
+
+@pytest.fixture(scope='module')
+def deb(debs):
+    return debs['gyrocompass']
+
+
+def test_the_library_packages_build_the_c_example(debs, tmp_path):
+    """libgyrocompass0 and libgyrocompass-dev unpacked side by side: pkg-config finds the library, the C
+    example builds against the packaged header and runs against the packaged library."""
+    assert set(debs) == {'gyrocompass', 'libgyrocompass0', 'libgyrocompass-dev'}
+    root = tmp_path / 'root'
+    for name in ('libgyrocompass0', 'libgyrocompass-dev'):
+        subprocess.run(['dpkg-deb', '-x', str(debs[name]), str(root)], check=True)
+    control = subprocess.run(['dpkg-deb', '-f', str(debs['libgyrocompass-dev'])], capture_output=True, text=True,
+                             check=True).stdout
+    assert 'Depends: libgyrocompass0 (= ' in control
+    multiarch = subprocess.run(['gcc', '-print-multiarch'], capture_output=True, text=True).stdout.strip()
+    libdir = root / 'usr' / 'lib' / multiarch
+    soname = subprocess.run(['readelf', '-d', str(libdir / 'libgyrocompass.so.0')], capture_output=True, text=True,
+                            check=True).stdout
+    assert 'Library soname: [libgyrocompass.so.0]' in soname and 'swift' not in soname.lower()
+    assert 'RUNPATH' not in soname and 'RPATH' not in soname
+    env = dict(os.environ, PKG_CONFIG_PATH=str(libdir / 'pkgconfig'), PKG_CONFIG_SYSROOT_DIR=str(root))
+    flags = subprocess.run(['pkg-config', '--cflags', '--libs', 'gyrocompass'], capture_output=True, text=True,
+                           env=env, check=True).stdout.split()
+    example = tmp_path / 'example'
+    subprocess.run(['cc', str(ROOT / 'tools' / 'examples' / 'heading_from_samples.c'), *flags, '-o', str(example)],
+                   check=True)
+    lines = ''.join(f'i,{k / 100:.2f},0,0,0.2,0,0,9.81\n' + (f'm,{k / 100:.2f},20,0,-40\n' if k % 2 else '')
+                    for k in range(1, 400))
+    r = subprocess.run([str(example)], input=lines, capture_output=True, text=True,
+                       env=dict(os.environ, LD_LIBRARY_PATH=str(libdir)), timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout.splitlines()) == 399
 
 
 def version_of(binary):
@@ -206,3 +243,17 @@ def test_unit_verifies_and_runs_as_a_service_would(installed):
     # The conffile is registered as one, so an upgrade keeps a user's edits.
     r = chroot(installed, "dpkg-query -W -f='${Conffiles}' gyrocompass")
     assert '/etc/gyrocompass/robot.yaml' in r.stdout, r.stdout
+
+
+def test_the_library_installs_on_a_clean_machine(installed, debs):
+    """libgyrocompass0 in the Debian root (which has no Swift): apt takes its dependencies, ldconfig
+    knows the library, and the loader resolves every library it needs."""
+    deb = debs['libgyrocompass0']
+    shutil.copy(deb, installed / 'tmp' / deb.name)
+    r = chroot(installed, f'apt-get install -y --no-install-recommends /tmp/{deb.name}', timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    r = chroot(installed, 'ldconfig -p | grep libgyrocompass.so.0')
+    assert r.returncode == 0 and 'libgyrocompass.so.0' in r.stdout, r.stdout + r.stderr
+    path = r.stdout.split('=>')[-1].strip()
+    r = chroot(installed, f'ldd {path}')
+    assert r.returncode == 0 and 'not found' not in r.stdout and 'swift' not in r.stdout.lower(), r.stdout

@@ -204,9 +204,10 @@ public struct ReplayColumns: Sendable {
     static func rows(
         _ path: String, columns: Int, _ body: (Fields, Int) throws(FusionEngineError) -> Void
     ) throws(FusionEngineError) {
-        guard var bytes = FileManager.default.contents(atPath: path).map({ [UInt8]($0) }) else {
+        guard let bytes = FileManager.default.contents(atPath: path).map({ [UInt8]($0) }) else {
             throw FusionEngineError(message: "\(path): cannot be read")
         }
+        guard !bytes.isEmpty else { throw FusionEngineError(message: "\(path): empty, not even a header") }
         try bytes.withUnsafeBufferPointer { (buffer) throws(FusionEngineError) in
             let base = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self)
             var fields = Fields(base: base)
