@@ -37,7 +37,7 @@ public func cReplay(
         guard mkdtemp(&bytes) != nil else {
             return fail(Status.file, "gc_replay: no temporary directory in \(NSTemporaryDirectory())")
         }
-        temporary = String(cString: bytes)
+        temporary = String(decoding: bytes.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
     defer { if let temporary { try? FileManager.default.removeItem(atPath: temporary) } }
     let q = quaternionCSV.map { String(cString: $0) } ?? temporary! + "/orientation.csv"

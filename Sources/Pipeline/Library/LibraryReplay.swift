@@ -145,20 +145,50 @@ public struct ReplayColumns: Sendable {
     /// Reads the files `LibraryReplay.run` wrote (as bytes: a replay's files have a row per IMU sample,
     /// and splitting them as Swift strings cost as much as the replay).
     public init(quaternionCSV: String, accuracyCSV: String) throws(FusionEngineError) {
-        var names: [String: UInt32] = [:]
-        for (flag, name) in FusionFlags.names { names[name] = flag.rawValue }
-        try Self.rows(quaternionCSV, columns: 5) { fields, line throws(FusionEngineError) in
-            for i in 0..<5 {
-                guard let v = fields.number(i) else {
-                    throw FusionEngineError(message: "\(quaternionCSV):\(line): field \(i + 1) is not a number")
-                }
-                if i == 0 { timeSeconds.append(v) } else { quaternions.append(v) }
+        // The two files on two threads: reading them back is most of what the library adds to a replay.
+        let parts = Parts()
+        DispatchQueue.concurrentPerform(iterations: 2) { i in
+            if i == 0 {
+                parts.orientations = Result { () throws(FusionEngineError) in try Self.orientations(quaternionCSV) }
+            } else {
+                parts.headings = Result { () throws(FusionEngineError) in try Self.headings(accuracyCSV) }
             }
         }
+        (timeSeconds, quaternions) = try parts.orientations!.get()
+        (headingDegrees, accuracyDegrees, flags) = try parts.headings!.get()
+        guard flags.count == timeSeconds.count else {
+            throw FusionEngineError(
+                message: "the replay wrote \(timeSeconds.count) orientations and \(flags.count) headings")
+        }
+    }
+
+    /// Each file's columns, written by one thread each and read after both have finished.
+    final class Parts: @unchecked Sendable {
+        var orientations: Result<([Double], [Double]), FusionEngineError>?
+        var headings: Result<([Double], [Double], [UInt32]), FusionEngineError>?
+    }
+
+    static func orientations(_ path: String) throws(FusionEngineError) -> ([Double], [Double]) {
+        var times: [Double] = [], quaternions: [Double] = []
+        try rows(path, columns: 5) { fields, line throws(FusionEngineError) in
+            for i in 0..<5 {
+                guard let v = fields.number(i) else {
+                    throw FusionEngineError(message: "\(path):\(line): field \(i + 1) is not a number")
+                }
+                if i == 0 { times.append(v) } else { quaternions.append(v) }
+            }
+        }
+        return (times, quaternions)
+    }
+
+    static func headings(_ path: String) throws(FusionEngineError) -> ([Double], [Double], [UInt32]) {
+        var names: [String: UInt32] = [:]
+        for (flag, name) in FusionFlags.names { names[name] = flag.rawValue }
+        var headings: [Double] = [], bounds: [Double] = [], flags: [UInt32] = []
         var known: [String: UInt32] = [:]
-        try Self.rows(accuracyCSV, columns: 4) { fields, line throws(FusionEngineError) in
-            headingDegrees.append(fields.number(1) ?? .nan)
-            accuracyDegrees.append(fields.number(2) ?? .nan)
+        try rows(path, columns: 4) { fields, line throws(FusionEngineError) in
+            headings.append(fields.number(1) ?? .nan)
+            bounds.append(fields.number(2) ?? .nan)
             let text = fields.text(3)
             if let bits = known[text] {
                 flags.append(bits)
@@ -167,17 +197,14 @@ public struct ReplayColumns: Sendable {
             var bits: UInt32 = 0
             for name in text.split(separator: "|") {
                 guard let bit = names[String(name)] else {
-                    throw FusionEngineError(message: "\(accuracyCSV):\(line): unknown flag '\(name)'")
+                    throw FusionEngineError(message: "\(path):\(line): unknown flag '\(name)'")
                 }
                 bits |= bit
             }
             known[text] = bits
             flags.append(bits)
         }
-        guard flags.count == timeSeconds.count else {
-            throw FusionEngineError(
-                message: "the replay wrote \(timeSeconds.count) orientations and \(flags.count) headings")
-        }
+        return (headings, bounds, flags)
     }
 
     /// One row's fields: offsets into the file's bytes.
