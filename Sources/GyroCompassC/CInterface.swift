@@ -126,6 +126,17 @@ public func cFilterDeclareCalibrated(_ filter: OpaquePointer?) -> Int32 {
     }
 }
 
+@_cdecl("gc_filter_learn_calibration")
+public func cFilterLearnCalibration(_ filter: OpaquePointer?) -> Int32 {
+    guard let h = handle(filter) else { return fail(Status.argument, "gc_filter_learn_calibration: filter is NULL") }
+    do {
+        try h.engine.learnCalibration()
+        return succeed()
+    } catch {
+        return fail(Status.file, error.message)
+    }
+}
+
 @_cdecl("gc_filter_use_calibration_file")
 public func cFilterUseCalibrationFile(_ filter: OpaquePointer?, _ path: UnsafePointer<CChar>?) -> Int32 {
     guard let h = handle(filter), let path else {

@@ -123,7 +123,8 @@ class Filter:
     rate_hz: the IMU rate, Hz, used for the sample times when `t` is not given (sample k at k / rate_hz,
     counted over every call). mag_unit: 'uT' (microtesla) or 'T' (tesla, as ROS carries it) for `mag`.
     calibration: None (the readings as they come, checked for iron nobody removes, as `fusion-node
-    replay --no-calibration`), 'calibrated' (the readings are calibrated already: not checked), or the
+    replay --no-calibration`), 'online' (hard and soft iron learned from the readings, as `fusion-node
+    replay` does by default), 'calibrated' (the readings are calibrated already: not checked), or the
     path of a calibration file from `fusion-node calibrate -o FILE` (applied to every reading).
     settings: the fusion stage's settings by name (listed below), e.g. filter='complementary',
     latitude=48.1, longitude=11.6 (true north), smooth=True (the offline smoother: estimates from
@@ -152,10 +153,13 @@ class Filter:
         if calibration is not None:
             if calibration == 'calibrated':
                 status = lib.gc_filter_declare_calibrated(handle)
+            elif calibration == 'online':
+                status = lib.gc_filter_learn_calibration(handle)
             elif isinstance(calibration, (str, os.PathLike)):
                 status = lib.gc_filter_use_calibration_file(handle, os.fsencode(calibration))
             else:
-                raise ValueError(f"calibration: {calibration!r}, expected None, 'calibrated' or a file's path")
+                raise ValueError(f"calibration: {calibration!r}, expected None, 'online', 'calibrated' or a "
+                                 "file's path")
             if status != GC_OK:
                 raise ValueError(_native.last_error())
 

@@ -1,7 +1,11 @@
 /*
  * GyroCompass from C: headings from samples given as text.
  *
- *   heading_from_samples [SETTINGS_YAML] < samples.txt > estimates.csv
+ *   heading_from_samples [SETTINGS_YAML [CALIBRATION]] < samples.txt > estimates.csv
+ *
+ * CALIBRATION: "online" (learned from the readings, as `fusion-node replay` does), "calibrated" (the
+ * readings are calibrated already) or a calibration file; without it the readings are taken as they
+ * come, as `fusion-node replay --no-calibration` takes them.
  *
  * Input lines, in time order (a magnetometer reading before the IMU sample of the same time):
  *   i,TIME_S,GX,GY,GZ,AX,AY,AZ      an IMU sample: rad/s and m/s^2, sensor axes
@@ -28,6 +32,16 @@ int main(int argc, char **argv) {
     if (gc_filter_create(argc > 1 ? argv[1] : NULL, &filter) != GC_OK) {
         fprintf(stderr, "heading_from_samples: %s\n", gc_last_error());
         return 2;
+    }
+    if (argc > 2) {
+        gc_status status = strcmp(argv[2], "online") == 0       ? gc_filter_learn_calibration(filter)
+                           : strcmp(argv[2], "calibrated") == 0 ? gc_filter_declare_calibrated(filter)
+                                                                : gc_filter_use_calibration_file(filter, argv[2]);
+        if (status != GC_OK) {
+            fprintf(stderr, "heading_from_samples: %s\n", gc_last_error());
+            gc_filter_destroy(filter);
+            return 2;
+        }
     }
     char line[512];
     long number = 0;

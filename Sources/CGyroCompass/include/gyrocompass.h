@@ -107,6 +107,11 @@ gc_status gc_filter_create(const char *settings_yaml, gc_filter **filter);
  * `fusion-node replay --no-calibration` does). Before the first sample. */
 gc_status gc_filter_declare_calibrated(gc_filter *filter);
 
+/* Learn the magnetometer's calibration online from the readings (hard and soft iron, from ordinary
+ * motion), as `fusion-node replay` does by default: its calibration stage in front of the filter. Until
+ * a fit is accepted the estimates carry GC_FLAG_MAGNETOMETER_UNCALIBRATED. Before the first sample. */
+gc_status gc_filter_learn_calibration(gc_filter *filter);
+
 /* A calibration file (`fusion-node calibrate -o FILE`) applied to every magnetometer reading, as
  * `fusion-node replay --calibration FILE` applies it. Before the first sample. GC_ERROR_FILE when it
  * cannot be read or is not a calibration. */

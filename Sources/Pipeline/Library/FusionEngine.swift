@@ -1,4 +1,5 @@
 import CompassCore
+import MessageBus
 import WireFormat
 import YAML
 
@@ -43,6 +44,10 @@ public final class FusionEngine {
     var lastImuTime = -Double.infinity
     /// Applied to every magnetometer reading (`useCalibration(file:)`).
     var calibration: MagnetometerCalibration?
+    /// The calibration stage learning online (`learnCalibration()`), and its status messages, which the
+    /// fusion stage reads once the next IMU sample is fused.
+    var calibrator: CalibrationStage?
+    var statusFrames: [WireFrame] = []
     static let frameId = "imu_link"
 
     /// The settings the engine takes: the fusion stage's, as `fusion-node stages fusion` lists them.
@@ -101,7 +106,10 @@ public final class FusionEngine {
         let stamp = RosTime(seconds: t)
         // Through tesla and back, as the calibration stage hands the fusion stage a calibrated reading: the
         // same rounding, so the estimates are those of a replay with the same file, bit for bit.
-        let field = calibration.map { ($0.apply(fieldMicrotesla) * 1e-6) * 1e6 } ?? fieldMicrotesla
+        var field = calibration.map { ($0.apply(fieldMicrotesla) * 1e-6) * 1e6 } ?? fieldMicrotesla
+        if let calibrator {
+            field = learn(fieldMicrotesla, header: RosHeader(stamp: stamp, frameId: Self.frameId), with: calibrator)
+        }
         _ = aligner.magnetometer(MagnetometerSample(timestamp: stamp.seconds, fieldMicrotesla: field))
     }
 
@@ -117,9 +125,15 @@ public final class FusionEngine {
         guard t > lastImuTime else {
             throw FusionEngineError(message: "IMU sample at t = \(t): time not after the previous one (\(lastImuTime))")
         }
+        let header = RosHeader(stamp: RosTime(seconds: t), frameId: Self.frameId)
+        // The calibration stage sees the IMU sample before the reading that comes with it, and the fusion
+        // stage reads its status after fusing them (the order of a replay).
+        if let calibrator, calibrator.learning {
+            calibrator.observeMotion(header, angularVelocity, specificForce)
+        }
+        defer { deliverStatus() }
         if let field = fieldMicrotesla { try magnetometer(timestampSeconds: t, fieldMicrotesla: field) }
         lastImuTime = t
-        let header = RosHeader(stamp: RosTime(seconds: t), frameId: Self.frameId)
         let sample = ImuSample(
             timestamp: header.stamp.seconds, angularVelocity: angularVelocity, specificForce: specificForce)
         latest = nil
@@ -139,7 +153,12 @@ public final class FusionEngine {
 
     /// What the fusion stage's summary says: samples fused and skipped, the gate's counts, the
     /// calibration check's finding.
-    public var summary: [String] { stage.summaryNotes().lines }
+    public var summary: [String] {
+        let learned = calibrator.map { c in
+            ["calibration: \(c.online?.state ?? .uncalibrated), \(c.refitsAccepted) fit(s) accepted"]
+        }
+        return (learned ?? []) + stage.summaryNotes().lines
+    }
 }
 
 extension FusionEngine {

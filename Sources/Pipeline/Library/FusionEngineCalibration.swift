@@ -1,5 +1,7 @@
 import CompassCore
+import MessageBus
 import WireFormat
+import YAML
 
 /// What the engine knows of the readings' calibration, as a calibration stage would tell the fusion
 /// stage. Without either call the readings are taken as they come and judged by the stage's check
@@ -27,6 +29,46 @@ extension FusionEngine {
         }
         let c = contents.calibration
         try takeCalibration(c, fieldStrengthMicrotesla: c.fieldRadiusMicrotesla, what: "useCalibration")
+    }
+
+    /// Learn the calibration online from the readings, as `fusion-node replay` does by default: the
+    /// calibration stage of its graph (online, no prompt) in front of the fusion stage. Before the first
+    /// sample. The fusion stage reads a change of calibration once the next IMU sample is fused, as a
+    /// replay reads it after the IMU sample its reading pairs with; a reading between two IMU samples (a
+    /// magnetometer at its own rate) reaches the filter two IMU samples later than in a replay, which
+    /// holds each IMU sample until the next arrives.
+    public func learnCalibration() throws(FusionEngineError) {
+        guard lastImuTime == -.infinity else {
+            throw FusionEngineError(message: "learnCalibration: the calibration is set before the first sample")
+        }
+        let settings: StageSettings
+        do {
+            let node = try YAMLParser.parse("online: true\nprompt: false", file: "calibration")!
+            settings = try StageSettings(
+                type: CalibrationStage.type, stage: "calibration", at: node.mark, nodes: node.mapping ?? [],
+                file: "calibration", environment: [:])
+        } catch {
+            throw FusionEngineError(message: "learnCalibration: \(error)")
+        }
+        calibrator = CalibrationStage(CalibrationStage.Settings.table.read(settings), log: { _ in })
+    }
+
+    /// A reading through the online calibrator: the calibrated field, microtesla (as the fusion stage
+    /// gets it from the calibration stage: through tesla), and its status messages kept for the fusion
+    /// stage.
+    func learn(_ field: Vector3, header: RosHeader, with calibrator: CalibrationStage) -> Vector3 {
+        let calibrated = calibrator.calibratedTesla(header, microtesla: field).map { $0 * 1e6 } ?? field
+        calibrator.status(header, into: &statusFrames)
+        return calibrated
+    }
+
+    /// The calibration stage's status messages since the last call, read by the fusion stage as the bus
+    /// would hand them over.
+    func deliverStatus() {
+        for frame in statusFrames where frame.topic == PipelineTopics.calibrationStatus {
+            if let c = try? CalibrationStatusMessage(cdrBytes: frame.payload) { stage.noteCalibration(c) }
+        }
+        statusFrames.removeAll(keepingCapacity: true)
     }
 
     func takeCalibration(_ c: MagnetometerCalibration, fieldStrengthMicrotesla: Double, what: String)

@@ -289,10 +289,17 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
 
     /// One magnetometer sample (tesla) through the online calibrator; the calibrated field, tesla.
     func calibrated(_ header: RosHeader, _ field: Vector3) -> Vector3 {
-        let t = header.stamp.seconds, measured = field * 1e6
+        // An implausible reading is passed on as it came: fusion skips it, the fits never see it.
+        calibratedTesla(header, microtesla: field * 1e6) ?? field
+    }
+
+    /// One reading (microtesla, as `FusionEngine` takes it) through the online calibrator; the calibrated
+    /// field, tesla, or nil for a reading no sensor gives (counted).
+    func calibratedTesla(_ header: RosHeader, microtesla measured: Vector3) -> Vector3? {
+        let t = header.stamp.seconds
         guard SampleValidator.isPlausible(fieldMicrotesla: measured) else {
             implausible += 1
-            return field  // passed on as it came: fusion skips it, the fits never see it
+            return nil
         }
         checkMounting(measured, time: t)
         // The motors' field first: hard and soft iron are learned from what the earth and the sensor give.
