@@ -8,6 +8,8 @@
 The filter is the one `fusion-node replay` runs as its fusion stage (libgyrocompass): the same settings,
 the same code for every sample. See help(gyrocompass.Filter) for the settings.
 """
+from __future__ import annotations
+
 import ctypes
 import json
 import math
@@ -16,6 +18,7 @@ import tempfile
 import warnings
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _native
 from ._native import ESTIMATE, GC_OK, lib
@@ -39,12 +42,12 @@ MAX_GYRO_RAD_S = 40.0
 MAX_FIELD_UT = 10_000.0
 
 
-def version():
+def version() -> str:
     """The library's version, 'X.Y.Z (commit)'."""
     return lib.gc_version().decode()
 
 
-def flag_names(flags):
+def flag_names(flags: int) -> list[str]:
     """The names of the bits set in one `flags` value."""
     return [name for name, bit in FLAGS.items() if int(flags) & bit]
 
@@ -60,7 +63,7 @@ class Setting:
         return f'Setting({self.name!r}, {self.kind}, unit={self.unit!r}, default={self.default!r})'
 
 
-def settings():
+def settings() -> list[Setting]:
     """Every setting `Filter` takes, from the fusion stage's one declaration (what `fusion-node stages
     fusion` and docs/stages.md show)."""
     out = []
@@ -138,7 +141,8 @@ class Filter:
     from two threads at once; the GIL is released while the library works.
     """
 
-    def __init__(self, rate_hz=None, *, mag_unit='uT', calibration=None, **settings):
+    def __init__(self, rate_hz: float | None = None, *, mag_unit: str = 'uT',
+                 calibration: str | os.PathLike | None = None, **settings: object) -> None:
         self._handle = None
         if rate_hz is not None and not (isinstance(rate_hz, (int, float)) and math.isfinite(rate_hz) and rate_hz > 0):
             raise ValueError(f'rate_hz: {rate_hz!r} is not a positive number of samples per second')
@@ -166,7 +170,7 @@ class Filter:
     def __del__(self):
         self.close()
 
-    def close(self):
+    def close(self) -> None:
         """Frees the library's filter (also done when the object goes)."""
         if getattr(self, '_handle', None) is not None:
             lib.gc_filter_destroy(self._handle)
@@ -216,7 +220,8 @@ class Filter:
                     raise ValueError(f'mag: a median strength of {median:.4g} uT is far below any earth field; '
                                      f"is it in tesla (mag_unit='T') or gauss (x 100)?")
 
-    def update_batch(self, gyr, acc, mag=None, t=None):
+    def update_batch(self, gyr: ArrayLike, acc: ArrayLike, mag: ArrayLike | None = None,
+                     t: ArrayLike | None = None) -> dict[str, np.ndarray]:
         """N samples at once (N x 3 arrays, `t` N times or None); a dict of N-row arrays."""
         handle = self._live()
         gyr = _rows('gyr', gyr)
@@ -241,7 +246,8 @@ class Filter:
             raise ValueError(f'{_native.last_error()} ({taken} of {n} samples were taken before it)')
         return self._columns(out)
 
-    def update(self, gyr, acc, mag=None, t=None):
+    def update(self, gyr: ArrayLike, acc: ArrayLike, mag: ArrayLike | None = None,
+               t: float | None = None) -> dict[str, object]:
         """One sample (3-vectors; mag None or NaN: no reading); a dict of scalars and small arrays."""
         gyr = np.asarray(gyr, dtype=np.float64)
         if gyr.shape != (3,):
@@ -258,7 +264,7 @@ class Filter:
         out = self.update_batch(gyr[None, :], acc[None, :], m, None if t is None else [t])
         return {k: v[0] for k, v in out.items()}
 
-    def add_magnetometer(self, mag, t):
+    def add_magnetometer(self, mag: ArrayLike, t: float) -> None:
         """A magnetometer reading at its own time `t`: used with the first IMU sample at or after it."""
         handle = self._live()
         m = _rows('mag', np.asarray(mag, dtype=np.float64).reshape(1, 3))[0]
@@ -267,7 +273,7 @@ class Filter:
         if lib.gc_filter_add_magnetometer(handle, float(t), _native.pointer(np.ascontiguousarray(m))) != GC_OK:
             raise ValueError(_native.last_error())
 
-    def finish(self):
+    def finish(self) -> dict[str, np.ndarray]:
         """The end of the stream: the smoother's estimates of every sample (a dict of arrays); empty
         arrays for a filter."""
         handle = self._live()
@@ -279,7 +285,7 @@ class Filter:
         return self._columns(out)
 
     @property
-    def summary(self):
+    def summary(self) -> list[str]:
         """The filter's summary lines (samples fused and skipped, the disturbance gate's counts)."""
         return _native.text(lib.gc_filter_summary, self._live()).splitlines()
 
@@ -305,7 +311,7 @@ def _settings_doc():
 Filter.__doc__ += _settings_doc()
 
 
-def replay(path, *, settings=None, **options):
+def replay(path: str | os.PathLike, *, settings: dict[str, object] | None = None, **options: object):
     """`fusion-node replay PATH` in this process: the same graph (the bag source, the online calibration,
     the fusion stage) and the same estimates as its `--csv` and `--accuracy-csv` files.
 
@@ -368,7 +374,7 @@ def replay(path, *, settings=None, **options):
     return columns
 
 
-def read_bag(path, topics=None):
+def read_bag(path: str | os.PathLike, topics: str | list[str] | None = None) -> dict[str, dict]:
     """A bag's raw messages (MCAP or sqlite3; a file or a rosbag2 directory), by topic.
 
     topics: names (with or without the leading slash), or None for every topic. Returns {topic: {'type':
