@@ -34,6 +34,16 @@ func succeed() -> Int32 {
     return Status.ok
 }
 
+/// Runs `body`: GC_OK, or `status` with the error's message as the thread's last error.
+func attempt(_ status: Int32, _ body: () throws -> Void) -> Int32 {
+    do {
+        try body()
+        return succeed()
+    } catch {
+        return fail(status, error.message)
+    }
+}
+
 func handle(_ filter: OpaquePointer?) -> FilterHandle? {
     filter.map { Unmanaged<FilterHandle>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
 }
@@ -100,12 +110,9 @@ public func cSettingsReference(
 public func cFilterCreate(_ settings: UnsafePointer<CChar>?, _ filter: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
     guard let filter else { return fail(Status.argument, "gc_filter_create: filter is NULL") }
     filter.pointee = nil
-    do {
+    return attempt(Status.settings) {
         let engine = try FusionEngine(settingsYAML: settings.map { String(cString: $0) } ?? "")
         filter.pointee = OpaquePointer(Unmanaged.passRetained(FilterHandle(engine)).toOpaque())
-        return succeed()
-    } catch {
-        return fail(Status.settings, error.message)
     }
 }
 
@@ -118,23 +125,13 @@ public func cFilterDestroy(_ filter: OpaquePointer?) {
 @_cdecl("gc_filter_declare_calibrated")
 public func cFilterDeclareCalibrated(_ filter: OpaquePointer?) -> Int32 {
     guard let h = handle(filter) else { return fail(Status.argument, "gc_filter_declare_calibrated: filter is NULL") }
-    do {
-        try h.engine.declareCalibrated()
-        return succeed()
-    } catch {
-        return fail(Status.file, error.message)
-    }
+    return attempt(Status.file) { try h.engine.declareCalibrated() }
 }
 
 @_cdecl("gc_filter_learn_calibration")
 public func cFilterLearnCalibration(_ filter: OpaquePointer?) -> Int32 {
     guard let h = handle(filter) else { return fail(Status.argument, "gc_filter_learn_calibration: filter is NULL") }
-    do {
-        try h.engine.learnCalibration()
-        return succeed()
-    } catch {
-        return fail(Status.file, error.message)
-    }
+    return attempt(Status.file) { try h.engine.learnCalibration() }
 }
 
 @_cdecl("gc_filter_use_calibration_file")
@@ -142,12 +139,7 @@ public func cFilterUseCalibrationFile(_ filter: OpaquePointer?, _ path: UnsafePo
     guard let h = handle(filter), let path else {
         return fail(Status.argument, "gc_filter_use_calibration_file: filter or path is NULL")
     }
-    do {
-        try h.engine.useCalibration(file: String(cString: path))
-        return succeed()
-    } catch {
-        return fail(Status.file, error.message)
-    }
+    return attempt(Status.file) { try h.engine.useCalibration(file: String(cString: path)) }
 }
 
 @_cdecl("gc_filter_add_magnetometer")
@@ -155,12 +147,7 @@ public func cFilterAddMagnetometer(_ filter: OpaquePointer?, _ time: Double, _ f
     guard let h = handle(filter), let field else {
         return fail(Status.argument, "gc_filter_add_magnetometer: filter or field_ut is NULL")
     }
-    do {
-        try h.engine.magnetometer(timestampSeconds: time, fieldMicrotesla: vector(field))
-        return succeed()
-    } catch {
-        return fail(Status.sample, error.message)
-    }
+    return attempt(Status.sample) { try h.engine.magnetometer(timestampSeconds: time, fieldMicrotesla: vector(field)) }
 }
 
 @_cdecl("gc_filter_update")

@@ -46,6 +46,11 @@ public struct HeadingMessage: RosMessage, Equatable {
         FusionFlags(rawValue: UInt32(flags & ~northFlags)).union(MagnetometerVerdictReason.flags(wireReasons: reasons))
     }
 
+    /// The `reasons` a 16-bit `flags` word holds: what a version 1 message (no `reasons` field) says.
+    public static func reasons(inFlags flags: UInt16) -> UInt32 {
+        MagnetometerVerdictReason.wireReasons(FusionFlags(rawValue: UInt32(flags)))
+    }
+
     /// The 16-bit `flags` word and the `reasons` word for a filter's flags and the true-north bits.
     public static func wireFlags(_ flags: FusionFlags, north: UInt16 = 0) -> (flags: UInt16, reasons: UInt32) {
         (UInt16(truncatingIfNeeded: flags.rawValue) & ~northFlags | north, MagnetometerVerdictReason.wireReasons(flags))
@@ -74,7 +79,7 @@ public struct HeadingMessage: RosMessage, Equatable {
         self.magneticField = magneticField
         self.source = source
         self.flags = flags
-        self.reasons = reasons ?? MagnetometerVerdictReason.wireReasons(FusionFlags(rawValue: UInt32(flags)))
+        self.reasons = reasons ?? Self.reasons(inFlags: flags)
     }
 
     public init(cdr: UnsafeRawBufferPointer) throws(CDRError) {
@@ -94,7 +99,7 @@ public struct HeadingMessage: RosMessage, Equatable {
         // Version 1 ends here.
         reasons =
             try r.appendedUInt32("reasons")
-            ?? MagnetometerVerdictReason.wireReasons(FusionFlags(rawValue: UInt32(flags)))
+            ?? Self.reasons(inFlags: flags)
     }
 
     public func cdr() -> [UInt8] {

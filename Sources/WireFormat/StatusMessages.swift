@@ -103,7 +103,7 @@ public struct InterferenceStatusMessage: RosMessage, Equatable {
         self.header = header
         self.disturbed = disturbed
         self.flags = flags
-        self.reasons = reasons ?? MagnetometerVerdictReason.wireReasons(FusionFlags(rawValue: UInt32(flags)))
+        self.reasons = reasons ?? HeadingMessage.reasons(inFlags: flags)
         self.samplesAssessed = samplesAssessed
         self.samplesFlagged = samplesFlagged
         self.disturbedPeriods = disturbedPeriods
@@ -126,7 +126,7 @@ public struct InterferenceStatusMessage: RosMessage, Equatable {
         // Before gyrocompass_msgs 0.4.0 the message ended here.
         reasons =
             try r.appendedUInt32("reasons")
-            ?? MagnetometerVerdictReason.wireReasons(FusionFlags(rawValue: UInt32(flags)))
+            ?? HeadingMessage.reasons(inFlags: flags)
     }
 
     public func cdr() -> [UInt8] {

@@ -121,23 +121,29 @@ def test_lintian_is_clean(deb):
     assert not tags, '\n'.join(tags)
 
 
+def unpacked_debian_root(tarball, include, directory, timeout=1800):
+    """A minimal Debian 12 root (mmdebstrap's apt variant with the packages `include` names) unpacked in
+    `directory`; made once and kept as `tarball` in the cache. Skips the test where it cannot be made."""
+    if os.geteuid() != 0:
+        pytest.skip('a Debian root needs root (mmdebstrap, chroot); run as root')
+    if not shutil.which('mmdebstrap'):
+        pytest.skip('mmdebstrap is not installed (tools/setup.sh system installs it)')
+    if not tarball.exists():
+        tarball.parent.mkdir(parents=True, exist_ok=True)
+        partial = tarball.with_suffix('.partial.tar')
+        r = subprocess.run(['mmdebstrap', '--quiet', '--variant=apt', f'--include={include}', 'bookworm',
+                            str(partial)], capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            pytest.skip(f'mmdebstrap could not create a Debian 12 root: {r.stderr.strip()[-800:]}')
+        partial.rename(tarball)
+    subprocess.run(['tar', '-xf', str(tarball), '-C', str(directory)], check=True)
+    return directory
+
+
 @pytest.fixture(scope='module')
 def debian_root(tmp_path_factory):
     """A minimal Debian 12 root, chroot-ready, with /proc, /sys and /dev bound in."""
-    if os.geteuid() != 0:
-        pytest.skip('a Debian root for the package test needs root (mmdebstrap, chroot); run as root')
-    if not shutil.which('mmdebstrap'):
-        pytest.skip('mmdebstrap is not installed (tools/setup.sh system installs it)')
-    if not ROOT_TARBALL.exists():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        partial = ROOT_TARBALL.with_suffix('.partial.tar')
-        r = subprocess.run(['mmdebstrap', '--quiet', '--variant=apt', '--include=man-db,systemd', 'bookworm',
-                            str(partial)], capture_output=True, text=True, timeout=900)
-        if r.returncode != 0:
-            pytest.skip(f'mmdebstrap could not create a Debian 12 root: {r.stderr.strip()[-800:]}')
-        partial.rename(ROOT_TARBALL)
-    root = tmp_path_factory.mktemp('debian-root')
-    subprocess.run(['tar', '-xf', str(ROOT_TARBALL), '-C', str(root)], check=True)
+    root = unpacked_debian_root(ROOT_TARBALL, 'man-db,systemd', tmp_path_factory.mktemp('debian-root'), timeout=900)
     shutil.copy('/etc/resolv.conf', root / 'etc' / 'resolv.conf')
     mounted = []
     try:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from test_bag_interop import node  # noqa: F401  (fixture)
+from test_package import CACHE, unpacked_debian_root
 
 ROOT = Path(__file__).resolve().parents[2]
 # The release build with the Swift runtime linked in (package.sh and the wheel share it) takes minutes
@@ -20,7 +21,6 @@ pytestmark = pytest.mark.timeout(1800)
 sys.path.insert(0, str(ROOT / 'tools'))
 import golden_replays  # noqa: E402
 
-CACHE = Path(os.environ.get('GYROCOMPASS_CACHE', Path.home() / '.cache' / 'gyrocompass'))
 PYTHON_ROOT = CACHE / 'debian12-python3-numpy.tar'
 
 
@@ -291,20 +291,7 @@ def test_a_batch_lets_other_threads_run(venv, tmp_path):
 @pytest.fixture(scope='module')
 def python_root(tmp_path_factory):
     """A minimal Debian 12 root with python3, python3-numpy and pip from Debian, and nothing else."""
-    if os.geteuid() != 0:
-        pytest.skip('a Debian root needs root (mmdebstrap, chroot); run as root')
-    if not shutil.which('mmdebstrap'):
-        pytest.skip('mmdebstrap is not installed (tools/setup.sh system installs it)')
-    if not PYTHON_ROOT.exists():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        partial = PYTHON_ROOT.with_suffix('.partial.tar')
-        r = subprocess.run(['mmdebstrap', '--quiet', '--variant=apt', '--include=python3-numpy,python3-pip',
-                            'bookworm', str(partial)], capture_output=True, text=True, timeout=1800)
-        if r.returncode != 0:
-            pytest.skip(f'mmdebstrap could not create a Debian 12 root: {r.stderr.strip()[-800:]}')
-        partial.rename(PYTHON_ROOT)
-    root = tmp_path_factory.mktemp('pyroot')
-    subprocess.run(['tar', '-xf', str(PYTHON_ROOT), '-C', str(root)], check=True)
+    root = unpacked_debian_root(PYTHON_ROOT, 'python3-numpy,python3-pip', tmp_path_factory.mktemp('pyroot'))
     return root
 
 

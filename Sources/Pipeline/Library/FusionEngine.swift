@@ -56,31 +56,7 @@ public final class FusionEngine {
     /// `settingsYAML`: a YAML mapping of fusion-stage settings, as under a fusion stage in a pipeline
     /// file ("" = every default).
     public init(settingsYAML: String) throws(FusionEngineError) {
-        let settings: StageSettings
-        do {
-            let node = try YAMLParser.parse(settingsYAML, file: "settings")
-            let mapping: [(key: YAMLNode, value: YAMLNode)]
-            if let node, !node.isNull {
-                guard let m = node.mapping else {
-                    throw FusionEngineError(
-                        message: "settings: expected a mapping of setting: value, found \(node.kind)")
-                }
-                mapping = m
-            } else {
-                mapping = []
-            }
-            settings = try StageSettings(
-                type: FusionStage.type, stage: "fusion", at: node?.mark ?? YAMLMark(line: 1, column: 1),
-                nodes: mapping, file: "settings", environment: [:])
-        } catch let e as YAMLError {
-            throw FusionEngineError(message: "settings, \(e.mark): \(e.message)")
-        } catch let e as PipelineConfigError {
-            throw FusionEngineError(message: "settings, \(e.mark): \(e.message)")
-        } catch let e as FusionEngineError {
-            throw e
-        } catch {
-            throw FusionEngineError(message: "settings: \(error)")
-        }
+        let settings = try Self.stageSettings(FusionStage.type, stage: "fusion", yaml: settingsYAML, named: "settings")
         if let problem = FusionStage.type.check(settings) {
             throw FusionEngineError(message: "settings: '\(problem.setting)': \(problem.message)")
         }
@@ -176,5 +152,36 @@ extension FusionEngine {
 
     static func format(_ v: Double) -> String {
         v == v.rounded() && abs(v) < 1e15 ? String(Int64(v)) : "\(v)"
+    }
+}
+
+extension FusionEngine {
+    /// A YAML mapping the library is given as text (settings, options), named `what` in its errors: its
+    /// entries and where it starts. An empty text is an empty mapping.
+    static func mapping(_ text: String, named what: String) throws(FusionEngineError) -> (
+        entries: [(key: YAMLNode, value: YAMLNode)], mark: YAMLMark
+    ) {
+        let node: YAMLNode?
+        do { node = try YAMLParser.parse(text, file: what) } catch {
+            throw FusionEngineError(message: "\(what), \(error.mark): \(error.message)")
+        }
+        guard let node, !node.isNull else { return ([], YAMLMark(line: 1, column: 1)) }
+        guard let entries = node.mapping else {
+            throw FusionEngineError(message: "\(what): expected a mapping of name: value, found \(node.kind)")
+        }
+        return (entries, node.mark)
+    }
+
+    /// A stage's settings from YAML text, checked as a pipeline file's stage is.
+    static func stageSettings(_ type: StageType, stage: String, yaml: String, named what: String)
+        throws(FusionEngineError) -> StageSettings
+    {
+        let (entries, mark) = try mapping(yaml, named: what)
+        do {
+            return try StageSettings(
+                type: type, stage: stage, at: mark, nodes: entries, file: what, environment: [:])
+        } catch {
+            throw FusionEngineError(message: "\(what), \(error.mark): \(error.message)")
+        }
     }
 }

@@ -1,7 +1,6 @@
 import CompassCore
 import MessageBus
 import WireFormat
-import YAML
 
 /// What the engine knows of the readings' calibration, as a calibration stage would tell the fusion
 /// stage. Without either call the readings are taken as they come and judged by the stage's check
@@ -41,15 +40,9 @@ extension FusionEngine {
         guard lastImuTime == -.infinity else {
             throw FusionEngineError(message: "learnCalibration: the calibration is set before the first sample")
         }
-        let settings: StageSettings
-        do {
-            let node = try YAMLParser.parse("online: true\nprompt: false", file: "calibration")!
-            settings = try StageSettings(
-                type: CalibrationStage.type, stage: "calibration", at: node.mark, nodes: node.mapping ?? [],
-                file: "calibration", environment: [:])
-        } catch {
-            throw FusionEngineError(message: "learnCalibration: \(error)")
-        }
+        // The replay graph's calibration stage (ProcessingGraphStages without a file).
+        let settings = try Self.stageSettings(
+            CalibrationStage.type, stage: "calibration", yaml: "online: true\nprompt: false", named: "calibration")
         calibrator = CalibrationStage(CalibrationStage.Settings.table.read(settings), log: { _ in })
     }
 

@@ -23,15 +23,7 @@ public struct LibraryReplay: Sendable {
         ]
 
         public init(yaml text: String) throws(FusionEngineError) {
-            let node: YAMLNode?
-            do { node = try YAMLParser.parse(text, file: "options") } catch {
-                throw FusionEngineError(message: "options, \(error.mark): \(error.message)")
-            }
-            guard let node, !node.isNull else { return }
-            guard let entries = node.mapping else {
-                throw FusionEngineError(message: "options: expected a mapping of option: value, found \(node.kind)")
-            }
-            for (k, v) in entries {
+            for (k, v) in try FusionEngine.mapping(text, named: "options").entries {
                 guard let key = k.scalar, let value = v.scalar ?? Self.flow(v) else {
                     throw FusionEngineError(message: "options, \(k.mark): expected option: value")
                 }
