@@ -71,6 +71,7 @@ func dispatch(_ arguments: [String]) async throws -> ExitCode {
     case "watch": return try WatchCommand.run(Array(arguments.dropFirst()))
     case "report": return try await ReportCommand.run(Array(arguments.dropFirst()))
     case "ros2": return try ROS2Command.run(Array(arguments.dropFirst()))
+    case "fleet": return try FleetCommand.run(Array(arguments.dropFirst()))
     case let first? where first.hasPrefix("-"): return try await DefaultPipelineCommand.run(arguments)
     case let first?:
         throw UsageError(

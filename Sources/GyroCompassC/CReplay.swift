@@ -6,10 +6,20 @@ import Pipeline
 final class ReplayResultHandle {
     let columns: ReplayColumns
     let reports: [StageReport]
-    init(_ columns: ReplayColumns, reports: [StageReport]) {
+    let log: [String]
+    init(_ columns: ReplayColumns, reports: [StageReport], log: [String]) {
         self.columns = columns
         self.reports = reports
+        self.log = log
     }
+}
+
+/// The lines a replay logs, gathered from the stages' tasks.
+final class LogLines: @unchecked Sendable {
+    private let lock = NSLock()
+    private var lines: [String] = []
+    func append(_ line: String) { lock.withLock { lines.append(line) } }
+    var all: [String] { lock.withLock { lines } }
 }
 
 func replayHandle(_ p: OpaquePointer?) -> ReplayResultHandle? {
@@ -42,12 +52,13 @@ public func cReplay(
     defer { if let temporary { try? FileManager.default.removeItem(atPath: temporary) } }
     let q = quaternionCSV.map { String(cString: $0) } ?? temporary! + "/orientation.csv"
     let a = accuracyCSV.map { String(cString: $0) } ?? temporary! + "/accuracy.csv"
+    let log = LogLines()
     do {
         let reports = try LibraryReplay(bagPath: String(cString: bag), options: parsed).run(
-            quaternionCSV: q, accuracyCSV: a)
+            quaternionCSV: q, accuracyCSV: a, log: log.append)
         if let result {
             let columns = try ReplayColumns(quaternionCSV: q, accuracyCSV: a)
-            let handle = ReplayResultHandle(columns, reports: reports)
+            let handle = ReplayResultHandle(columns, reports: reports, log: log.all)
             result.pointee = OpaquePointer(Unmanaged.passRetained(handle).toOpaque())
         }
         return succeed()
@@ -55,6 +66,21 @@ public func cReplay(
         return fail(Status.settings, e.description)
     } catch {
         return fail(Status.file, error.message)
+    }
+}
+
+@_cdecl("gc_replay_check")
+public func cReplayCheck(_ bag: UnsafePointer<CChar>?, _ options: UnsafePointer<CChar>?) -> Int32 {
+    do {
+        let parsed = try LibraryReplay.Options(yaml: options.map { String(cString: $0) } ?? "")
+        try LibraryReplay(bagPath: bag.map { String(cString: $0) } ?? "bag.mcap", options: parsed).check()
+        return succeed()
+    } catch let e as FusionEngineError {
+        return fail(Status.settings, e.message)
+    } catch let e as PipelineConfigError {
+        return fail(Status.settings, e.description)
+    } catch {
+        return fail(Status.settings, "\(error)")
     }
 }
 
@@ -89,6 +115,15 @@ public func cReplayResultSummary(
 ) -> Int32 {
     guard let h = replayHandle(result) else { return fail(Status.argument, "gc_replay_result_summary: result is NULL") }
     return copyText(h.reports.map(\.description).joined(separator: "\n"), text, capacity, needed)
+}
+
+@_cdecl("gc_replay_result_log")
+public func cReplayResultLog(
+    _ result: OpaquePointer?, _ text: UnsafeMutablePointer<CChar>?, _ capacity: Int,
+    _ needed: UnsafeMutablePointer<Int>?
+) -> Int32 {
+    guard let h = replayHandle(result) else { return fail(Status.argument, "gc_replay_result_log: result is NULL") }
+    return copyText(h.log.joined(separator: "\n"), text, capacity, needed)
 }
 
 @_cdecl("gc_replay_result_outcome")

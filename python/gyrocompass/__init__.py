@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike
 from . import _native
 from ._native import ESTIMATE, GC_OK, lib
 
-__all__ = ['Filter', 'FLAGS', 'flag_names', 'read_bag', 'replay', 'settings', 'version', 'LIBRARY_PATH']
+__all__ = ['Filter', 'FLAGS', 'flag_names', 'read_bag', 'replay', 'settings', 'version', 'LIBRARY_PATH', 'fleet']
 
 LIBRARY_PATH = _native.LIBRARY_PATH
 
@@ -322,8 +322,8 @@ def replay(path: str | os.PathLike, *, settings: dict[str, object] | None = None
     'heading_deg', 'accuracy_deg' (NaN where the command's CSV leaves it empty), 'flags' (FLAGS bits);
     a pandas DataFrame (t, qw, qx, qy, qz, heading_deg, accuracy_deg, flags) when pandas is installed and
     as_dataframe is not False. The stages' reports are in the result's 'summary' (dict) or attrs
-    (DataFrame); inputs lost or causes of wrong output found (the command's exit codes 3 and 4) are a
-    RuntimeWarning naming them.
+    (DataFrame), what the replay logged while it ran (each calibration accepted) in 'log'; inputs lost
+    or causes of wrong output found (the command's exit codes 3 and 4) are a RuntimeWarning naming them.
     """
     as_dataframe = options.pop('as_dataframe', None)
     given = dict(options)
@@ -331,10 +331,39 @@ def replay(path: str | os.PathLike, *, settings: dict[str, object] | None = None
         if '.' not in key:
             raise ValueError(f'settings: {key!r} is not STAGE.SETTING')
         given[key] = value
+    columns, reports, log, losses, known_wrong = _replay(path, _yaml(given))
+    if losses or known_wrong:
+        # What the command's exit code 3 or 4 says: the output is complete but not to be trusted as is.
+        warnings.warn(f'{path}: {losses} input(s) lost and {known_wrong} cause(s) of wrong output '
+                      'found; see the summary: ' + ' | '.join(reports), RuntimeWarning, stacklevel=2)
+    if as_dataframe is not False:
+        try:
+            import pandas as pd
+        except ImportError:
+            if as_dataframe:
+                raise
+        else:
+            frame = pd.DataFrame({'t': columns['t'], 'qw': columns['quaternion'][:, 0],
+                                  'qx': columns['quaternion'][:, 1], 'qy': columns['quaternion'][:, 2],
+                                  'qz': columns['quaternion'][:, 3], 'heading_deg': columns['heading_deg'],
+                                  'accuracy_deg': columns['accuracy_deg'], 'flags': columns['flags']})
+            frame.attrs['summary'] = reports
+            frame.attrs['log'] = log
+            return frame
+    columns['summary'] = reports
+    columns['log'] = log
+    return columns
+
+
+def _replay(path, options_yaml, quaternion_csv=None, accuracy_csv=None):
+    """gc_replay: (columns, reports, log lines, losses, causes of wrong output); the two CSV files are
+    written where named (else to temporary files the library removes)."""
     if not os.path.exists(path):
         raise FileNotFoundError(f'{path}: no such bag')
     result = ctypes.c_void_p()
-    status = lib.gc_replay(os.fsencode(path), _yaml(given).encode(), None, None, ctypes.byref(result))
+    status = lib.gc_replay(os.fsencode(path), options_yaml.encode(),
+                           None if quaternion_csv is None else os.fsencode(quaternion_csv),
+                           None if accuracy_csv is None else os.fsencode(accuracy_csv), ctypes.byref(result))
     if status == _native.GC_ERROR_SETTINGS:
         raise ValueError(_native.last_error())
     if status == _native.GC_ERROR_FILE:
@@ -349,29 +378,12 @@ def replay(path: str | os.PathLike, *, settings: dict[str, object] | None = None
                                                ('t', 'quaternion', 'heading_deg', 'accuracy_deg')),
                                      columns['flags'].ctypes.data_as(ctypes.POINTER(ctypes.c_uint32)))
         reports = _native.text(lib.gc_replay_result_summary, result).splitlines()
+        log = _native.text(lib.gc_replay_result_log, result).splitlines()
         losses, known_wrong = ctypes.c_size_t(0), ctypes.c_size_t(0)
         lib.gc_replay_result_outcome(result, ctypes.byref(losses), ctypes.byref(known_wrong))
     finally:
         lib.gc_replay_result_destroy(result)
-    if losses.value or known_wrong.value:
-        # What the command's exit code 3 or 4 says: the output is complete but not to be trusted as is.
-        warnings.warn(f'{path}: {losses.value} input(s) lost and {known_wrong.value} cause(s) of wrong output '
-                      'found; see the summary: ' + ' | '.join(reports), RuntimeWarning, stacklevel=2)
-    if as_dataframe is not False:
-        try:
-            import pandas as pd
-        except ImportError:
-            if as_dataframe:
-                raise
-        else:
-            frame = pd.DataFrame({'t': columns['t'], 'qw': columns['quaternion'][:, 0],
-                                  'qx': columns['quaternion'][:, 1], 'qy': columns['quaternion'][:, 2],
-                                  'qz': columns['quaternion'][:, 3], 'heading_deg': columns['heading_deg'],
-                                  'accuracy_deg': columns['accuracy_deg'], 'flags': columns['flags']})
-            frame.attrs['summary'] = reports
-            return frame
-    columns['summary'] = reports
-    return columns
+    return columns, reports, log, losses.value, known_wrong.value
 
 
 def read_bag(path: str | os.PathLike, topics: str | list[str] | None = None) -> dict[str, dict]:

@@ -163,6 +163,10 @@ typedef struct gc_replay_result gc_replay_result;
 gc_status gc_replay(const char *bag_path, const char *options_yaml, const char *quaternion_csv,
                     const char *accuracy_csv, gc_replay_result **result);
 
+/* Whether gc_replay would accept `options_yaml` (names, values, the graph they make), without reading
+ * the bag (`bag_path` may be NULL): GC_OK, or GC_ERROR_SETTINGS with the message gc_replay would give. */
+gc_status gc_replay_check(const char *bag_path, const char *options_yaml);
+
 /* How many estimates a replay gave. */
 size_t gc_replay_result_count(const gc_replay_result *result);
 
@@ -175,6 +179,11 @@ gc_status gc_replay_result_columns(const gc_replay_result *result, double *time_
 
 /* The stages' reports, one per line, as fusion-node prints them; as gc_settings_reference for the buffer. */
 gc_status gc_replay_result_summary(const gc_replay_result *result, char *text, size_t capacity, size_t *needed);
+
+/* What the replay logged while it ran, one line per event, as fusion-node replay prints it on standard
+ * error: each calibration accepted ("calibration: at T s accepted a KIND fit, offset X, Y, Z uT, field F
+ * uT, rms R uT"), warnings; as gc_settings_reference for the buffer. */
+gc_status gc_replay_result_log(const gc_replay_result *result, char *text, size_t capacity, size_t *needed);
 
 /* What the command's exit code says: inputs skipped or lost (exit 3 when more than 0) and causes found
  * that make the output wrong, such as readings with iron nobody removes (exit 4); each named in the

@@ -10,6 +10,7 @@ enum Commands {
         ("echo", EchoCommand.help.summary),
         ("watch", WatchCommand.help.summary),
         ("report", ReportCommand.help.summary),
+        ("fleet", FleetCommand.help.summary),
         ("calibrate", CalibrateCommand.help.summary),
         ("ros2", "ROS 2 over DDS without ROS installed: ros2 echo, ros2 list"),
         (
@@ -36,7 +37,7 @@ enum Commands {
     static var all: [CommandHelp] {
         [
             DefaultPipelineCommand.help, PipelineCommand.help, ReplayCommand.help, ReportCommand.help,
-            CalibrateCommand.help, EchoCommand.help,
+            FleetCommand.help, CalibrateCommand.help, EchoCommand.help,
             WatchCommand.help, StagesCommand.help, KeygenCommand.help, CompletionCommand.help,
         ] + groups["bag"]! + groups["ros2"]! + groups["bench"]!
     }

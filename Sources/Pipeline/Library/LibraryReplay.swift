@@ -87,16 +87,25 @@ public struct LibraryReplay: Sendable {
             text, file: "<library replay>", environment: [:], overrides: options.overrides)
     }
 
+    /// Whether the options make a valid graph for this bag (settings, names, values), without reading
+    /// the bag: throws what `run` would throw for them.
+    public func check() throws {
+        _ = try config(quaternionCSV: "/dev/null", accuracyCSV: "/dev/null")
+    }
+
     /// Runs the replay to its end (blocking the calling thread, which must not be one of Swift
-    /// concurrency's); the stages' reports. Throws for a graph the options make invalid, a bag that
-    /// cannot be read, or nothing fused.
-    public func run(quaternionCSV: String, accuracyCSV: String) throws -> [StageReport] {
+    /// concurrency's); the stages' reports. `log` receives the lines `fusion-node replay` prints on
+    /// standard error while it runs (calibrations accepted, warnings), from the stages' tasks. Throws for
+    /// a graph the options make invalid, a bag that cannot be read, or nothing fused.
+    public func run(
+        quaternionCSV: String, accuracyCSV: String, log: @escaping @Sendable (String) -> Void = { _ in }
+    ) throws -> [StageReport] {
         let config = try self.config(quaternionCSV: quaternionCSV, accuracyCSV: accuracyCSV)
         let outcome = Outcome()
         let done = DispatchSemaphore(value: 0)
         Task.detached {
             do {
-                outcome.set(.success(try await PipelineRunner.runAll(config, stop: StopToken(), log: { _ in })))
+                outcome.set(.success(try await PipelineRunner.runAll(config, stop: StopToken(), log: log)))
             } catch {
                 outcome.set(.failure(error))
             }

@@ -325,9 +325,8 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
             } ?? true
         if moved {
             lastLogged = fit
-            let article = fit.model.rawValue.first.map { "aeiou".contains($0) } == true ? "an" : "a"
             log(
-                "calibration: at \(format(time, 2)) s accepted \(article) \(fit.model.rawValue) fit, "
+                "calibration: at \(format(time, 2)) s accepted \(article(fit.model)) \(fit.model.rawValue) fit, "
                     + "offset \(format(o.x, 1)), \(format(o.y, 1)), \(format(o.z, 1)) uT, "
                     + "field \(format(fit.calibration.fieldRadiusMicrotesla, 1)) uT, rms "
                     + "\(format(fit.rmsResidualMicrotesla, 2)) uT"
@@ -336,6 +335,11 @@ final class CalibrationStage: StageLogic, InPlaceTransform, @unchecked Sendable 
         }
         guard savedResidual.map({ fit.rmsResidualMicrotesla < $0 }) ?? true else { return }
         save(fit)
+    }
+
+    /// "a" or "an" before a fit model's name.
+    func article(_ model: CalibrationFit.Model) -> String {
+        model.rawValue.first.map { "aeiou".contains($0) } == true ? "an" : "a"
     }
 
     /// The first learned motor coefficients: logged, and saved with the calibration when there is one.

@@ -108,23 +108,37 @@ extension CalibrationStage {
                 "\(withheld) magnetometer reading(s) held back until the mounting was clear"
                     + (magnetometerRotation == nil ? " (all of them: it never was)" : ""))
         }
-        if let o = online {
-            notes.append(
-                "calibration \(o.state) (progress \(format(o.progressPercent, 0)) %), \(refitsAccepted) fit(s) accepted"
-                    + (o.gyroAidedFits > 0 ? " (\(o.gyroAidedFits) gyro-aided)" : "")
-                    + (o.gravityAidedFits > 0 ? " (\(o.gravityAidedFits) gravity-aided)" : ""))
-            if refitsAccepted == 0 {
-                let needed = format(o.settings.gyroAided.minimumRotationSpread, 2)
-                let window = format(o.settings.gyroAided.windowSeconds, 0)
-                notes.append(
-                    StageReport.noCalibrationFitPrefix
-                        + "the gyro-aided fit's windows turned with a spread of at most "
-                        + "\(format(o.largestRotationSpread, 3)) (it needs \(needed): turning about two axes or "
-                        + "more, about 30 degrees each way, within \(window) s), and the sphere fit needs "
-                        + "\(format(100 * o.settings.minimumCoverage, 0)) % of the directions within "
-                        + "\(format(o.settings.maximumReadingAgeSeconds, 0)) s")
-            }
-        }
+        if let o = online { notes += onlineNotes(o) }
         return []
+    }
+
+    /// What the online calibrator says at the end: its state, the fit in force, or why none was accepted.
+    func onlineNotes(_ o: OnlineCalibrator) -> [String] {
+        var out = [
+            "calibration \(o.state) (progress \(format(o.progressPercent, 0)) %), \(refitsAccepted) fit(s) accepted"
+                + (o.gyroAidedFits > 0 ? " (\(o.gyroAidedFits) gyro-aided)" : "")
+                + (o.gravityAidedFits > 0 ? " (\(o.gravityAidedFits) gravity-aided)" : "")
+        ]
+        if let fit = o.fit {
+            // The one line a fleet's health reads: the hard iron at the end of a recording.
+            let h = fit.calibration.hardIronOffsetMicrotesla
+            out.append(
+                "in force at the end: \(article(fit.model)) \(fit.model.rawValue) fit, offset \(format(h.x, 2)), "
+                    + "\(format(h.y, 2)), \(format(h.z, 2)) uT, field "
+                    + "\(format(fit.calibration.fieldRadiusMicrotesla, 2)) uT, "
+                    + "rms \(format(fit.rmsResidualMicrotesla, 2)) uT")
+        }
+        if refitsAccepted == 0 {
+            let needed = format(o.settings.gyroAided.minimumRotationSpread, 2)
+            let window = format(o.settings.gyroAided.windowSeconds, 0)
+            out.append(
+                StageReport.noCalibrationFitPrefix
+                    + "the gyro-aided fit's windows turned with a spread of at most "
+                    + "\(format(o.largestRotationSpread, 3)) (it needs \(needed): turning about two axes or "
+                    + "more, about 30 degrees each way, within \(window) s), and the sphere fit needs "
+                    + "\(format(100 * o.settings.minimumCoverage, 0)) % of the directions within "
+                    + "\(format(o.settings.maximumReadingAgeSeconds, 0)) s")
+        }
+        return out
     }
 }
