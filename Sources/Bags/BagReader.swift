@@ -125,9 +125,15 @@ public final class BagReader: @unchecked Sendable {
         countDamage.removeAll()
         // Counting costs a look-up per message: only done when there is a count to compare with.
         let compare = !recordedCounts.isEmpty && options.startTime == nil && options.endTime == nil
-        var read: [String: UInt64] = [:]
+        // A few topics, each message's topic sharing its channel's storage: a scan with == (which
+        // compares the storage first) is cheaper than hashing the string.
+        var counts: [(topic: String, read: UInt64)] = []
         let counting: (BagMessage) throws -> Void = { m in
-            read[m.topic, default: 0] += 1
+            if let i = counts.firstIndex(where: { $0.topic == m.topic }) {
+                counts[i].read += 1
+            } else {
+                counts.append((m.topic, 1))
+            }
             try body(m)
         }
         for r in mcapReaders { try r.forEachMessage(options, compare ? counting : body) }
@@ -135,7 +141,7 @@ public final class BagReader: @unchecked Sendable {
         guard compare else { return }
         for (topic, expected) in recordedCounts.sorted(by: { $0.key < $1.key })
         where options.topics?.contains(topic) ?? true {
-            let got = read[topic] ?? 0
+            let got = counts.first { $0.topic == topic }?.read ?? 0
             guard got < expected else { continue }
             let error = BagError.missingMessages(path: path, topic: topic, expected: expected, read: got)
             guard options.salvage else { throw error }

@@ -25,8 +25,14 @@ public final class MCAPReader: @unchecked Sendable {
     let file: MappedFile
     public internal(set) var profile = ""
     public internal(set) var library = ""
-    public internal(set) var schemas: [UInt16: Schema] = [:]
-    public internal(set) var channels: [UInt16: Channel] = [:]
+    public internal(set) var schemas: [UInt16: Schema] = [:] { didSet { messageHeaders.removeAll() } }
+    public internal(set) var channels: [UInt16: Channel] = [:] { didSet { messageHeaders.removeAll() } }
+    /// What every message of a channel carries (topic, type, encoding), indexed by channel id: built
+    /// once per channel instead of two dictionary lookups and two struct copies per message. Emptied
+    /// whenever a schema or channel record changes them.
+    var messageHeaders: [MessageHeader?] = []
+    /// Messages delivered per channel (indexed by id) by the read under way, for the statistics check.
+    var deliveredByChannel: [UInt64] = []
     public internal(set) var chunkIndexes: [ChunkIndex] = []
     public internal(set) var statistics: Statistics?
     /// Damage met while reading in salvage mode.
@@ -154,16 +160,12 @@ public final class MCAPReader: @unchecked Sendable {
     /// the statistics count is damage too.
     public func forEachMessage(_ options: BagReadOptions = .init(), _ body: (BagMessage) throws -> Void) throws {
         damage.removeAll()
+        deliveredByChannel.removeAll()
         for d in openingDamage + [dataSectionDamage].compactMap({ $0 }) { try report(d, options) }
-        var read: [String: UInt64] = [:]
-        let counting: (BagMessage) throws -> Void = { m in
-            read[m.topic, default: 0] += 1
-            try body(m)
-        }
         if !chunkIndexes.isEmpty && schemasAndChannelsKnown {
-            try readIndexed(options, counting)
+            try readIndexed(options, body)
         } else {
-            try scan(from: 8, to: file.bytes.count, options, counting, topLevel: true)
+            try scan(from: 8, to: file.bytes.count, options, body, topLevel: true)
             // Every finished MCAP file ends with a footer and the magic. Without them the recording
             // was cut short (a copy stopped at a chunk boundary, a recorder killed): what followed is
             // unknown, so the read is damaged even when every record present is intact.
@@ -177,6 +179,10 @@ public final class MCAPReader: @unchecked Sendable {
             }
         }
         guard options.startTime == nil, options.endTime == nil, let stats = statistics else { return }
+        var read: [String: UInt64] = [:]
+        for (id, count) in deliveredByChannel.enumerated() where count > 0 {
+            read[channels[UInt16(id)]?.topic ?? "", default: 0] += count
+        }
         for (id, expected) in stats.channelMessageCounts.sorted(by: { $0.key < $1.key }) {
             guard let ch = channels[id], options.topics?.contains(ch.topic) ?? true else { continue }
             let got = read[ch.topic] ?? 0
@@ -236,8 +242,12 @@ public final class MCAPReader: @unchecked Sendable {
         let order = chunks.indices.sorted {
             (chunks[$0].messageStartTime, $0) < (chunks[$1].messageStartTime, $1)
         }
-        var waiting = LogTimeHeap()
-        var messages: [BagMessage] = []
+        // Chunks whose times overlap are merged: each is a run in log-time order (sorted stably when
+        // the writer did not), and the next message is the earliest head, ties to the chunk first in the file.
+        var merge = MessageMerge()
+        // Optional slots, so a message leaves by being moved out (`take`), never copied.
+        var messages: [BagMessage?] = []
+        var logTimes: [UInt64] = []
         for (position, i) in order.enumerated() {
             let index = chunks[i]
             guard index.chunkStartOffset < UInt64(file.bytes.count) else {
@@ -254,17 +264,27 @@ public final class MCAPReader: @unchecked Sendable {
                 index.chunkLength > UInt64(file.bytes.count - offset)
                 ? file.bytes.count : offset + Int(index.chunkLength)
             messages.removeAll(keepingCapacity: true)
-            try scan(from: offset, to: end, options, { messages.append($0) }, topLevel: false)
+            logTimes.removeAll(keepingCapacity: true)
+            try scan(
+                from: offset, to: end, options,
+                {
+                    logTimes.append($0.logTime)
+                    messages.append($0)
+                }, topLevel: false)
             let nextStart = position + 1 < order.count ? chunks[order[position + 1]].messageStartTime : UInt64.max
-            let inOrder = zip(messages, messages.dropFirst()).allSatisfy { $0.logTime <= $1.logTime }
-            if waiting.isEmpty, inOrder, (messages.last?.logTime ?? 0) < nextStart {
-                for m in messages { try body(m) }
+            let inOrder = zip(logTimes, logTimes.dropFirst()).allSatisfy { $0 <= $1 }
+            if merge.isEmpty, inOrder, (logTimes.last ?? 0) < nextStart {
+                for i in messages.indices { try body(messages[i].take()!) }
                 continue
             }
-            for (k, m) in messages.enumerated() { waiting.insert(m, filePosition: (index.chunkStartOffset, k)) }
-            while let first = waiting.minimumLogTime, first < nextStart { try body(waiting.popMinimum()!) }
+            // The batch goes to the run whole (not copied); the next chunk starts a new one.
+            var batch: [BagMessage?] = []
+            batch.reserveCapacity(messages.count)
+            swap(&batch, &messages)
+            merge.add(MessageRun(chunkOffset: index.chunkStartOffset, inLogTimeOrder: batch, sorted: inOrder))
+            try merge.deliver(before: nextStart, body)
         }
-        while let m = waiting.popMinimum() { try body(m) }
+        try merge.deliver(before: nil, body)
     }
 
     func report(_ error: BagError, _ options: BagReadOptions) throws {

@@ -72,18 +72,37 @@ extension MCAPReader {
                 options)
             return
         }
-        guard let ch = channels[channelId] else {
+        guard let header = messageHeader(channelId) else {
             try report(.unknownChannel(path: path, offset: pos, channel: channelId), options)
             return
         }
-        if let topics = options.topics, !topics.contains(ch.topic) { return }
+        if let topics = options.topics, !topics.contains(header.topic) { return }
         if let s = options.startTime, logTime < s { return }
         if let e = options.endTime, logTime >= e { return }
         let data = c.slice(c.remaining)!
+        let slot = Int(channelId)
+        if slot >= deliveredByChannel.count {
+            deliveredByChannel += Array(repeating: 0, count: slot + 1 - deliveredByChannel.count)
+        }
+        deliveredByChannel[slot] += 1
         try deliver(
             BagMessage(
-                topic: ch.topic, type: schemas[ch.schemaId]?.name ?? "", encoding: ch.messageEncoding,
-                logTime: logTime, publishTime: publishTime, data: Array(data)))
+                topic: header.topic, type: header.type, encoding: header.encoding, logTime: logTime,
+                publishTime: publishTime, data: Array(data)))
+    }
+
+    /// The channel's message header, from the cache or built from its channel and schema records.
+    func messageHeader(_ channelId: UInt16) -> MessageHeader? {
+        let slot = Int(channelId)
+        if slot < messageHeaders.count, let known = messageHeaders[slot] { return known }
+        guard let ch = channels[channelId] else { return nil }
+        let header = MessageHeader(
+            topic: ch.topic, type: schemas[ch.schemaId]?.name ?? "", encoding: ch.messageEncoding)
+        if slot >= messageHeaders.count {
+            messageHeaders += Array(repeating: nil, count: slot + 1 - messageHeaders.count)
+        }
+        messageHeaders[slot] = header
+        return header
     }
 
     func chunk(at pos: Int, body c: ByteCursor, _ options: BagReadOptions, _ deliver: (BagMessage) throws -> Void)
@@ -179,4 +198,11 @@ extension MCAPReader {
         }
         return nil
     }
+}
+
+/// The strings every message of one channel carries.
+struct MessageHeader {
+    let topic: String
+    let type: String
+    let encoding: String
 }

@@ -110,6 +110,24 @@ public struct CDRReader {
     }
 
     /// A fixed-size array of float64.
+    /// `target.count / 8` float64 values in a row, copied as one block where the payload's byte order
+    /// is the machine's (the values are the same as read one by one: the first needs alignment, the
+    /// rest are aligned after it).
+    mutating func float64Block(into target: UnsafeMutableRawBufferPointer, _ field: String) throws(CDRError) {
+        #if _endian(little)
+            if littleEndian {
+                align(8)
+                guard offset + target.count <= bytes.count else { throw .truncated(field: field, offset: offset) }
+                target.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + target.count]))
+                offset += target.count
+                return
+            }
+        #endif
+        for i in 0..<target.count / 8 {
+            target.storeBytes(of: try float64(field), toByteOffset: 8 * i, as: Double.self)
+        }
+    }
+
     public mutating func float64Array(_ count: Int, _ field: String) throws(CDRError) -> [Double] {
         var out = [Double]()
         out.reserveCapacity(count)

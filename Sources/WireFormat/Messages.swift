@@ -302,15 +302,10 @@ public struct Covariance9: Sendable, Equatable, ExpressibleByArrayLiteral, Custo
     public var description: String { array.description }
 
     init(_ r: inout CDRReader, _ field: String) throws(CDRError) {
-        m0 = try r.float64(field)
-        m1 = try r.float64(field)
-        m2 = try r.float64(field)
-        m3 = try r.float64(field)
-        m4 = try r.float64(field)
-        m5 = try r.float64(field)
-        m6 = try r.float64(field)
-        m7 = try r.float64(field)
-        m8 = try r.float64(field)
+        // Nine stored Doubles in declaration order, as `encode` writes them: one block.
+        var c = Covariance9()
+        try withUnsafeMutableBytes(of: &c) { (target) throws(CDRError) in try r.float64Block(into: target, field) }
+        self = c
     }
 
     func encode(_ w: inout CDRWriter) {

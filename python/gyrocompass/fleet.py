@@ -456,14 +456,14 @@ def run(bags, output, *, options: dict | None = None, outputs=('orientation', 'a
     try:
         futures = {dask_client.submit(replay_bag, task, key=f'replay-{i}-{task["name"]}', pure=False): task
                    for i, task in enumerate(tasks)}
-        for future in as_completed(futures):
+        # Results arrive with their futures (one round trip per batch, not one per bag).
+        for future, row in as_completed(futures, with_results=True, raise_errors=False):
             task = futures[future]
-            try:
-                row = future.result()
-            except Exception as e:  # noqa: BLE001 -- a worker that died on this bag every time it was tried
+            if not isinstance(row, dict):  # (type, error, traceback): a worker died on it every time it was tried
+                error = row[1] if isinstance(row, tuple) and len(row) == 3 else row
                 row = {c: '' for c in SUMMARY_COLUMNS}
                 row.update(bag=task['name'], robot=task['robot'], path=task['path'], status='failed',
-                           version=software, error=f'{type(e).__name__}: {e}')
+                           version=software, error=f'{type(error).__name__}: {error}')
             rows.append(row)
             meter.update(row)
     finally:
