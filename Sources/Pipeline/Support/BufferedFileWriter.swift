@@ -126,6 +126,12 @@ public final class BufferedFileWriter {
         if buffer.count >= Self.flushBytes { try flush() }
     }
 
+    /// A row built as bytes (`TextRow`).
+    public func write(_ row: TextRow) throws(FileWriteError) {
+        buffer.append(contentsOf: row.bytes)
+        if buffer.count >= Self.flushBytes { try flush() }
+    }
+
     /// Hands what is buffered to the system.
     public func flush() throws(FileWriteError) {
         guard !buffer.isEmpty else { return }

@@ -36,6 +36,10 @@ final class CSVSink: StageLogic, SinkLogic, @unchecked Sendable {
     var accuracy: BufferedFileWriter?
     var opened = false
     var rows = 0
+    /// The row being written, reused.
+    var row = TextRow()
+    /// The names of each flags value seen (a run meets a few dozen combinations).
+    var flagNames: [UInt32: String] = [:]
 
     /// A restarted sink (`OutputAfterRestart.continues`) continues the files after their last complete row.
     let resuming: Bool
@@ -76,14 +80,37 @@ final class CSVSink: StageLogic, SinkLogic, @unchecked Sendable {
             let m = try decoded(frame, as: ImuMessage.self)
             if quaternionsResumed?.isWritten(m.header.stamp) == true { return }
             let q = m.orientation
-            try quaternions.write("\(stampText(m.header.stamp)),\(q.w),\(q.x),\(q.y),\(q.z)\n")
+            // t,qw,qx,qy,qz: stampText(t), then each component as `\(x)` prints it.
+            row.clear()
+            row.append(stamp: m.header.stamp)
+            for x in [q.w, q.x, q.y, q.z] {
+                row.append(byte: UInt8(ascii: ","))
+                row.append(x)
+            }
+            row.append(byte: UInt8(ascii: "\n"))
+            try quaternions.write(row)
             rows += 1
         } else if frame.topic == PipelineTopics.heading, let accuracy {
             let h = try decoded(frame, as: HeadingMessage.self)
             if accuracyResumed?.isWritten(h.header.stamp) == true { return }
-            let heading = h.magneticHeading.isFinite ? format(h.magneticHeading, 4) : ""
-            let bound = h.headingAccuracy.isFinite ? format(h.headingAccuracy, 4) : ""
-            try accuracy.write("\(stampText(h.header.stamp)),\(heading),\(bound),\(h.fusionFlags)\n")
+            // t,heading_deg,accuracy_deg,flags: format(x, 4) or empty where not finite, the flags' names.
+            row.clear()
+            row.append(stamp: h.header.stamp)
+            for x in [h.magneticHeading, h.headingAccuracy] {
+                row.append(byte: UInt8(ascii: ","))
+                if x.isFinite { row.append(x, decimals: 4) }
+            }
+            row.append(byte: UInt8(ascii: ","))
+            let flags = h.fusionFlags
+            if let known = flagNames[flags.rawValue] {
+                row.append(known)
+            } else {
+                let names = "\(flags)"
+                flagNames[flags.rawValue] = names
+                row.append(names)
+            }
+            row.append(byte: UInt8(ascii: "\n"))
+            try accuracy.write(row)
         }
     }
 
