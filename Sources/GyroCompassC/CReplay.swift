@@ -113,8 +113,7 @@ public func cReplayResultSummary(
     _ result: OpaquePointer?, _ text: UnsafeMutablePointer<CChar>?, _ capacity: Int,
     _ needed: UnsafeMutablePointer<Int>?
 ) -> Int32 {
-    guard let h = replayHandle(result) else { return fail(Status.argument, "gc_replay_result_summary: result is NULL") }
-    return copyText(h.reports.map(\.description).joined(separator: "\n"), text, capacity, needed)
+    replayLines(result, "gc_replay_result_summary", text, capacity, needed) { $0.reports.map(\.description) }
 }
 
 @_cdecl("gc_replay_result_log")
@@ -122,8 +121,16 @@ public func cReplayResultLog(
     _ result: OpaquePointer?, _ text: UnsafeMutablePointer<CChar>?, _ capacity: Int,
     _ needed: UnsafeMutablePointer<Int>?
 ) -> Int32 {
-    guard let h = replayHandle(result) else { return fail(Status.argument, "gc_replay_result_log: result is NULL") }
-    return copyText(h.log.joined(separator: "\n"), text, capacity, needed)
+    replayLines(result, "gc_replay_result_log", text, capacity, needed) { $0.log }
+}
+
+/// Lines of a replay's result as one text, '\n' between them (as gc_settings_reference for the buffer).
+func replayLines(
+    _ result: OpaquePointer?, _ function: String, _ text: UnsafeMutablePointer<CChar>?, _ capacity: Int,
+    _ needed: UnsafeMutablePointer<Int>?, _ lines: (ReplayResultHandle) -> [String]
+) -> Int32 {
+    guard let h = replayHandle(result) else { return fail(Status.argument, "\(function): result is NULL") }
+    return copyText(lines(h).joined(separator: "\n"), text, capacity, needed)
 }
 
 @_cdecl("gc_replay_result_outcome")
