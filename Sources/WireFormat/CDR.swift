@@ -109,7 +109,6 @@ public struct CDRReader {
         return s
     }
 
-    /// A fixed-size array of float64.
     /// `target.count / 8` float64 values in a row, copied as one block where the payload's byte order
     /// is the machine's (the values are the same as read one by one: the first needs alignment, the
     /// rest are aligned after it).
@@ -128,6 +127,7 @@ public struct CDRReader {
         }
     }
 
+    /// A fixed-size array of float64.
     public mutating func float64Array(_ count: Int, _ field: String) throws(CDRError) -> [Double] {
         var out = [Double]()
         out.reserveCapacity(count)

@@ -13,9 +13,10 @@ what was asked (orientation.csv and accuracy.csv, byte for byte what `fusion-nod
 `dask` and `distributed` (pip install 'gyrocompass[fleet]'); pyarrow for Parquet.
 
 Nothing lost, nothing repeated: a bag that fails is a row with its error; a row's `key` hashes the bag's
-bytes, the options, the outputs asked for and the library's version, and a re-run skips a bag whose row
-holds the same key (its outputs written before the row); every file is written under a temporary name and
-renamed; a worker lost mid-bag is replaced and its bag replayed elsewhere (Dask's scheduler does that).
+bytes, the options (with a calibration file's bytes), the outputs asked for and the library's version,
+and a re-run skips a bag whose row holds the same key (its outputs written before the row); every file is
+written under a temporary name and renamed; a worker lost mid-bag is replaced and its bag replayed
+elsewhere (Dask's scheduler does that).
 """
 from __future__ import annotations
 
@@ -136,11 +137,13 @@ def _names(bags: list[Path]) -> list[str]:
         root = bags[0].parent
     else:
         root = Path(os.path.commonpath([b.parent for b in bags]))
-    names = []
-    for bag in bags:
-        rel = bag.relative_to(root).as_posix()
-        names.append(rel[:-len(bag.suffix)] if bag.suffix in BAG_SUFFIXES else rel)
-    return names
+    relative = [bag.relative_to(root).as_posix() for bag in bags]
+    stems = [rel[:-len(bag.suffix)] if bag.suffix in BAG_SUFFIXES else rel for rel, bag in zip(relative, bags)]
+    # Two bags that differ only in their suffix (run.mcap, run.db3) keep it, so neither overwrites the other.
+    taken = {}
+    for stem in stems:
+        taken[stem] = taken.get(stem, 0) + 1
+    return [rel if taken[stem] > 1 else stem for rel, stem in zip(relative, stems)]
 
 
 def robot_of(name: str, pattern: str | None = None) -> str:
@@ -254,7 +257,7 @@ def replay_bag(task: dict) -> dict:
     started = time.perf_counter()
     try:
         digest = hashlib.blake2b(digest_size=16)
-        digest.update(json.dumps([task['options'], outputs, fmt, task['version']]).encode())
+        digest.update(json.dumps([task['options'], outputs, fmt, task['version'], task.get('depends', '')]).encode())
         _hash_bag(bag, digest)
         key = digest.hexdigest()
         row['key'] = key
@@ -447,8 +450,17 @@ def run(bags, output, *, options: dict | None = None, outputs=('orientation', 'a
         raise FleetError(f'options: {_native.last_error()}')
     names = _names(found)
     software = version()
+    # A calibration file the options name is part of what a bag's outputs depend on: its bytes join the key.
+    calibration = (options or {}).get('calibration')
+    depends = ''
+    if isinstance(calibration, (str, os.PathLike)) and os.fspath(calibration) not in ('online', 'none'):
+        try:
+            depends = hashlib.blake2b(Path(calibration).read_bytes(), digest_size=16).hexdigest()
+        except OSError as e:
+            raise FleetError(f'calibration {calibration}: {e.strerror}') from None
     tasks = [{'path': str(b), 'name': n, 'robot': robot_of(n, robot), 'output': str(output.resolve()),
-              'options': options_yaml, 'outputs': list(outputs), 'format': format, 'version': software}
+              'options': options_yaml, 'outputs': list(outputs), 'format': format, 'version': software,
+              'depends': depends}
              for b, n in zip(found, names)]
     from distributed import as_completed
     dask_client, close = (client, lambda: None) if client is not None else _client(scheduler, workers)

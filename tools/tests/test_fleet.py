@@ -261,3 +261,29 @@ def test_parquet_outputs_hold_the_csv_values(node, bags, tmp_path):
     assert same.returncode == 0, same.stderr
     with open(tmp_path / 'same.csv', newline='') as f:
         assert all(float(r['heading_change_rms_deg']) < 1e-3 for r in csv.DictReader(f))
+
+
+def test_bag_names_keep_a_suffix_only_where_two_would_collide():
+    sys.path.insert(0, str(ROOT / 'python'))
+    from gyrocompass.fleet import _names
+    bags = [Path('/d/a/run.mcap'), Path('/d/a/run.db3'), Path('/d/b/other.mcap'), Path('/d/b/dir_bag')]
+    assert _names(bags) == ['a/run.mcap', 'a/run.db3', 'b/other', 'b/dir_bag']
+    assert _names([Path('/x/one.mcap')]) == ['one']
+
+
+def test_a_changed_calibration_file_replays_again(node, bags, tmp_path):
+    one = tmp_path / 'one'
+    one.mkdir()
+    (one / 'a.mcap').write_bytes((bags / 'robot01' / 'day-000.mcap').read_bytes())
+    calibration = tmp_path / 'cal.json'
+    for source in ('day-000', 'day-002'):
+        calibration.unlink(missing_ok=True)
+        made = subprocess.run([str(node), 'calibrate', str(bags / 'robot01' / f'{source}.mcap'), '-o',
+                               str(calibration)], capture_output=True, text=True, timeout=300)
+        assert made.returncode == 0, made.stderr
+        first = fleet(node, one, '-o', tmp_path / 'run', '--calibration', calibration, '--format', 'csv',
+                      '--workers', '1')
+        assert first.returncode == 0 and rows(tmp_path / 'run')['a']['status'] == 'replayed', first.stderr
+        again = fleet(node, one, '-o', tmp_path / 'run', '--calibration', calibration, '--format', 'csv',
+                      '--workers', '1')
+        assert again.returncode == 0 and 'nothing to do' in again.stderr, again.stderr
