@@ -46,7 +46,8 @@ BAG_SUFFIXES = ('.mcap', '.db3')
 SUMMARY_COLUMNS = [
     'bag', 'robot', 'status', 'error', 'start_time_s', 'duration_s', 'imu_samples',
     'bound_p50_deg', 'bound_p95_deg', 'bound_claimed_share',
-    'trusted_share', 'disturbed_share', 'uncalibrated_share', 'gyro_only_share', 'gnss_disagree_share',
+    'trusted_share', 'disturbed_share', 'uncalibrated_share', 'gyro_only_share', 'gnss_aided_share',
+    'gnss_disagree_share',
     'calibration_at_s', 'calibration_model', 'hard_iron_x_ut', 'hard_iron_y_ut', 'hard_iron_z_ut',
     'hard_iron_sigma_ut', 'field_ut', 'losses', 'known_wrong', 'notes', 'replay_s', 'worker', 'key', 'version',
     'path',
@@ -206,6 +207,7 @@ def _row_from_replay(columns, reports, log, losses, known_wrong):
     row['uncalibrated_share'] = _share(uncalibrated, n)
     row['gyro_only_share'] = _share(gyro_only, n)
     gnss = (flags & (FLAGS['gnss_aided'] | FLAGS['compass_gnss_disagree'])) != 0
+    row['gnss_aided_share'] = _share((flags & FLAGS['gnss_aided']) != 0, n) if gnss.any() else math.nan
     row['gnss_disagree_share'] = (_share((flags & FLAGS['compass_gnss_disagree']) != 0, n) if gnss.any()
                                   else math.nan)
     fits = [m for m in (_ACCEPTED.search(line) for line in log) if m]
@@ -822,14 +824,18 @@ def main(argv=None) -> int:
     fresh = sum(r['status'] == 'replayed' for r in rows)
     current = sum(r['status'] == 'up to date' for r in rows)
     if fresh == 0 and not failed:
-        print(f'fleet: nothing to do: all {len(rows)} bags are up to date (same bags, options and version); '
+        print(f'fleet: nothing to do: all {_bags(len(rows))} are up to date (same bags, options and version); '
               f'summary in {Path(a.output) / "summary.csv"}', file=sys.stderr)
     else:
-        print(f'fleet: {len(rows)} bags: {fresh} replayed, {current} up to date, {len(failed)} failed; '
+        print(f'fleet: {_bags(len(rows))}: {fresh} replayed, {current} up to date, {len(failed)} failed; '
               f'summary in {Path(a.output) / "summary.csv"}', file=sys.stderr)
     for r in failed[:20]:
         print(f'fleet: {r["bag"]}: {r["error"]}', file=sys.stderr)
     return 3 if failed else 0
+
+
+def _bags(n: int) -> str:
+    return f'{n} bag' if n == 1 else f'{n} bags'
 
 
 def _entry() -> int:

@@ -287,3 +287,33 @@ def test_a_changed_calibration_file_replays_again(node, bags, tmp_path):
         again = fleet(node, one, '-o', tmp_path / 'run', '--calibration', calibration, '--format', 'csv',
                       '--workers', '1')
         assert again.returncode == 0 and 'nothing to do' in again.stderr, again.stderr
+
+
+def test_gnss_columns_for_a_car_with_gnss_velocity(node, tmp_path):
+    (tmp_path / 'bags').mkdir()
+    config = tmp_path / 'drive.yaml'
+    config.write_text(f"""stages:
+  sim:
+    type: simulator
+    scenario: drive
+    seed: 1
+    rate_hz: 100
+    duration_s: 40
+    realtime: false
+    gnss_rate_hz: 10
+  rec:
+    type: record
+    inputs: [sim]
+    path: {tmp_path / 'bags' / 'drive.mcap'}
+    topics: [imu/data_raw, imu/mag, gnss/velocity]
+""")
+    subprocess.run([str(node), '--config', str(config)], check=True, capture_output=True, timeout=300)
+    r = fleet(node, tmp_path / 'bags', '-o', tmp_path / 'gnss', '--set', 'bag.velocity_topic=/gnss/velocity',
+              '--format', 'csv', '--workers', '1')
+    assert r.returncode == 0 and 'fleet: 1 bag: 1 replayed' in r.stderr, r.stderr
+    row = rows(tmp_path / 'gnss')['drive']
+    assert 0 < float(row['gnss_aided_share']) <= 1 and float(row['gnss_disagree_share']) == 0, row
+    plain = fleet(node, tmp_path / 'bags', '-o', tmp_path / 'plain', '--format', 'csv', '--workers', '1')
+    assert plain.returncode == 0
+    row = rows(tmp_path / 'plain')['drive']
+    assert row['gnss_aided_share'] == '' and row['gnss_disagree_share'] == '', row
