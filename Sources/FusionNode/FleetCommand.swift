@@ -61,8 +61,8 @@ enum FleetCommand {
         for _ in 0..<4 {
             directory = directory.deletingLastPathComponent()
             let package = directory.appendingPathComponent("python")
-            guard FileManager.default.fileExists(atPath: package.appendingPathComponent("gyrocompass/fleet.py").path)
-            else { continue }
+            let command = package.appendingPathComponent("gyrocompass/fleet/cli.py")
+            guard FileManager.default.fileExists(atPath: command.path) else { continue }
             let current = ProcessInfo.processInfo.environment["PYTHONPATH"].map { ":" + $0 } ?? ""
             setenv("PYTHONPATH", package.path + current, 1)
             break

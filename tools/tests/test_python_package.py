@@ -84,11 +84,13 @@ def samples(n=3000, rate=100.0, mag_every=4):
 def test_the_installed_package_imports_the_bundled_library(venv, tmp_path):
     out = run(venv, """
         import gyrocompass
+        import gyrocompass.fleet  # in the wheel; Dask is needed only to run it
         print(gyrocompass.LIBRARY_PATH)
         print(gyrocompass.version())
+        print(gyrocompass.fleet.run.__module__)
     """, tmp_path)
-    path, version = out.splitlines()
-    assert '/site-packages/gyrocompass/_lib/libgyrocompass.so' in path
+    path, version, fleet = out.splitlines()
+    assert '/site-packages/gyrocompass/_lib/libgyrocompass.so' in path and fleet == 'gyrocompass.fleet.run'
     assert version.startswith((ROOT / 'python' / 'pyproject.toml').read_text().split('version = "')[1].split('"')[0])
 
 
