@@ -48,3 +48,19 @@ public func cBagToJSONLines(
         return fail(Status.file, "\(path): \(error)")
     }
 }
+
+@_cdecl("gc_bag_topics")
+public func cBagTopics(
+    _ bagPath: UnsafePointer<CChar>?, _ text: UnsafeMutablePointer<CChar>?, _ capacity: Int,
+    _ needed: UnsafeMutablePointer<Int>?
+) -> Int32 {
+    guard let bagPath else { return fail(Status.argument, "gc_bag_topics: bag_path is NULL") }
+    let path = String(cString: bagPath)
+    do {
+        let topics = try BagReader(path: path).topics()
+        let lines = topics.map { "\($0.name)\t\($0.type)\t\($0.messageCount)" }
+        return copyText(lines.joined(separator: "\n"), text, capacity, needed)
+    } catch {
+        return fail(Status.file, "\(error)")  // names the bag
+    }
+}

@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike
 from . import _native
 from ._native import ESTIMATE, GC_OK, lib
 
-__all__ = ['Filter', 'FLAGS', 'flag_names', 'read_bag', 'replay', 'settings', 'version', 'LIBRARY_PATH', 'fleet']
+__all__ = ['Filter', 'FLAGS', 'flag_names', 'bag_topics', 'read_bag', 'replay', 'settings', 'version', 'LIBRARY_PATH', 'fleet']
 
 LIBRARY_PATH = _native.LIBRARY_PATH
 
@@ -384,6 +384,20 @@ def _replay(path, options_yaml, quaternion_csv=None, accuracy_csv=None):
     finally:
         lib.gc_replay_result_destroy(result)
     return columns, reports, log, losses.value, known_wrong.value
+
+
+def bag_topics(path: str | os.PathLike) -> list[tuple[str, str, int]]:
+    """A bag's topics as `fusion-node bag info` lists them: (name, ROS type, message count) each."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f'{path}: no such bag')
+    needed = ctypes.c_size_t(0)
+    if lib.gc_bag_topics(os.fsencode(path), None, 0, ctypes.byref(needed)) != GC_OK:
+        raise OSError(_native.last_error())
+    out = []
+    for line in _native.text(lib.gc_bag_topics, os.fsencode(path)).splitlines():
+        name, type_, count = line.split('\t')
+        out.append((name, type_, int(count)))
+    return out
 
 
 def read_bag(path: str | os.PathLike, topics: str | list[str] | None = None) -> dict[str, dict]:

@@ -86,6 +86,8 @@ lib.gc_replay_result_destroy.restype = None
 lib.gc_replay_result_destroy.argtypes = [ctypes.c_void_p]
 lib.gc_bag_to_json_lines.restype = ctypes.c_int
 lib.gc_bag_to_json_lines.argtypes = [ctypes.c_char_p] * 3
+lib.gc_bag_topics.restype = ctypes.c_int
+lib.gc_bag_topics.argtypes = [ctypes.c_char_p, ctypes.c_char_p, _size, ctypes.POINTER(_size)]
 lib.gc_filter_summary.restype = ctypes.c_int
 lib.gc_filter_summary.argtypes = [ctypes.c_void_p, ctypes.c_char_p, _size, ctypes.POINTER(_size)]
 

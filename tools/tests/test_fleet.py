@@ -317,3 +317,26 @@ def test_gnss_columns_for_a_car_with_gnss_velocity(node, tmp_path):
     assert plain.returncode == 0
     row = rows(tmp_path / 'plain')['drive']
     assert row['gnss_aided_share'] == '' and row['gnss_disagree_share'] == '', row
+    # A fleet of a car with a receiver and a device without: one set of options with --gnss auto.
+    (tmp_path / 'bags' / 'hand.mcap').write_bytes(bags_hand(node, tmp_path))
+    mixed = fleet(node, tmp_path / 'bags', '-o', tmp_path / 'mixed', '--gnss', 'auto', '--format', 'csv',
+                  '--workers', '1')
+    assert mixed.returncode == 0, mixed.stderr
+    table = rows(tmp_path / 'mixed')
+    assert table['drive']['gnss_topic'] == '/gnss/velocity' and float(table['drive']['gnss_aided_share']) > 0
+    assert table['hand']['gnss_topic'] == '' and table['hand']['status'] == 'replayed'
+    q = tmp_path / 'q.csv'
+    single = subprocess.run([str(node), 'replay', str(tmp_path / 'bags' / 'drive.mcap'), '--velocity-topic',
+                             '/gnss/velocity', '--csv', str(q), '--quiet'], capture_output=True, timeout=300)
+    assert single.returncode in (0, 4)
+    assert (tmp_path / 'mixed' / 'drive' / 'orientation.csv').read_bytes() == q.read_bytes()
+
+
+def bags_hand(node, tmp_path):
+    config = tmp_path / 'hand.yaml'
+    config.write_text(f"""stages:
+  sim: {{type: simulator, scenario: figure_eight, seed: 3, rate_hz: 100, duration_s: 20, realtime: false}}
+  rec: {{type: record, inputs: [sim], path: {tmp_path / 'hand.mcap'}, topics: [imu/data_raw, imu/mag]}}
+""")
+    subprocess.run([str(node), '--config', str(config)], check=True, capture_output=True, timeout=300)
+    return (tmp_path / 'hand.mcap').read_bytes()

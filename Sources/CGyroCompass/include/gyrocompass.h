@@ -201,6 +201,11 @@ void gc_replay_result_destroy(gc_replay_result *result);
  * written, or messages that do not decode (the others are written; the message counts them). */
 gc_status gc_bag_to_json_lines(const char *bag_path, const char *topics, const char *output_path);
 
+/* A bag's topics (as `fusion-node bag info` lists them), one per line: "NAME\tTYPE\tCOUNT" (the count
+ * from the bag's statistics, or counted where it has none); as gc_settings_reference for the buffer.
+ * GC_ERROR_FILE for a bag that cannot be opened. */
+gc_status gc_bag_topics(const char *bag_path, char *text, size_t capacity, size_t *needed);
+
 #ifdef __cplusplus
 }
 #endif

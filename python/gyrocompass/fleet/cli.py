@@ -65,6 +65,8 @@ def main(argv=None) -> int:
                    help='orientation, accuracy, both (comma-separated) or none (default both)')
     p.add_argument('--format', default='auto', choices=('auto', 'csv', 'parquet'),
                    help='per-bag outputs as CSV or Parquet (auto: Parquet when pyarrow is installed)')
+    p.add_argument('--gnss', choices=('auto',), help='auto: each bag\'s GNSS velocity topic (TwistWithCovarianceStamped), '
+                   'where it has one, aids its replay (as replay --velocity-topic)')
     p.add_argument('--workers', type=int, help='local worker processes (default: one per core)')
     p.add_argument('--scheduler', help='a Dask scheduler to run on (tcp://HOST:8786) instead of a local cluster')
     p.add_argument('--robot', help='regex naming the robot in a bag\'s path (default: its first directory)')
@@ -89,7 +91,7 @@ def main(argv=None) -> int:
     options.update(_parse_set(a.set))
     outputs = [] if a.outputs == 'none' else [o.strip() for o in a.outputs.split(',') if o.strip()]
     rows = run(a.bags, a.output, options=options, outputs=outputs, format=a.format, scheduler=a.scheduler,
-               workers=a.workers, robot=a.robot, progress=not a.quiet)
+               workers=a.workers, robot=a.robot, gnss=a.gnss, progress=not a.quiet)
     failed = [r for r in rows if r['status'] == 'failed']
     fresh = sum(r['status'] == 'replayed' for r in rows)
     current = sum(r['status'] == 'up to date' for r in rows)

@@ -112,7 +112,7 @@ def _client(scheduler, workers):
 
 def run(bags, output, *, options: dict | None = None, outputs=('orientation', 'accuracy'), format='auto',
         client=None, scheduler: str | None = None, workers: int | None = None, robot: str | None = None,
-        progress: bool = True) -> list[dict]:
+        gnss: str | None = None, progress: bool = True) -> list[dict]:
     """Replays every bag `bags` names (see find_bags) into the directory `output`; returns the summary
     rows (also in OUTPUT/summary.csv, and summary.parquet with pyarrow), sorted by bag.
 
@@ -120,7 +120,9 @@ def run(bags, output, *, options: dict | None = None, outputs=('orientation', 'a
     outputs: any of 'orientation' and 'accuracy' (the replay's --csv and --accuracy-csv files), or none;
     format: 'csv', 'parquet', or 'auto' (Parquet when pyarrow is installed); client: a dask Client, or
     scheduler: its address (tcp://HOST:8786), else a LocalCluster of `workers` processes (one per core);
-    robot: a regex naming the robot in a bag's path (see robot_of)."""
+    robot: a regex naming the robot in a bag's path (see robot_of); gnss='auto': each bag's GNSS velocity
+    topic (geometry_msgs/msg/TwistWithCovarianceStamped), where it has one, aids its replay (as `replay
+    --velocity-topic`), so a fleet of cars with and without receivers takes one set of options."""
     unknown = set(outputs) - {'orientation', 'accuracy'}
     if unknown:
         raise FleetError(f'outputs: unknown {sorted(unknown)} (orientation, accuracy)')
@@ -135,6 +137,10 @@ def run(bags, output, *, options: dict | None = None, outputs=('orientation', 'a
             re.compile(robot)
         except re.error as e:
             raise FleetError(f'robot: {robot!r} is not a regular expression ({e})') from None
+    if gnss not in (None, 'auto'):
+        raise FleetError(f"gnss: {gnss!r} is not 'auto' or None")
+    if gnss and 'bag.velocity_topic' in (options or {}):
+        raise FleetError('gnss auto and bag.velocity_topic: give one or the other')
     found = find_bags(bags)
     output = Path(output)
     if output.exists() and not output.is_dir():
@@ -159,7 +165,7 @@ def run(bags, output, *, options: dict | None = None, outputs=('orientation', 'a
             raise FleetError(f'calibration {calibration}: {e.strerror}') from None
     tasks = [{'path': str(b), 'name': n, 'robot': robot_of(n, robot), 'output': str(output.resolve()),
               'options': options_yaml, 'outputs': list(outputs), 'format': format, 'version': software,
-              'depends': depends}
+              'depends': depends, 'gnss_auto': gnss == 'auto'}
              for b, n in zip(found, names)]
     from distributed import as_completed
     dask_client, close = (client, lambda: None) if client is not None else _client(scheduler, workers)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import FLAGS, _replay
+from .. import FLAGS, _replay, bag_topics
 from .bags import _hash_bag
 
 # One row per bag: what it is, what the replay found, and how to know it is up to date.
@@ -20,7 +20,7 @@ SUMMARY_COLUMNS = [
     'bag', 'robot', 'status', 'error', 'start_time_s', 'duration_s', 'imu_samples',
     'bound_p50_deg', 'bound_p95_deg', 'bound_claimed_share',
     'trusted_share', 'disturbed_share', 'uncalibrated_share', 'gyro_only_share', 'gnss_aided_share',
-    'gnss_disagree_share',
+    'gnss_disagree_share', 'gnss_topic',
     'calibration_at_s', 'calibration_model', 'hard_iron_x_ut', 'hard_iron_y_ut', 'hard_iron_z_ut',
     'hard_iron_sigma_ut', 'field_ut', 'losses', 'known_wrong', 'notes', 'replay_s', 'worker', 'key', 'version',
     'path',
@@ -122,7 +122,8 @@ def replay_bag(task: dict) -> dict:
     started = time.perf_counter()
     try:
         digest = hashlib.blake2b(digest_size=16)
-        digest.update(json.dumps([task['options'], outputs, fmt, task['version'], task.get('depends', '')]).encode())
+        digest.update(json.dumps([task['options'], outputs, fmt, task['version'], task.get('depends', ''),
+                                  task.get('gnss_auto', False)]).encode())
         _hash_bag(bag, digest)
         key = digest.hexdigest()
         row['key'] = key
@@ -138,12 +139,20 @@ def replay_bag(task: dict) -> dict:
         out.mkdir(parents=True, exist_ok=True)
         for stale in out.glob('.*.partial-*'):
             stale.unlink()  # left by a worker that was lost mid-bag
+        options = task['options']
+        if task.get('gnss_auto'):
+            # The bag's own GNSS velocity topic, as `replay --velocity-topic TOPIC` would be told it.
+            velocity = [name for name, kind, _ in bag_topics(bag)
+                        if kind == 'geometry_msgs/msg/TwistWithCovarianceStamped']
+            if velocity:
+                options += ('\n' if options else '') + f'bag.velocity_topic: {json.dumps(velocity[0])}'
+                row['gnss_topic'] = velocity[0]
         q_csv = out / 'orientation.csv' if ('orientation' in outputs and fmt == 'csv') else None
         a_csv = out / 'accuracy.csv' if ('accuracy' in outputs and fmt == 'csv') else None
         q_part = q_csv and q_csv.with_name(f'.orientation.csv.partial-{os.getpid()}')
         a_part = a_csv and a_csv.with_name(f'.accuracy.csv.partial-{os.getpid()}')
         try:
-            columns, reports, log, losses, known_wrong = _replay(str(bag), task['options'], q_part, a_part)
+            columns, reports, log, losses, known_wrong = _replay(str(bag), options, q_part, a_part)
             if q_part:
                 os.replace(q_part, q_csv)
             if a_part:
