@@ -263,12 +263,16 @@ def test_parquet_outputs_hold_the_csv_values(node, bags, tmp_path):
         assert all(float(r['heading_change_rms_deg']) < 1e-3 for r in csv.DictReader(f))
 
 
-def test_bag_names_keep_a_suffix_only_where_two_would_collide():
-    sys.path.insert(0, str(ROOT / 'python'))
-    from gyrocompass.fleet import _names
-    bags = [Path('/d/a/run.mcap'), Path('/d/a/run.db3'), Path('/d/b/other.mcap'), Path('/d/b/dir_bag')]
-    assert _names(bags) == ['a/run.mcap', 'a/run.db3', 'b/other', 'b/dir_bag']
-    assert _names([Path('/x/one.mcap')]) == ['one']
+def test_bag_names_keep_a_suffix_only_where_two_would_collide(node):
+    # In a process of its own: the package loads the library this build made (GYROCOMPASS_LIBRARY).
+    r = subprocess.run([sys.executable, '-c', '''
+from pathlib import Path
+from gyrocompass.fleet import _names
+print(_names([Path('/d/a/run.mcap'), Path('/d/a/run.db3'), Path('/d/b/other.mcap'), Path('/d/b/dir_bag')]))
+print(_names([Path('/x/one.mcap')]))
+'''], capture_output=True, text=True, env=environment(node), timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["['a/run.mcap', 'a/run.db3', 'b/other', 'b/dir_bag']", "['one']"]
 
 
 def test_a_changed_calibration_file_replays_again(node, bags, tmp_path):
