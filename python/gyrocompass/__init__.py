@@ -23,7 +23,8 @@ from numpy.typing import ArrayLike
 from . import _native
 from ._native import ESTIMATE, GC_OK, lib
 
-__all__ = ['Filter', 'FLAGS', 'flag_names', 'bag_topics', 'read_bag', 'replay', 'settings', 'version', 'LIBRARY_PATH', 'fleet']
+__all__ = ['Filter', 'FLAGS', 'flag_names', 'bag_topics', 'read_bag', 'replay', 'settings', 'version', 'LIBRARY_PATH',
+           'fleet']
 
 LIBRARY_PATH = _native.LIBRARY_PATH
 

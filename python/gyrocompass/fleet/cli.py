@@ -65,7 +65,8 @@ def main(argv=None) -> int:
                    help='orientation, accuracy, both (comma-separated) or none (default both)')
     p.add_argument('--format', default='auto', choices=('auto', 'csv', 'parquet'),
                    help='per-bag outputs as CSV or Parquet (auto: Parquet when pyarrow is installed)')
-    p.add_argument('--gnss', choices=('auto',), help='auto: each bag\'s GNSS velocity topic (TwistWithCovarianceStamped), '
+    p.add_argument('--gnss', choices=('auto',),
+                   help='auto: each bag\'s GNSS velocity topic (TwistWithCovarianceStamped), '
                    'where it has one, aids its replay (as replay --velocity-topic)')
     p.add_argument('--workers', type=int, help='local worker processes (default: one per core)')
     p.add_argument('--scheduler', help='a Dask scheduler to run on (tcp://HOST:8786) instead of a local cluster')

@@ -173,7 +173,8 @@ def compare(a, b, *, by: str = 'heading', top: int = 20, truth: str | None = Non
             print(f'  {g or "(no group)":30s} {len(members):4d} bags  A {f(float(ma))}  B {f(float(mb))}', file=out)
     missing = [r['bag'] for r in rows if r['in'] != 'both']
     if missing:
-        print(f'{len(missing)} bag(s) in one run only: ' + ', '.join(missing[:10]) + (' ...' if len(missing) > 10 else ''),
+        more = ' ...' if len(missing) > 10 else ''
+        print(f'{len(missing)} bag(s) in one run only: ' + ', '.join(missing[:10]) + more,
               file=out)
     print(f'table: {table}', file=out)
     return ranked

@@ -9,11 +9,13 @@ import os
 import re
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from .. import _native, _yaml, version
 from .bags import FleetError, _names, find_bags, robot_of
 from .worker import SUMMARY_COLUMNS, _atomic_write, _write_parquet, replay_bag
+
 
 def _table_write(path: Path, rows: list[dict], columns: list[str]) -> None:
     def write(p):
@@ -170,9 +172,11 @@ def run(bags, output, *, options: dict | None = None, outputs=('orientation', 'a
     from distributed import as_completed
     dask_client, close = (client, lambda: None) if client is not None else _client(scheduler, workers)
     rows, meter = [], _Progress(len(tasks), progress)
+    # Keys are the scheduler's names for tasks, shared by every client of a cluster: one of this run's own.
+    run_id = uuid.uuid4().hex[:12]
     try:
-        futures = {dask_client.submit(replay_bag, task, key=f'replay-{i}-{task["name"]}', pure=False): task
-                   for i, task in enumerate(tasks)}
+        futures = {dask_client.submit(replay_bag, task, key=f'replay-{run_id}-{i}-{task["name"]}', pure=False):
+                   task for i, task in enumerate(tasks)}
         # Results arrive with their futures (one round trip per batch, not one per bag).
         for future, row in as_completed(futures, with_results=True, raise_errors=False):
             task = futures[future]

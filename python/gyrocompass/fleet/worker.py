@@ -30,7 +30,8 @@ SUMMARY_COLUMNS = [
 NO_BOUND_DEG = 180.0
 
 _ACCEPTED = re.compile(r'calibration: at (?P<t>[-\d.]+) s accepted an? (?P<model>[\w-]+) fit, offset '
-                       r'(?P<x>[-\d.]+), (?P<y>[-\d.]+), (?P<z>[-\d.]+) uT, field (?P<f>[-\d.]+) uT, rms (?P<rms>[\d.]+)')
+                       r'(?P<x>[-\d.]+), (?P<y>[-\d.]+), (?P<z>[-\d.]+) uT, field (?P<f>[-\d.]+) uT, '
+                       r'rms (?P<rms>[\d.]+)')
 _IN_FORCE = re.compile(r'in force at the end: an? (?P<model>[\w-]+) fit, offset (?P<x>[-\d.]+), (?P<y>[-\d.]+), '
                        r'(?P<z>[-\d.]+) uT, field (?P<f>[-\d.]+) uT, rms (?P<rms>[\d.]+) uT')
 
@@ -134,7 +135,8 @@ def replay_bag(task: dict) -> dict:
             except ValueError:
                 old = {}
             if old.get('key') == key and not old.get('error') and _outputs_present(out, outputs, fmt):
-                old['status'] = 'up to date'
+                # What names the bag may have changed since (another --robot, a moved directory).
+                old.update(status='up to date', bag=task['name'], robot=task['robot'], path=str(bag))
                 return old
         out.mkdir(parents=True, exist_ok=True)
         for stale in out.glob('.*.partial-*'):
