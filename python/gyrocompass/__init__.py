@@ -435,7 +435,8 @@ def read_bag(path: str | os.PathLike, topics: str | list[str] | None = None) -> 
         def stamps():
             return np.array([m['header']['stamp']['sec'] + m['header']['stamp']['nanosec'] * 1e-9 for m in messages])
         def vectors(field):
-            return np.array([[m[field]['x'], m[field]['y'], m[field]['z']] for m in messages], dtype=float).reshape(-1, 3)
+            rows = [[m[field]['x'], m[field]['y'], m[field]['z']] for m in messages]
+            return np.array(rows, dtype=float).reshape(-1, 3)
         if entry['type'] == 'sensor_msgs/msg/Imu':
             entry.update(t=stamps(), angular_velocity=vectors('angular_velocity'),
                          linear_acceleration=vectors('linear_acceleration'))

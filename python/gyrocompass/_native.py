@@ -46,50 +46,57 @@ lib, LIBRARY_PATH = _load()
 
 _d = ctypes.POINTER(ctypes.c_double)
 _size = ctypes.c_size_t
-lib.gc_version.restype = ctypes.c_char_p
-lib.gc_version.argtypes = []
-lib.gc_last_error.restype = ctypes.c_char_p
-lib.gc_last_error.argtypes = []
-lib.gc_settings_reference.restype = ctypes.c_int
-lib.gc_settings_reference.argtypes = [ctypes.c_char_p, _size, ctypes.POINTER(_size)]
-lib.gc_filter_create.restype = ctypes.c_int
-lib.gc_filter_create.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
-lib.gc_filter_destroy.restype = None
-lib.gc_filter_destroy.argtypes = [ctypes.c_void_p]
-lib.gc_filter_declare_calibrated.restype = ctypes.c_int
-lib.gc_filter_declare_calibrated.argtypes = [ctypes.c_void_p]
-lib.gc_filter_learn_calibration.restype = ctypes.c_int
-lib.gc_filter_learn_calibration.argtypes = [ctypes.c_void_p]
-lib.gc_filter_use_calibration_file.restype = ctypes.c_int
-lib.gc_filter_use_calibration_file.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-lib.gc_filter_add_magnetometer.restype = ctypes.c_int
-lib.gc_filter_add_magnetometer.argtypes = [ctypes.c_void_p, ctypes.c_double, _d]
-lib.gc_filter_update_batch.restype = ctypes.c_int
-lib.gc_filter_update_batch.argtypes = [ctypes.c_void_p, _size, _d, _d, _d, _d, ctypes.c_void_p, ctypes.POINTER(_size)]
-lib.gc_filter_finish.restype = ctypes.c_int
-lib.gc_filter_finish.argtypes = [ctypes.c_void_p, ctypes.c_void_p, _size, ctypes.POINTER(_size)]
-lib.gc_replay.restype = ctypes.c_int
-lib.gc_replay.argtypes = [ctypes.c_char_p] * 4 + [ctypes.POINTER(ctypes.c_void_p)]
-lib.gc_replay_check.restype = ctypes.c_int
-lib.gc_replay_check.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
-lib.gc_replay_result_count.restype = _size
-lib.gc_replay_result_count.argtypes = [ctypes.c_void_p]
-lib.gc_replay_result_columns.restype = ctypes.c_int
-lib.gc_replay_result_columns.argtypes = [ctypes.c_void_p, _d, _d, _d, _d, ctypes.POINTER(ctypes.c_uint32)]
-lib.gc_replay_result_summary.restype = ctypes.c_int
-lib.gc_replay_result_summary.argtypes = [ctypes.c_void_p, ctypes.c_char_p, _size, ctypes.POINTER(_size)]
-lib.gc_replay_result_log.restype = ctypes.c_int
-lib.gc_replay_result_log.argtypes = [ctypes.c_void_p, ctypes.c_char_p, _size, ctypes.POINTER(_size)]
-lib.gc_replay_result_outcome.restype = ctypes.c_int
-lib.gc_replay_result_outcome.argtypes = [ctypes.c_void_p, ctypes.POINTER(_size), ctypes.POINTER(_size)]
-lib.gc_replay_result_destroy.restype = None
-lib.gc_replay_result_destroy.argtypes = [ctypes.c_void_p]
-lib.gc_bag_to_json_lines.restype = ctypes.c_int
-lib.gc_bag_to_json_lines.argtypes = [ctypes.c_char_p] * 3
-lib.gc_bag_topics.restype = ctypes.c_int
-lib.gc_bag_topics.argtypes = [ctypes.c_char_p, ctypes.c_char_p, _size, ctypes.POINTER(_size)]
-lib.gc_filter_summary.restype = ctypes.c_int
-lib.gc_filter_summary.argtypes = [ctypes.c_void_p, ctypes.c_char_p, _size, ctypes.POINTER(_size)]
+
+try:
+    lib.gc_version.restype = ctypes.c_char_p
+    lib.gc_version.argtypes = []
+    lib.gc_last_error.restype = ctypes.c_char_p
+    lib.gc_last_error.argtypes = []
+    lib.gc_settings_reference.restype = ctypes.c_int
+    lib.gc_settings_reference.argtypes = [ctypes.c_char_p, _size, ctypes.POINTER(_size)]
+    lib.gc_filter_create.restype = ctypes.c_int
+    lib.gc_filter_create.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+    lib.gc_filter_destroy.restype = None
+    lib.gc_filter_destroy.argtypes = [ctypes.c_void_p]
+    lib.gc_filter_declare_calibrated.restype = ctypes.c_int
+    lib.gc_filter_declare_calibrated.argtypes = [ctypes.c_void_p]
+    lib.gc_filter_learn_calibration.restype = ctypes.c_int
+    lib.gc_filter_learn_calibration.argtypes = [ctypes.c_void_p]
+    lib.gc_filter_use_calibration_file.restype = ctypes.c_int
+    lib.gc_filter_use_calibration_file.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    lib.gc_filter_add_magnetometer.restype = ctypes.c_int
+    lib.gc_filter_add_magnetometer.argtypes = [ctypes.c_void_p, ctypes.c_double, _d]
+    lib.gc_filter_update_batch.restype = ctypes.c_int
+    lib.gc_filter_update_batch.argtypes = [ctypes.c_void_p, _size, _d, _d, _d, _d, ctypes.c_void_p,
+                                           ctypes.POINTER(_size)]
+    lib.gc_filter_finish.restype = ctypes.c_int
+    lib.gc_filter_finish.argtypes = [ctypes.c_void_p, ctypes.c_void_p, _size, ctypes.POINTER(_size)]
+    lib.gc_replay.restype = ctypes.c_int
+    lib.gc_replay.argtypes = [ctypes.c_char_p] * 4 + [ctypes.POINTER(ctypes.c_void_p)]
+    lib.gc_replay_check.restype = ctypes.c_int
+    lib.gc_replay_check.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    lib.gc_replay_result_count.restype = _size
+    lib.gc_replay_result_count.argtypes = [ctypes.c_void_p]
+    lib.gc_replay_result_columns.restype = ctypes.c_int
+    lib.gc_replay_result_columns.argtypes = [ctypes.c_void_p, _d, _d, _d, _d, ctypes.POINTER(ctypes.c_uint32)]
+    lib.gc_replay_result_summary.restype = ctypes.c_int
+    lib.gc_replay_result_summary.argtypes = [ctypes.c_void_p, ctypes.c_char_p, _size, ctypes.POINTER(_size)]
+    lib.gc_replay_result_log.restype = ctypes.c_int
+    lib.gc_replay_result_log.argtypes = [ctypes.c_void_p, ctypes.c_char_p, _size, ctypes.POINTER(_size)]
+    lib.gc_replay_result_outcome.restype = ctypes.c_int
+    lib.gc_replay_result_outcome.argtypes = [ctypes.c_void_p, ctypes.POINTER(_size), ctypes.POINTER(_size)]
+    lib.gc_replay_result_destroy.restype = None
+    lib.gc_replay_result_destroy.argtypes = [ctypes.c_void_p]
+    lib.gc_bag_to_json_lines.restype = ctypes.c_int
+    lib.gc_bag_to_json_lines.argtypes = [ctypes.c_char_p] * 3
+    lib.gc_bag_topics.restype = ctypes.c_int
+    lib.gc_bag_topics.argtypes = [ctypes.c_char_p, ctypes.c_char_p, _size, ctypes.POINTER(_size)]
+    lib.gc_filter_summary.restype = ctypes.c_int
+    lib.gc_filter_summary.argtypes = [ctypes.c_void_p, ctypes.c_char_p, _size, ctypes.POINTER(_size)]
+except AttributeError as e:  # a library older or newer than this package
+    raise ImportError(f'{LIBRARY_PATH} does not match this package ({e}): rebuild it (`swift build --product '
+                      'gyrocompass`, with -c release for .build/release) or point GYROCOMPASS_LIBRARY at a matching '
+                      'one') from None
 
 
 def last_error():

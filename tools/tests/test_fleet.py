@@ -344,3 +344,19 @@ def bags_hand(node, tmp_path):
 """)
     subprocess.run([str(node), '--config', str(config)], check=True, capture_output=True, timeout=300)
     return (tmp_path / 'hand.mcap').read_bytes()
+
+
+def test_relative_truth_times_are_seconds_after_the_recordings_epoch(node, bags):
+    """A recording whose first IMU sample comes 5 s after 1,700,000,000 s (a phone's): estimates equal to the
+    truth score 0, and the truth shifted by 2 s does not."""
+    r = subprocess.run([sys.executable, '-c', f'''
+import numpy as np
+from gyrocompass.fleet import read_truth, heading_rmse
+t, q, moving = read_truth({str(bags / 'robot01' / 'day-000.truth.csv')!r})
+later = t >= 5
+print(heading_rmse(t[later] + 1.7e9, q[later], t, q, moving))
+print(heading_rmse(t[later] + 1.7e9 + 2, q[later], t, q, moving))
+'''], capture_output=True, text=True, env=environment(node), timeout=60)
+    assert r.returncode == 0, r.stderr
+    same, shifted = map(float, r.stdout.split())
+    assert same < 1e-6 and shifted > 1, (same, shifted)

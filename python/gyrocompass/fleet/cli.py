@@ -31,8 +31,9 @@ def main(argv=None) -> int:
         p.add_argument('b', help='the second run\'s output directory')
         p.add_argument('--by', default='heading', choices=('heading', 'bound', 'trusted'))
         p.add_argument('--top', type=int, default=20, help='bags to print (default 20)')
-        p.add_argument('--truth', help='truth CSV per bag: a path pattern with {stem}, {bag}, {dir} (default: '
-                       'STEM.truth.csv[.gz] beside the bag)')
+        p.add_argument('--truth', help='truth CSV per bag: a path pattern with {stem}, {prefix} (the stem up to its '
+                       'first _), {bag}, {dir}, relative to the bag\'s directory (default: STEM.truth.csv[.gz] '
+                       'beside the bag)')
         p.add_argument('--robot', help='regex naming the robot (group) in a bag\'s path')
         p.add_argument('-o', '--output', help='the table (default B/compare.csv)')
         a = p.parse_args(argv[1:])

@@ -13,6 +13,10 @@ import numpy as np
 from .bags import BAG_SUFFIXES, FleetError, robot_of
 from .run import _table_write, read_summary
 
+# Where relative truth times start: 1,700,000,000 s (2023-11-14 22:13:20 UTC), the BROAD and phone
+# recordings' first stamp and the simulator's.
+TRUTH_EPOCH_S = 1_700_000_000.0
+
 def _outputs(directory: Path, name: str):
     """A bag's per-sample outputs of a run: {'t', 'heading_deg', 'quaternion'} (what it has of them)."""
     base = directory / name
@@ -62,12 +66,13 @@ def read_truth(path):
 def heading_rmse(t_est, q_est, t_ref, q_ref, movement) -> float:
     """The BROAD heading error (Laidig et al. 2021: the rotation about the vertical of q_est conj(q_ref)),
     RMSE in degrees over the reference samples with movement; estimates interpolated (normalised linear,
-    close to slerp at IMU rates) onto the reference's times. Reference times below 1e9 s count from the
-    first estimate (the first IMU sample: the BROAD, phone and simulator truth files' convention)."""
+    close to slerp at IMU rates) onto the reference's times. Reference times below 1e9 s are seconds
+    after TRUTH_EPOCH_S, the stamp at which the BROAD and phone bags and the simulator's recordings start
+    (their truth files' convention; a phone's first IMU sample may come later than that)."""
     if len(t_est) == 0:
         return math.nan
     if t_ref.max(initial=0) < 1e9 <= t_est[0]:
-        t_ref = t_ref + t_est[0]
+        t_ref = t_ref + TRUTH_EPOCH_S
     inside = (t_ref >= t_est[0]) & (t_ref <= t_est[-1]) & movement & np.isfinite(q_ref).all(axis=1)
     if not inside.any():
         return math.nan
@@ -93,7 +98,8 @@ def heading_rmse(t_est, q_est, t_ref, q_ref, movement) -> float:
 def _truth_for(bag_path: str, pattern: str | None):
     bag = Path(bag_path)
     stem = bag.name[:-len(bag.suffix)] if bag.suffix in BAG_SUFFIXES else bag.name
-    candidates = ([pattern.format(stem=stem, bag=str(bag), dir=str(bag.parent))] if pattern else
+    fields = dict(stem=stem, prefix=stem.split('_', 1)[0], bag=str(bag), dir=str(bag.parent))
+    candidates = ([pattern.format(**fields)] if pattern else
                   [str(bag.parent / f'{stem}.truth.csv.gz'), str(bag.parent / f'{stem}.truth.csv')])
     for c in candidates:
         p = Path(c) if os.path.isabs(c) else bag.parent / c
@@ -106,11 +112,18 @@ def compare(a, b, *, by: str = 'heading', top: int = 20, truth: str | None = Non
             table: str | os.PathLike | None = None, out=sys.stdout) -> list[dict]:
     """The bags whose heading (by='heading': RMS difference of the two runs' headings), bound
     (by='bound': median bound) or trusted share (by='trusted') changed the most between runs A and B;
-    with truth files (a pattern with {stem}, {bag}, {dir}; default STEM.truth.csv[.gz] beside the bag), the
-    heading RMSE of each run per bag and per group (robot). Prints the `top` bags and, with truth, the
+    with truth files (a pattern with {stem}, {prefix}, {bag}, {dir}; default STEM.truth.csv[.gz] beside the bag), the
+    heading RMSE of each run per bag and per group (robot). {prefix} is the stem up to its first '_' (a
+    BROAD trial's number: '../truth/{prefix}.csv.gz'). Prints the `top` bags and, with truth, the
     groups; writes every row to `table` (default B/compare.csv). Returns the rows."""
     if by not in ('heading', 'bound', 'trusted'):
         raise FleetError(f"by: {by!r} is not heading, bound or trusted")
+    if truth:
+        try:
+            truth.format(stem='s', prefix='p', bag='b', dir='d')
+        except (KeyError, IndexError, ValueError) as e:
+            raise FleetError(f'truth: {truth!r}: {e!r} (the pattern takes {{stem}}, {{prefix}}, {{bag}}, '
+                             '{{dir}})') from None
     a, b = Path(a), Path(b)
     rows_a = {r['bag']: r for r in read_summary(a)}
     rows_b = {r['bag']: r for r in read_summary(b)}
@@ -166,11 +179,13 @@ def compare(a, b, *, by: str = 'heading', top: int = 20, truth: str | None = Non
     if scored:
         print('heading RMSE against the truth, mean per group (degrees):', file=out)
         groups = sorted({r['robot'] for r in scored})
+        width = max(len(g or '(no group)') for g in groups + ['all'])
         for g in groups + ['all']:
             members = [r for r in scored if g == 'all' or r['robot'] == g]
             ma = np.nanmean([r['heading_rmse_a_deg'] for r in members])
             mb = np.nanmean([r['heading_rmse_b_deg'] for r in members])
-            print(f'  {g or "(no group)":30s} {len(members):4d} bags  A {f(float(ma))}  B {f(float(mb))}', file=out)
+            count = f'{len(members)} bag' + ('' if len(members) == 1 else 's')
+            print(f'  {g or "(no group)":{width}s} {count:>9s}  A {f(float(ma))}  B {f(float(mb))}', file=out)
     missing = [r['bag'] for r in rows if r['in'] != 'both']
     if missing:
         more = ' ...' if len(missing) > 10 else ''
