@@ -91,7 +91,7 @@ def _row_from_replay(columns, reports, log, losses, known_wrong):
     else:
         row.update(calibration_model='', field_ut=math.nan, hard_iron_x_ut=math.nan, hard_iron_y_ut=math.nan,
                    hard_iron_z_ut=math.nan, hard_iron_sigma_ut=math.nan)
-    row['notes'] = ' | '.join(r for r in reports if losses or known_wrong) if (losses or known_wrong) else ''
+    row['notes'] = ' | '.join(reports) if (losses or known_wrong) else ''
     return row
 
 
