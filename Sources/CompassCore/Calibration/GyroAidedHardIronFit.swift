@@ -42,6 +42,13 @@ public struct GyroAidedHardIronFit: Sendable {
     var sumReading = Vector3.zero, sumRotatedReading = Vector3.zero, sumSquaredReading = 0.0
     /// Sum of the specific force in the starting frame, m/s^2 (its mean points up: the dip's reference).
     var sumForce = Vector3.zero
+    /// How `rotation` changes with a gyro bias b: the true rotation is rotation * Exp(biasJacobian b)
+    /// to first order (J <- step^T J - I dt per gyro step, as IMU preintegration has it).
+    var biasJacobian = Matrix3(0, 0, 0, 0, 0, 0, 0, 0, 0)
+    /// Each reading with its rotation and bias Jacobian, when `keepsReadings` (for a solve that also
+    /// finds the gyro's bias, `GyroAidedWindows`).
+    public var keepsReadings = false
+    var readings: [GyroAidedWindow.Reading] = []
 
     /// What one solve gives.
     public struct Solution: Sendable, Equatable {
@@ -67,7 +74,11 @@ public struct GyroAidedHardIronFit: Sendable {
     public var seconds: Double { startTime.map { latestTime - $0 } ?? 0 }
 
     /// Starts a new window at the next reading.
-    public mutating func reset() { self = GyroAidedHardIronFit(settings: settings) }
+    public mutating func reset() {
+        let keeps = keepsReadings
+        self = GyroAidedHardIronFit(settings: settings)
+        keepsReadings = keeps
+    }
 
     /// Turns the frame by the gyro's reading (rad/s, sensor frame) over `dt` seconds; the specific
     /// force (m/s^2, sensor frame) joins the dip's reference.
@@ -76,6 +87,7 @@ public struct GyroAidedHardIronFit: Sendable {
         let r = Quaternion(rotationVector: rate * dt).rotationMatrix
         rotation = rotation * r
         sumForce += rotation * specificForce
+        if keepsReadings { biasJacobian = r.transposed * biasJacobian - Matrix3.identity * dt }
     }
 
     /// Adds a reading with the soft-iron correction applied (W m, no offset removed), microtesla.
@@ -87,6 +99,15 @@ public struct GyroAidedHardIronFit: Sendable {
         sumReading += corrected
         sumRotatedReading += rotation * corrected
         sumSquaredReading += corrected.squaredNorm
+        if keepsReadings { readings.append(.init(reading: corrected, rotation: rotation, biasJacobian: biasJacobian)) }
+    }
+
+    /// The window's sums, for a solve with other windows (`GyroAidedWindows`); nil before a reading.
+    public var window: GyroAidedWindow? {
+        guard startTime != nil, count > 0 else { return nil }
+        return GyroAidedWindow(
+            count: count, sumRotation: sumRotation, sumReading: sumReading, sumRotatedReading: sumRotatedReading,
+            sumSquaredReading: sumSquaredReading, endTime: latestTime, readings: readings)
     }
 
     /// Normal equations [[nI, S^T], [S, nI]] [c; b] = [sum u; sum R u]; the Schur complement of the
@@ -103,13 +124,16 @@ public struct GyroAidedHardIronFit: Sendable {
         return min(eigen.values.x, eigen.values.y, eigen.values.z) / count
     }
 
-    /// The least-squares offset and field, or nil when the window is too short or turned too little.
-    public func solve() -> Solution? {
+    /// The least-squares offset and field, or nil when the window is too short or turned less than
+    /// `minimumSpread` (default: the settings' `minimumRotationSpread`).
+    public func solve(minimumSpread: Double? = nil) -> Solution? {
         guard count >= 10, seconds >= settings.minimumSeconds else { return nil }
         let n = count
         let s = sumRotation
         let k = schurComplement
-        guard let spread = spread(of: k), spread >= settings.minimumRotationSpread, let kInverse = k.inverse else {
+        guard let spread = spread(of: k), spread >= minimumSpread ?? settings.minimumRotationSpread,
+            let kInverse = k.inverse
+        else {
             return nil
         }
         let b = kInverse * (sumRotatedReading - s * sumReading * (1 / n))

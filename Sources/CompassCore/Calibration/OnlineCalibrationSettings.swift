@@ -34,6 +34,23 @@ public struct OnlineCalibrationSettings: Sendable, Equatable {
     /// BROAD sensor), leaving room for a degree of gyro integration error. Fast turning (a gyro scale
     /// error) and a field that changes with position both raise it. Default 1.25.
     public var maximumGyroAidedResidualMicrotesla = 1.25
+    /// While the sensor's own iron dominates the raw readings (their strength over twice the strongest
+    /// earth field, `plausibleRadiusMicrotesla`: a phone's hard iron of hundreds of microtesla), no
+    /// calibration is known to be wrong, and a gyro-aided fit is held to looser limits: its RMS residual
+    /// per axis (and the recent readings' miss of its sphere) at most this, microtesla. The offset-only
+    /// model leaves a phone's soft iron (its field stretched 5-15 % along one axis: 1-3 uT at 42 uT) in
+    /// the residual, with a hand's sway. Default 2.5.
+    public var firstFitResidualMicrotesla = 2.5
+    /// Likewise, the windows of the last `maximumReadingAgeSeconds` are solved together
+    /// (`GyroAidedWindows`), and their rotation spread together (`GyroAidedFitSettings`'s measure, per
+    /// reading) must be at least this: 0.01 is about 6 degrees RMS of turning about every axis, what a
+    /// hand holding a phone or a pocket swinging with a leg gives; with a few hundred readings the
+    /// offset along the least-turned axis is then known to about a microtesla. Default 0.01.
+    public var firstFitRotationSpread = 0.01
+    /// The windows' length while the sensor's iron dominates the raw readings, seconds: a raw
+    /// phone gyro's bias of 5 deg/s turns a window's rotations by 10 degrees over 2 s (20 over 4), and
+    /// windows are solved together, so short ones lose no turning. Default 2.
+    public var firstFitWindowSeconds = 2.0
     /// What a gyro-aided offset can resolve, microtesla (its error on real recordings is about 1 uT;
     /// 2 uT turn the heading by 7 degrees at a 16 uT horizontal field). A first gyro-aided fit whose
     /// offset is smaller finds the readings calibrated already and applies none; a sphere or

@@ -24,7 +24,12 @@ public struct OnlineCalibrator: Sendable {
 
     public var settings: OnlineCalibrationSettings
     public internal(set) var calibration: MagnetometerCalibration?
-    public internal(set) var fit: CalibrationFit?
+    public internal(set) var fit: CalibrationFit? { didSet { jointFitInForce = false } }
+    /// True while the calibration in force is the joint gyro-aided fit's (`GyroAidedWindows`): an
+    /// offset without soft iron, which a sphere or ellipsoid fit then judges against all the readings.
+    public internal(set) var jointFitInForce = false
+    /// The gyro's bias the latest joint fit found with the offset, rad/s, sensor frame.
+    public internal(set) var gyroBiasEstimate: Vector3?
     public internal(set) var state: State = .uncalibrated
     /// Readings per direction bin (raw, microtesla) with their times.
     var bins: [[BinnedReading]] = Array(repeating: [], count: 32)
@@ -50,6 +55,12 @@ public struct OnlineCalibrator: Sendable {
     /// True while new readings miss the accepted calibration (the gyro-aided fit then runs).
     public internal(set) var misfitting = false
     var gyroFit = GyroAidedHardIronFit()
+    /// The finished gyro-aided windows, solved together while the sensor's iron dominates the raw
+    /// readings (`ironDominates`).
+    var gyroWindows = GyroAidedWindows()
+    /// True when, at the latest fit attempt, the recent raw readings' median strength was more than twice
+    /// the strongest earth field: the sensor's own iron dominates them (a phone's hard iron).
+    public internal(set) var ironDominates = false
     /// The most turning a gyro-aided window had seen at any attempt to fit it
     /// (`GyroAidedHardIronFit.rotationSpread`): why no gyro-aided fit came, when none did.
     public internal(set) var largestRotationSpread = 0.0
@@ -88,9 +99,13 @@ public struct OnlineCalibrator: Sendable {
     /// True while the gyro-aided fit collects readings.
     var wantsGyroFit: Bool {
         latestForce != nil
-            && (calibration == nil || misfitting
+            && (calibration == nil || misfitting || refinesJointly
                 || (!changeOffsets.isEmpty && changeOffsets.count < settings.gyroAidedRefinements))
     }
+
+    /// True while the joint gyro-aided fit refines the calibration in force (one of its own) as the
+    /// motion goes on.
+    var refinesJointly: Bool { ironDominates && !misfitting && jointFitInForce }
 
     /// Fraction of direction bins holding recent readings (0...1). Zero while the recent readings hardly
     /// spread (RMS distance from their mean below 5 uT): around a resting cluster, noise points every way.
@@ -134,12 +149,20 @@ public struct OnlineCalibrator: Sendable {
         if state == .uncalibrated { state = .collecting }
         if wantsGyroFit {
             gyroFit.add((calibration?.softIronCorrection ?? .identity) * raw, time: time)
+            gyroFit.keepsReadings = jointly
+            if jointly, gyroFit.seconds >= settings.firstFitWindowSeconds {
+                if let w = gyroFit.window { gyroWindows.append(w) }
+                gyroFit.reset()
+            }
         } else if gyroFit.startTime != nil {
             gyroFit.reset()
         }
         guard time - (lastFitTime ?? -.infinity) >= settings.refitSeconds else { return nil }
         lastFitTime = time
-        if wantsGyroFit, let fit = tryGyroAidedFit() { return fit }
+        ironDominates = rawStrengthIronDominated
+        if !jointly { gyroWindows.removeAll() }
+        if jointly, let fit = tryJointGyroAidedFit() { return fit }
+        if wantsGyroFit, !jointly, let fit = tryGyroAidedFit() { return fit }
         // Directions are judged from the sphere the recent readings describe, not from their mean
         // (after a long rest the mean is a point on the sphere).
         if case .success(let sphere) = CalibrationFitter.fitSphere(recentReadings),
@@ -237,6 +260,7 @@ public struct OnlineCalibrator: Sendable {
     /// Drops every binned reading (they describe a sensor that has changed); directions are judged from
     /// `centre` until a sphere fit gives one.
     mutating func forgetReadings(centre: Vector3?) {
+        gyroWindows.removeAll()
         bins = Array(repeating: [], count: bins.count)
         nextSlot = Array(repeating: 0, count: bins.count)
         meanSum = .zero

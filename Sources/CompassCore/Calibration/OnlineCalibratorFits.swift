@@ -16,13 +16,15 @@ extension OnlineCalibrator {
     /// binned before describe the old offset and are dropped.
     mutating func tryGyroAidedFit() -> CalibrationFit? {
         defer { if gyroFit.seconds >= settings.gyroAided.windowSeconds { gyroFit.reset() } }
-        guard let s = gyroFit.solve() else {
+        let loose = ironDominates
+        let residualLimit = loose ? settings.firstFitResidualMicrotesla : settings.maximumGyroAidedResidualMicrotesla
+        guard let s = gyroFit.solve(minimumSpread: loose ? settings.firstFitRotationSpread : nil) else {
             largestRotationSpread = max(largestRotationSpread, gyroFit.rotationSpread ?? 0)
             return nil
         }
         largestRotationSpread = max(largestRotationSpread, s.rotationSpread)
         let strength = s.field.norm
-        guard s.rmsResidualMicrotesla <= settings.maximumGyroAidedResidualMicrotesla,
+        guard s.rmsResidualMicrotesla <= residualLimit,
             settings.plausibleRadiusMicrotesla.contains(strength)
         else { return nil }
         if let previous = calibration {
@@ -48,7 +50,8 @@ extension OnlineCalibrator {
             }
             guard
                 readings.isEmpty
-                    || (squares / Double(readings.count)).squareRoot() <= settings.maximumResidualMicrotesla
+                    || (squares / Double(readings.count)).squareRoot()
+                        <= (loose ? residualLimit : settings.maximumResidualMicrotesla)
             else { return nil }
         }
         let refining = !misfitting && !changeOffsets.isEmpty
@@ -68,21 +71,12 @@ extension OnlineCalibrator {
         let accepted = MagnetometerCalibration(
             hardIronOffsetMicrotesla: offset, softIronCorrection: softIron,
             fieldRadiusMicrotesla: calibration?.fieldRadiusMicrotesla ?? strength)
-        let result = CalibrationFit(
-            model: .gyroAided, calibration: accepted, rmsResidualMicrotesla: s.rmsResidualMicrotesla,
-            meanResultantLength: .nan, directionCoverage: .nan, readingCount: s.readingCount)
         // After a new hard iron the readings binned before describe the old offset, and directions are
         // judged from the new one.
         if calibration != nil && !refining { forgetReadings(centre: accepted.hardIronOffsetMicrotesla) }
-        calibration = accepted
-        fit = result
-        state = .calibrated
-        residualLowPass = 0
-        degradedSince = nil
-        misfitting = false
-        gyroAidedFits += 1
-        gyroAidedOffset = accepted.hardIronOffsetMicrotesla
         gyroFit.reset()
+        let result = acceptGyroAided(accepted, rms: s.rmsResidualMicrotesla, readings: s.readingCount)
+        gyroAidedOffset = accepted.hardIronOffsetMicrotesla
         return result
     }
 
@@ -277,7 +271,9 @@ extension OnlineCalibrator {
     /// fixed in the world (a magnet passed, steel walked along), or a sensor that changed, which shows
     /// as the calibration degrading (then every reading counts, and the gyro-aided fit runs).
     func explainedReadings(_ readings: [Vector3]) -> [Vector3] {
-        guard let current = calibration, state != .degraded, readings.count > 1 else { return readings }
+        guard let current = calibration, state != .degraded, !jointFitInForce, readings.count > 1 else {
+            return readings
+        }
         let strengths = readings.map { current.apply($0).norm }
         let strength = finiteMedian(strengths)
         let misses = strengths.map { abs($0 - strength) }

@@ -192,6 +192,9 @@ public struct ComplementaryFilter: Sendable {
             headingVariance: driftSigmaDegrees * driftSigmaDegrees * radiansPerDegree * radiansPerDegree, dt: dt)
         if verdict.flags.contains(.magneticReferenceChanged) { frontEnd.unseen.forgetTurns() }
         guard verdict.use else { return (nil, verdict.flags) }
+        guard !frontEnd.cannotBeEarthField(strengthMicrotesla: m.norm) else {
+            return (nil, verdict.flags.union(.magnetometerRejected))
+        }
         let learning = frontEnd.gate.isLearning || elapsed < 1
         let tau = learning ? 0.5 : settings.headingTimeConstantSeconds
         var step = alpha * min(1, dt / tau)

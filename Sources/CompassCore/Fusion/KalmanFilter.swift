@@ -44,6 +44,11 @@ public struct KalmanFilter: Sendable {
     var estimateGiven = false
     var elapsed = 0.0
     var lowPassedForceEarth = Vector3.zero
+    /// The specific force's squared departure from its low-passed value, low-passed alike, (m/s^2)^2:
+    /// the linear acceleration the low-pass has to average out (`linearAccelerationCorrelationSeconds`).
+    var linearAccelerationSquared = 0.0
+    /// True once the gyro bias was measured at rest.
+    var biasLearnedAtRest = false
     var secondsSinceMagneticUpdate = 0.0
     var latestRate = Vector3.zero
     var secondsSinceMeasurementUpdate = 0.0

@@ -19,8 +19,9 @@ extension KalmanFilter {
         refreshUnseenVariance()
     }
 
-    /// The calibration applied to the readings changed. Uncalibrated readings still steer the heading
-    /// (nothing better is known) but the accuracy says 180 degrees. A new calibration renews the
+    /// The calibration applied to the readings changed. Uncalibrated readings whose strength is an earth
+    /// strength still steer the heading (nothing better is known) but the accuracy says how far they can
+    /// be off; others never steer it (`MagnetometerFrontEnd.cannotBeEarthField`). A new calibration renews the
     /// magnetic reference (its radius; the dip is learned again unless the model gave it) and widens
     /// the heading uncertainty by as far as the change can have turned the compass, so the next
     /// readings correct a heading taken from the old calibration.
@@ -102,6 +103,9 @@ extension KalmanFilter {
                 referenceDipDegrees: frontEnd.gate.referenceDipDegrees),
             verdict.use
         {
+            return verdict.flags.union(.magnetometerRejected)
+        }
+        guard !frontEnd.cannotBeEarthField(strengthMicrotesla: strength) else {
             return verdict.flags.union(.magnetometerRejected)
         }
         guard recorder.useMagnetometer(gateAccepts: verdict.use) else {

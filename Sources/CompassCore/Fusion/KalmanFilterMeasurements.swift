@@ -95,7 +95,13 @@ extension KalmanFilter {
             inclinationGated += 1
             return
         }
-        let variance = settings.inclinationNoiseDensity * settings.inclinationNoiseDensity / interval
+        // Linear acceleration of RMS a, correlated over tau_c, leaves the low-passed direction an error of
+        // noise density a sqrt(tau_c) / g on top of the sensor's own.
+        let variance =
+            (settings.inclinationNoiseDensity * settings.inclinationNoiseDensity
+                + (biasLearnedAtRest ? 0 : linearAccelerationSquared) * settings.linearAccelerationCorrelationSeconds
+                    / (standardGravity * standardGravity))
+            / interval
         let d = correction.attitude
         if a.x == 0 && a.y == 0 {
             covarianceBlocks.measure(.tiltEast, residual: u.y * k - d.x, variance: variance, &correction)
@@ -156,6 +162,7 @@ extension KalmanFilter {
         let restRate = restRates[0].time <= confirmed ? restRates[0].rate : nil
         guard atRest, let rate = restRate, rest.restSeconds >= rest.minimumSeconds + settings.restConfirmationSeconds
         else { return }
+        biasLearnedAtRest = true
         let residual = rate - gyroBias
         let variance = settings.restBiasNoiseDensity * settings.restBiasNoiseDensity / interval
         covarianceBlocks.measure(.biasX, residual: residual.x - correction.bias.x, variance: variance, &correction)

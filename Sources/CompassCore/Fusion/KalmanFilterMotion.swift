@@ -60,8 +60,9 @@ extension KalmanFilter {
         recorder.propagated(earthForce: force)
         aiding.forceIntegral += force * dt
         aiding.forceSeconds += dt
-        lowPassedForceEarth +=
-            (force - lowPassedForceEarth) * forceWeight(dt, tau: settings.accelerometerLowPassSeconds)
+        let w = forceWeight(dt, tau: settings.accelerometerLowPassSeconds)
+        linearAccelerationSquared += ((force - lowPassedForceEarth).squaredNorm - linearAccelerationSquared) * w
+        lowPassedForceEarth += (force - lowPassedForceEarth) * w
         return gravityBounds.contains(squared: lowPassedForceEarth.squaredNorm)
     }
 

@@ -10,8 +10,10 @@ public struct KalmanFilterSettings: Sendable, Equatable {
     public var gyroRateNoise = 0.0015
     /// Gyro bias instability as a random walk, rad/s/sqrt(s). Default 1e-4.
     public var gyroBiasRandomWalk = 1e-4
-    /// Gyro bias uncertainty at start, rad/s (1 sigma). Default 0.01 (0.57 deg/s).
-    public var initialGyroBiasSigma = 0.01
+    /// Gyro bias uncertainty at start, rad/s (1 sigma): the spread of zero-rate offsets a consumer MEMS
+    /// gyro leaves the factory with (datasheets give +-3 to +-5 deg/s; the phones' raw gyros show
+    /// 0.8-5). A bias learned at rest soon narrows it. Default 0.02 (1.15 deg/s).
+    public var initialGyroBiasSigma = 0.02
 
     // MARK: Accelerometer (inclination)
     /// Time constant of the low-pass applied to the specific force in the earth frame, seconds: linear
@@ -20,6 +22,14 @@ public struct KalmanFilterSettings: Sendable, Equatable {
     /// Noise density of the low-passed gravity direction, rad*sqrt(s): an update covering T seconds
     /// has variance density^2 / T, so the filter behaves the same at any sample rate. Default 0.006.
     public var inclinationNoiseDensity = 0.006
+    /// Correlation time of the linear acceleration the low-pass averages out, seconds, while the gyro
+    /// bias has not been measured at rest: RMS linear acceleration a (the force's departure from its
+    /// low-passed value) then adds a noise density of a sqrt(this) / g to the inclination's. A walker's
+    /// steps and a hand's sway leave the low-passed force tilted by a few degrees for seconds, which
+    /// an unknown bias would otherwise absorb; once the bias is known at rest, the tilt the gyro carries
+    /// between corrections is trusted and the sensor's density alone applies. Of the order of a heel
+    /// strike's impulse (10 ms). 0 = the fixed density alone. Default 0.01.
+    public var linearAccelerationCorrelationSeconds = 0.01
     /// The accelerometer is rejected while the low-passed specific force differs from g by more than
     /// this fraction (sustained linear acceleration). Default 0.1.
     public var accelerationRejectionTolerance = 0.1

@@ -48,6 +48,25 @@ public struct MagneticDisturbanceGate: Sendable {
     /// holds can be off (the filter widens its heading variance by it).
     public internal(set) var adoptedHeadingOffset: Double?
     var checkWeight = LowPassWeight(), shortWeight = LowPassWeight(), baselineWeight = LowPassWeight()
+    var scatterWeight = LowPassWeight()
+    /// The accepted readings' strength (low-passed as the check's) averaged over
+    /// `strengthScatterSeconds`, microtesla, and the mean square of its relative departures from that
+    /// average.
+    var strengthMean: Double?
+    var strengthScatterSquared = 0.0
+    /// The accepted readings' heading innovation, low-passed as the strength is for the check, rad, and
+    /// its mean square over `strengthScatterSeconds`, rad^2.
+    var innovationLowPass = 0.0
+    var innovationSquared = 0.0
+    /// RMS of the accepted readings' heading innovation over the last half minute, radians: how far the
+    /// compass the filter follows strays from its heading from place to place (a building's field seen
+    /// while walking through it), which the filter's own variance, built for white noise, leaves out.
+    public var innovationScatter: Double { innovationSquared.squareRoot() }
+    /// RMS relative departure of the accepted readings' strength from its half-minute average: a field
+    /// that varies from place to place by this fraction of its strength turns the heading by about as
+    /// much (a disturbance changes the field's direction as much as its strength), though no check sees
+    /// it (the reference follows a learned field's average).
+    public var strengthScatter: Double { strengthScatterSquared.squareRoot() }
 
     public init(settings: MagneticGateSettings = .init()) {
         self.settings = settings
@@ -135,6 +154,14 @@ public struct MagneticDisturbanceGate: Sendable {
         }
         rejectedSeconds = isRejecting ? rejectedSeconds + dt : 0
         if isRejecting { return (false, flags.union(reasons).union(.magnetometerRejected)) }
+        let w = scatterWeight(dt, tau: settings.strengthScatterSeconds)
+        let mean = strengthMean ?? strengthLowPass
+        let departure = strengthLowPass / mean - 1
+        strengthScatterSquared += (departure * departure - strengthScatterSquared) * w
+        strengthMean = mean + (strengthLowPass - mean) * w
+        innovationLowPass +=
+            (headingInnovation - innovationLowPass) * checkWeight(dt, tau: settings.checkLowPassSeconds)
+        innovationSquared += (innovationLowPass * innovationLowPass - innovationSquared) * w
         return (true, flags)
     }
 
@@ -273,8 +300,13 @@ public struct MagneticDisturbanceGate: Sendable {
         passingSeconds = 0
         candidateSeconds = 0
         compassMinusGyroPrimed = false
-        // The heading the new calibration gives is a new start for the heading check, too.
+        // The heading the new calibration gives is a new start for the heading check, too, and the
+        // scatter of the readings through the old one says nothing of the new one.
         checkedSeconds = 0
+        strengthMean = nil
+        strengthScatterSquared = 0
+        innovationLowPass = 0
+        innovationSquared = 0
         headingCandidateSeconds = 0
         radiansTurnedSinceAccepted = 0
     }

@@ -49,5 +49,11 @@ public struct MagneticGateSettings: Sendable, Equatable {
     /// one second of learning can land anywhere in that swing. Three such cycles. Default 3.
     public var learnedFieldAverageSeconds = 3.0
 
+    /// Time constant, seconds, of the average of accepted readings' strength (low-passed as the
+    /// check's) and of the mean square of their departures from it: how much the field varies from
+    /// place to place where the device is carried, which turns the heading by as much as it changes the
+    /// strength (`strengthScatter`). Half a minute: the span a calibration's readings cover. Default 30.
+    public var strengthScatterSeconds = 30.0
+
     public init() {}
 }

@@ -15,9 +15,23 @@ public struct MagnetometerFrontEnd: Sendable {
     /// The unseen disturbance's heading variance at the gate's reference dip (60 degrees until known),
     /// for the share of it turning has not exposed.
     var unseen = UnseenDisturbance.Variance()
+    /// The heading variance of the field's variation from place to place (the gate's `strengthScatter`
+    /// at the reference dip), degrees^2, and the mean square and dip it was computed for (an arctangent
+    /// per sample would cost about 10 %).
+    var scatterDegrees2 = 0.0, strengthScatterDegrees2 = 0.0
+    var scatterComputedFor = (squared: 0.0, dip: Double.nan)
 
     init(gate settings: MagneticGateSettings) {
         gate = MagneticDisturbanceGate(settings: settings)
+    }
+
+    /// True for a reading no calibration corrects whose strength is no earth strength (a phone's raw
+    /// field, hundreds of microtesla of its own iron): its direction is the sensor's iron, which turns
+    /// with the device, so as a compass it would say the device never turns, and the gyro's turning
+    /// would be taken for bias. Such a reading never corrects the heading.
+    @inline(__always)
+    func cannotBeEarthField(strengthMicrotesla: Double) -> Bool {
+        uncalibrated && !TypicalEarthField.plausibleStrengthMicrotesla.contains(strengthMicrotesla)
     }
 
     /// Sets the reference the gate compares strength and dip with; the turns seen so far no longer
@@ -52,16 +66,28 @@ public struct MagnetometerFrontEnd: Sendable {
     /// without a magnetometer) at the gate's reference dip.
     @inline(__always)
     mutating func refreshUnseenVariance(fraction: Double) {
-        unseen.refresh(fraction: fraction, dipDegrees: gate.referenceDipDegrees ?? TypicalEarthField.dipDegrees)
+        let dip = gate.referenceDipDegrees ?? TypicalEarthField.dipDegrees
+        unseen.refresh(fraction: fraction, dipDegrees: dip)
+        let squared = fraction > 0 ? gate.strengthScatterSquared : 0
+        if abs(squared - scatterComputedFor.squared) > 0.05 * scatterComputedFor.squared
+            || dip != scatterComputedFor.dip
+        {
+            scatterComputedFor = (squared, dip)
+            let sigma = UnseenDisturbance.headingSigmaDegrees(fraction: squared.squareRoot(), dipDegrees: dip)
+            strengthScatterDegrees2 = sigma * sigma
+        }
+        let innovation = fraction > 0 ? gate.innovationSquared * degreesPerRadian * degreesPerRadian : 0
+        scatterDegrees2 = max(strengthScatterDegrees2, innovation)
     }
 
-    /// The filter's own heading variance, degrees^2, widened while no calibration is applied by as far
-    /// as the uncalibrated readings can turn the compass (`eastRow`: the orientation matrix's first
-    /// row, evaluated only then).
+    /// The filter's own heading variance, degrees^2, with the field's variation from place to place
+    /// (`scatterDegrees2`), widened while no calibration is applied by as far as the uncalibrated
+    /// readings can turn the compass (`eastRow`: the orientation matrix's first row, evaluated only then).
     @inline(__always)
     func ownVarianceDegrees2(_ filterVarianceDegrees2: Double, eastRow: @autoclosure () -> Vector3) -> Double {
+        // The compass the filter follows is off by the field's variation where the device is.
         MagnetometerCalibrationNotice.ownVarianceDegrees2(
-            filterVarianceDegrees2,
+            filterVarianceDegrees2 + scatterDegrees2,
             uncalibratedBoundRadians: !uncalibrated
                 ? nil : uncalibratedButLearning ? uncalibratedEvidence.headingBoundRadians(eastRow: eastRow()) : .pi)
     }

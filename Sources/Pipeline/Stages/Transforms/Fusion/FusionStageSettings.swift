@@ -148,6 +148,11 @@ extension FusionStage {
                 "inclination_noise_density", \.kalmanModel.inclinationNoiseDensity, unit: "rad*sqrt(s)",
                 range: 1e-6...1, "kalman: noise density of the low-passed gravity direction"),
             .number(
+                "linear_acceleration_correlation_s", \.kalmanModel.linearAccelerationCorrelationSeconds, unit: "s",
+                range: 0...10,
+                "kalman: correlation time of linear acceleration while the bias is not known at rest; "
+                    + "RMS a adds a sqrt(this) / g to the inclination noise"),
+            .number(
                 "acceleration_rejection_tolerance", \.kalmanModel.accelerationRejectionTolerance, unit: "fraction",
                 range: 0.001...1,
                 "kalman: accelerometer ignored while the low-passed force differs from g by more"),
