@@ -21,7 +21,9 @@ extension KalmanFilter {
         let rate = latestRate.norm
         pending.accumulate(
             rotation: r, dt: dt, rate: rate, gyroNoiseDensity: settings.gyroNoiseDensity,
-            gyroRateNoise: settings.gyroRateNoise, gyroBiasRandomWalk: settings.gyroBiasRandomWalk)
+            gyroRateNoise: settings.gyroRateNoise,
+            gyroBiasRandomWalk: biasLearnedAtRest
+                ? settings.gyroBiasRandomWalk : max(settings.gyroBiasRandomWalk, settings.gyroBiasRandomWalkBeforeRest))
         if settings.verticalTurnDegreesPerSecond > 0 { followVerticalTurn(rotation: r, dt: dt, at: time) }
         frontEnd.gate.noteRotation(radians: rate * dt)
         for i in others.indices { others[i].gate.noteRotation(radians: rate * dt) }

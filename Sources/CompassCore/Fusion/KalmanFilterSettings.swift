@@ -10,6 +10,12 @@ public struct KalmanFilterSettings: Sendable, Equatable {
     public var gyroRateNoise = 0.0015
     /// Gyro bias instability as a random walk, rad/s/sqrt(s). Default 1e-4.
     public var gyroBiasRandomWalk = 1e-4
+    /// The same until the bias has been measured at rest, rad/s/sqrt(s): a bias learned in motion is
+    /// learned through the accelerometer's and the compass's models (a walker's tilted low-passed
+    /// force, a building's field), whose errors last seconds, and a bias taken from them can be wrong by
+    /// more than its covariance says; this keeps the filter ready to learn it again, and its bound and
+    /// gate aware of it (0.6 deg/s after 100 s). Default 1e-3.
+    public var gyroBiasRandomWalkBeforeRest = 1e-3
     /// Gyro bias uncertainty at start, rad/s (1 sigma): the spread of zero-rate offsets a consumer MEMS
     /// gyro leaves the factory with (datasheets give +-3 to +-5 deg/s; the phones' raw gyros show
     /// 0.8-5). A bias learned at rest soon narrows it. Default 0.02 (1.15 deg/s).

@@ -139,6 +139,10 @@ extension FusionStage {
                 "gyro_bias_random_walk", \.kalmanModel.gyroBiasRandomWalk, unit: "rad/s/sqrt(s)", range: 0...0.01,
                 "kalman: gyro bias instability"),
             .number(
+                "gyro_bias_random_walk_before_rest", \.kalmanModel.gyroBiasRandomWalkBeforeRest,
+                unit: "rad/s/sqrt(s)", range: 0...0.01,
+                "kalman: gyro bias random walk until the bias has been measured at rest"),
+            .number(
                 "initial_gyro_bias_sigma", \.kalmanModel.initialGyroBiasSigma, unit: "rad/s", range: 1e-5...0.5,
                 "kalman: 1-sigma gyro bias uncertainty at start (a phone's uncalibrated gyro: up to 0.09)"),
             .number(
