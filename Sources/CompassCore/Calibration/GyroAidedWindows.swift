@@ -63,7 +63,7 @@ public struct GyroAidedWindows: Sendable {
         public var rmsResidualMicrotesla: Double
         /// Smallest eigenvalue of the summed information per reading (as `GyroAidedFitSettings`'s spread).
         public var rotationSpread: Double
-        /// Windows and readings used, and the seconds they span.
+        /// Windows and readings used.
         public var windowCount: Int
         public var readingCount: Int
         /// The gyro's bias found with the offset, rad/s, sensor frame; nil when the windows kept no

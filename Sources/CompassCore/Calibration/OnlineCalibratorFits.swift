@@ -42,17 +42,11 @@ extension OnlineCalibrator {
         var offset = inverse * s.correctedOffset
         // A first fit assumes no soft iron: the readings seen so far must lie on its sphere as a sphere
         // fit's must (soft iron stretches them into an ellipsoid the fit cannot see in a few seconds).
-        if calibration == nil {
-            let readings = recentReadings
-            let squares = readings.reduce(0.0) {
-                let miss = ($1 - offset).norm - strength
-                return $0 + miss * miss
-            }
-            guard
-                readings.isEmpty
-                    || (squares / Double(readings.count)).squareRoot()
-                        <= (loose ? residualLimit : settings.maximumResidualMicrotesla)
-            else { return nil }
+        if calibration == nil,
+            let miss = recentSphereMiss(offset: offset, radius: strength),
+            miss > (loose ? residualLimit : settings.maximumResidualMicrotesla)
+        {
+            return nil
         }
         let refining = !misfitting && !changeOffsets.isEmpty
         if refining {
@@ -78,6 +72,18 @@ extension OnlineCalibrator {
         let result = acceptGyroAided(accepted, rms: s.rmsResidualMicrotesla, readings: s.readingCount)
         gyroAidedOffset = accepted.hardIronOffsetMicrotesla
         return result
+    }
+
+    /// RMS miss of the recent raw readings from the sphere of `radius` about `offset`, microtesla; nil
+    /// without readings.
+    func recentSphereMiss(offset: Vector3, radius: Double) -> Double? {
+        let readings = recentReadings
+        guard !readings.isEmpty else { return nil }
+        let squares = readings.reduce(0.0) {
+            let miss = ($1 - offset).norm - radius
+            return $0 + miss * miss
+        }
+        return (squares / Double(readings.count)).squareRoot()
     }
 
     /// The gravity-aided fit on the recent readings that have a vertical, accepted when it explains them

@@ -36,17 +36,10 @@ extension OnlineCalibrator {
         let offset = inverse * s.correctedOffset
         if let current = calibration {
             guard (offset - current.hardIronOffsetMicrotesla).norm >= 1 else { return nil }
-        } else {
-            let readings = recentReadings
-            let squares = readings.reduce(0.0) {
-                let miss = ($1 - offset).norm - s.strengthMicrotesla
-                return $0 + miss * miss
-            }
-            guard
-                readings.isEmpty
-                    || (squares / Double(readings.count)).squareRoot()
-                        <= settings.maximumStrengthChange * s.strengthMicrotesla
-            else { return nil }
+        } else if let miss = recentSphereMiss(offset: offset, radius: s.strengthMicrotesla),
+            miss > settings.maximumStrengthChange * s.strengthMicrotesla
+        {
+            return nil
         }
         let accepted = MagnetometerCalibration(
             hardIronOffsetMicrotesla: offset, softIronCorrection: softIron, fieldRadiusMicrotesla: s.strengthMicrotesla)
